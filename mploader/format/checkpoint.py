@@ -1,0 +1,214 @@
+"""Text checkpoint files, ``partition.metadata`` and the clean-shutdown marker (FORMATS.md §13-§16).
+
+Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``) and the
+``leader-epoch-checkpoint`` share one layout::
+
+    0              version line, must be 0
+    N              number of entry lines
+    <fields...>    N lines, fields split on \\s+ (offsets: topic partition offset; epochs: epoch start)
+
+Reading follows Kafka's two error classes: a malformed file raises
+:class:`MalformedCheckpointError` (Kafka: IOException, the data dir goes
+offline), a non-numeric field :class:`CheckpointNumberFormatError` (Kafka:
+NumberFormatException).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from typing import Callable, TypeVar
+
+from ..errors import CheckpointNumberFormatError, MalformedCheckpointError, StartupFailedError
+from .names import TopicPartition
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+CHECKPOINT_VERSION = 0
+
+_WHITESPACE = re.compile(r"\s+", re.ASCII)  # Java's \s: [ \t\n\x0B\f\r]
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # BufferedReader.readLine
+_JAVA_INT = re.compile(r"[+-]?\d+")
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def java_split(line: str) -> list[str]:
+    """Java ``Pattern.split`` on \\s+: a leading empty field stays, trailing empty ones go."""
+    parts = _WHITESPACE.split(line)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts or [""]
+
+
+def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+    """``Integer.parseInt`` / ``Long.parseLong``: optional sign, decimal digits, in range."""
+    if not _JAVA_INT.fullmatch(text):
+        raise ValueError(f"For input string: {text!r}")
+    value = int(text)
+    if not lo <= value <= hi:
+        raise ValueError(f"For input string: {text!r} (out of range)")
+    return value
+
+
+def read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """The file's lines as Java's BufferedReader returns them (UTF-8; \\n, \\r\\n or \\r)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedCheckpointError(path, None, f"not UTF-8 (byte {e.start})") from e
+    if text == "":
+        return []
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+T = TypeVar("T")
+
+
+def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable[[list[str]], T]) -> list[T]:
+    lines = read_lines(path)
+    if not lines:
+        return []
+    try:
+        version = parse_java_int(lines[0])
+    except ValueError:
+        raise MalformedCheckpointError(path, 1, f"malformed version line {lines[0]!r}") from None
+    if version != CHECKPOINT_VERSION:
+        raise MalformedCheckpointError(path, 1, f"unrecognised version {version}, expected {CHECKPOINT_VERSION}")
+    if len(lines) < 2:
+        return []
+    try:
+        expected = parse_java_int(lines[1])
+    except ValueError:
+        raise MalformedCheckpointError(path, 2, f"malformed entry count {lines[1]!r}") from None
+    out: list[T] = []
+    for i, line in enumerate(lines[2:], start=3):
+        fields = java_split(line)
+        if len(fields) != nfields:
+            raise MalformedCheckpointError(path, i, f"malformed line {line!r}: expected {nfields} fields")
+        try:
+            out.append(build(fields))
+        except ValueError as e:
+            raise CheckpointNumberFormatError(path, i, str(e)) from None
+    if len(out) != expected:
+        raise MalformedCheckpointError(path, None, f"expected {expected} entries but found {len(out)}")
+    return out
+
+
+def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[TopicPartition, int]:
+    """``topic partition offset`` lines; a later duplicate wins."""
+    entries = _read_checkpoint(
+        path, 3,
+        lambda f: (TopicPartition(f[0], parse_java_int(f[1])), parse_java_int(f[2], INT64_MIN, INT64_MAX)),
+    )
+    return dict(entries)
+
+
+def read_leader_epoch_checkpoint(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
+    """``epoch startOffset`` lines, in file order (the cache applies its assign rule to them)."""
+    return _read_checkpoint(path, 2, lambda f: (parse_java_int(f[0]), parse_java_int(f[1], INT64_MIN, INT64_MAX)))
+
+
+def format_checkpoint(lines: list[str]) -> bytes:
+    return ("\n".join([str(CHECKPOINT_VERSION), str(len(lines)), *lines]) + "\n").encode("utf-8")
+
+
+def offset_checkpoint_bytes(offsets: dict[TopicPartition, int]) -> bytes:
+    return format_checkpoint([f"{tp.topic} {tp.partition} {o}" for tp, o in offsets.items()])
+
+
+def leader_epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
+    return format_checkpoint([f"{e} {o}" for e, o in entries])
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Kafka's checkpoint write: ``<file>.tmp``, fsync, rename over the target, fsync the dir."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+# --------------------------------------------------------------------------------------------
+# partition.metadata
+
+
+def partition_metadata_bytes(topic_id: bytes) -> bytes:
+    """``version: 0\\ntopic_id: <base64url, no padding>`` with no trailing newline."""
+    if len(topic_id) != 16:
+        raise ValueError("a topic id is 16 bytes")
+    b64 = base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode("ascii")
+    return f"version: 0\ntopic_id: {b64}".encode("ascii")
+
+
+def read_partition_metadata(path: str | os.PathLike[str]) -> bytes:
+    """The topic id, with Kafka's error classes (FORMATS.md §15)."""
+    lines = read_lines(path)
+    if not lines:
+        raise StartupFailedError(path, "NullPointerException", "empty partition.metadata")
+    parsed: list[str] = []
+    for i, line in enumerate(lines[:2], start=1):
+        parts = re.split(r":\s+", line, flags=re.ASCII)
+        if len(parts) != 2:
+            raise MalformedCheckpointError(path, i, f"malformed line {line!r}")
+        parsed.append(parts[1])
+    try:
+        if parse_java_int(parsed[0]) < 0:
+            raise MalformedCheckpointError(path, 1, f"invalid version {parsed[0]}")
+    except ValueError:
+        raise MalformedCheckpointError(path, 1, f"malformed version {parsed[0]!r}") from None
+    if len(parsed) < 2:
+        raise StartupFailedError(path, "NullPointerException", "partition.metadata has no topic_id line")
+    text = parsed[1]
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raw = b""
+    if len(raw) != 16:
+        raise StartupFailedError(path, "IllegalArgumentException", f"invalid topic id {text!r}")
+    if raw == bytes(16):
+        raise MalformedCheckpointError(path, 2, "the zero UUID is not a valid topic id")
+    return raw
+
+
+# --------------------------------------------------------------------------------------------
+# Clean-shutdown marker
+
+
+def clean_shutdown_marker_bytes(broker_epoch: int | None) -> bytes:
+    """Empty (Kafka <= 3.6) or ``{"version":0,"brokerEpoch":N}`` (>= 3.7)."""
+    if broker_epoch is None:
+        return b""
+    return json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode("utf-8")
+
+
+def read_broker_epoch(path: str | os.PathLike[str]) -> int | None:
+    """The broker epoch of a marker, tolerantly (unknown fields ignored; unreadable => None)."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+        epoch = doc.get("brokerEpoch") if isinstance(doc, dict) else None
+        return int(epoch) if isinstance(epoch, int) else None
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,204 @@
+"""Index files: ``.index``, ``.timeindex`` and ``.txnindex`` (FORMATS.md §8-§11).
+
+Entry layouts (big-endian, no header, no checksum)::
+
+    .index      relativeOffset int32 | position int32                            8 bytes
+    .timeindex  timestamp int64 | relativeOffset int32                            12 bytes
+    .txnindex   version int16 | producerId int64 | firstOffset int64 |
+                lastOffset int64 | lastStableOffset int64                          34 bytes
+
+An offset or time index opened by Kafka counts *every* slot up to the file
+length as an entry (``entries = length // entry_size``), zero-filled
+preallocated slots included: we do the same and never look for the "real" end.
+The views below are numpy arrays over the mapped bytes, so checks over all
+entries are vectorised.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CorruptIndexError, StartupFailedError
+
+OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+TXN_ENTRY = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
+                      ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
+assert (OFFSET_ENTRY.itemsize, TIME_ENTRY.itemsize, TXN_ENTRY.itemsize) == (8, 12, 34)
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+
+def round_down(n: int, entry_size: int) -> int:
+    return n - n % entry_size
+
+
+def max_entries(max_index_size: int, entry_size: int) -> int:
+    return max_index_size // entry_size
+
+
+def map_entries(path: str | os.PathLike[str], dtype: np.dtype) -> np.ndarray:
+    """Read-only numpy view over every whole entry of an index file (Kafka's view of it).
+
+    The mapping lives as long as the returned array.  An empty file gives an empty array.
+    """
+    with open(path, "rb") as f:
+        length = os.fstat(f.fileno()).st_size
+        count = length // dtype.itemsize
+        if count == 0:
+            return np.empty(0, dtype)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mm, dtype, count=count)
+
+
+def entries_from_bytes(data: bytes | memoryview, dtype: np.dtype) -> np.ndarray:
+    return np.frombuffer(data, dtype, count=len(data) // dtype.itemsize)
+
+
+# --------------------------------------------------------------------------------------------
+# Writers: the bytes Kafka writes for a list of entries, and its preallocation rule
+
+
+def offset_index_bytes(base_offset: int, offsets: np.ndarray | list[int], positions: np.ndarray | list[int],
+                       *, file_size: int | None = None) -> bytes:
+    """Serialise offset-index entries; ``file_size`` pads with zeros (preallocated file)."""
+    arr = np.empty(len(offsets), OFFSET_ENTRY)
+    arr["relative_offset"] = np.asarray(offsets, dtype=np.int64) - base_offset
+    arr["position"] = positions
+    return _pad(arr.tobytes(), file_size, OFFSET_ENTRY.itemsize)
+
+
+def time_index_bytes(base_offset: int, timestamps: np.ndarray | list[int], offsets: np.ndarray | list[int],
+                     *, file_size: int | None = None) -> bytes:
+    arr = np.empty(len(offsets), TIME_ENTRY)
+    arr["timestamp"] = timestamps
+    arr["relative_offset"] = np.asarray(offsets, dtype=np.int64) - base_offset
+    return _pad(arr.tobytes(), file_size, TIME_ENTRY.itemsize)
+
+
+def txn_index_bytes(entries: list["AbortedTxn"]) -> bytes:
+    arr = np.empty(len(entries), TXN_ENTRY)
+    for i, e in enumerate(entries):
+        arr[i] = (0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+    return arr.tobytes()
+
+
+def _pad(data: bytes, file_size: int | None, entry_size: int) -> bytes:
+    if file_size is None:
+        return data
+    size = round_down(file_size, entry_size)
+    if len(data) > size:
+        raise ValueError(f"{len(data)} bytes of entries do not fit an index of {size} bytes")
+    return data + bytes(size - len(data))
+
+
+# --------------------------------------------------------------------------------------------
+# Sanity checks: Kafka's (OffsetIndex/TimeIndex/TransactionIndex.sanityCheck), vectorised
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProblem:
+    path: str
+    reason: str
+
+
+def offset_index_problem(path: str, base_offset: int, file_length: int, entries: np.ndarray) -> IndexProblem | None:
+    """Kafka's OffsetIndex.sanityCheck (not run at load since 2.3; `index_check="sanity"`)."""
+    if len(entries) and base_offset + int(entries["relative_offset"][-1]) < base_offset:
+        return IndexProblem(path, f"last offset {base_offset + int(entries['relative_offset'][-1])} "
+                                  f"is less than the base offset {base_offset}")
+    if file_length % OFFSET_ENTRY.itemsize:
+        return IndexProblem(path, f"length {file_length} is not a multiple of 8")
+    return None
+
+
+def time_index_problem(path: str, base_offset: int, file_length: int, entries: np.ndarray) -> IndexProblem | None:
+    """Kafka's TimeIndex.sanityCheck, judging the last slot as Kafka does (preallocated tail included)."""
+    if len(entries):
+        last_ts = int(entries["timestamp"][-1])
+        first_ts = int(entries["timestamp"][0])
+        if last_ts < first_ts:
+            return IndexProblem(path, f"last timestamp {last_ts} is less than the first timestamp {first_ts}")
+        last_off = base_offset + int(entries["relative_offset"][-1])
+        if last_off < base_offset:
+            return IndexProblem(path, f"last offset {last_off} is less than the base offset {base_offset}")
+    if file_length % TIME_ENTRY.itemsize:
+        return IndexProblem(path, f"length {file_length} is not a multiple of 12")
+    return None
+
+
+def full_index_problems(path: str, kind: str, base_offset: int, entries: np.ndarray,
+                        log_size: int | None = None) -> list[IndexProblem]:
+    """Every-entry checks (`index_check="full"`): monotonic keys, positions inside the log."""
+    out: list[IndexProblem] = []
+    if len(entries) < 1:
+        return out
+    rel = entries["relative_offset"].astype(np.int64)
+    if kind == "offset":
+        bad = np.flatnonzero(np.diff(rel) <= 0)
+        if bad.size:
+            out.append(IndexProblem(path, f"offsets not strictly increasing at entry {int(bad[0]) + 1}"))
+        pos = entries["position"].astype(np.int64)
+        bad = np.flatnonzero(np.diff(pos) <= 0)
+        if bad.size:
+            out.append(IndexProblem(path, f"positions not strictly increasing at entry {int(bad[0]) + 1}"))
+        if log_size is not None and (pos.max() >= max(log_size, 1) or pos.min() < 0):
+            out.append(IndexProblem(path, f"a position lies outside the log of {log_size} bytes"))
+    else:
+        ts = entries["timestamp"].astype(np.int64)
+        bad = np.flatnonzero(np.diff(ts) < 0)
+        if bad.size:
+            out.append(IndexProblem(path, f"timestamps decrease at entry {int(bad[0]) + 1}"))
+        bad = np.flatnonzero(np.diff(rel) < 0)
+        if bad.size:
+            out.append(IndexProblem(path, f"offsets decrease at entry {int(bad[0]) + 1}"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Transaction index
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def read_txn_index(path: str | os.PathLike[str]) -> np.ndarray:
+    """Every complete 34-byte entry of a ``.txnindex``; a trailing partial entry is ignored.
+
+    Kafka reads only the first byte of the version field: a positive byte is fatal.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    entries = entries_from_bytes(data, TXN_ENTRY)
+    if len(entries):
+        first_bytes = np.frombuffer(data, np.int8, count=len(entries) * 34)[::34]
+        bad = np.flatnonzero(first_bytes > 0)
+        if bad.size:
+            i = int(bad[0])
+            raise StartupFailedError(
+                os.fspath(path), "KafkaException",
+                f"transaction index entry {i} (byte {i * 34}) has version byte {int(first_bytes[i])}; only 0 is known",
+            )
+    return entries
+
+
+def txn_index_problem(path: str, base_offset: int, entries: np.ndarray) -> CorruptIndexError | None:
+    """Kafka's TransactionIndex.sanityCheck, the one index check still run at load."""
+    if not len(entries):
+        return None
+    bad = np.flatnonzero(entries["last_offset"] < base_offset)
+    if bad.size:
+        i = int(bad[0])
+        return CorruptIndexError(path, i * TXN_ENTRY.itemsize,
+                                 f"last offset {int(entries['last_offset'][i])} of aborted transaction "
+                                 f"is less than the base offset {base_offset}")
+    return None

@@ -1,0 +1,92 @@
+"""Framing of a ``.log`` segment file: how Kafka cuts it into entries (FORMATS.md §4).
+
+Every entry, v2 batch or legacy message, starts with the same 17 bytes::
+
+    0  int64  offset (v2: baseOffset; legacy: offset of the (last) message)
+    8  int32  size   (bytes after this field; entry = 12 + size)
+    12 int32  v2: partitionLeaderEpoch; legacy: CRC
+    16 int8   magic
+
+Iteration stops silently when 17 or fewer bytes remain or when an entry is
+incomplete, and raises on a size field below 14.  It never checks CRCs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import CorruptRecordError
+from . import legacy, records
+
+ENTRY_PREFIX = struct.Struct(">qiib")
+RECORD_OVERHEAD_V0 = 14
+MAX_SEGMENT_BYTES = 2**31 - 1
+
+
+def iter_entries(buf: bytes | memoryview, start: int = 0, end: int | None = None,
+                 path: str | None = None) -> Iterator[tuple[int, int, int]]:
+    """Yield ``(position, entry size, magic)`` exactly as Kafka's FileLogInputStream does."""
+    end = len(buf) if end is None else end
+    p = start
+    while p < end - records.HEADER_SIZE_UP_TO_MAGIC:
+        _, size, _, magic = ENTRY_PREFIX.unpack_from(buf, p)
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(path, p, f"record size {size} is less than the minimum record overhead (14)")
+        if p > end - records.LOG_OVERHEAD - size:
+            return
+        yield p, records.LOG_OVERHEAD + size, magic
+        p += records.LOG_OVERHEAD + size
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySummary:
+    """What recovery needs of one entry, for both formats (FORMATS.md §5, §7)."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int  # v2 baseOffset; legacy: the entry offset (a wrapper's base needs decompression)
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int  # -1 for legacy entries
+    valid: bool
+
+
+def summarize(buf: bytes | memoryview, pos: int, size: int, magic: int) -> EntrySummary:
+    if magic >= records.MAGIC_V2:
+        valid = size >= records.RECORD_BATCH_OVERHEAD
+        if valid:
+            h = records.read_batch_header(buf, pos)
+            valid = records.batch_crc(buf, pos, size) == h.crc
+            return EntrySummary(pos, size, magic, h.base_offset, h.last_offset, h.max_timestamp,
+                                h.partition_leader_epoch, valid)
+        offset, _, ple, _ = ENTRY_PREFIX.unpack_from(buf, pos)
+        return EntrySummary(pos, size, magic, offset, offset, -1, ple, False)
+    e = legacy.read_entry(buf, pos)
+    valid = legacy.message_crc(buf, pos, size) == e.crc
+    return EntrySummary(pos, size, magic, e.offset, e.offset, e.timestamp if magic >= 1 else -1, -1, valid)
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadout:
+    entries: list[EntrySummary]  # the valid prefix, as recovery would keep it
+    valid_bytes: int  # the byte position where recovery would truncate
+    stop_reason: str  # "end", "incomplete", "corrupt size", "crc"
+
+
+def read_log(buf: bytes | memoryview, path: str | None = None) -> LogReadout:
+    """Walk a whole segment and report where its valid prefix ends (no control-record parsing)."""
+    out: list[EntrySummary] = []
+    valid = 0
+    try:
+        for pos, size, magic in iter_entries(buf, 0, len(buf), path):
+            s = summarize(buf, pos, size, magic)
+            if not s.valid:
+                return LogReadout(out, valid, "crc")
+            out.append(s)
+            valid = pos + size
+    except CorruptRecordError:
+        return LogReadout(out, valid, "corrupt size")
+    return LogReadout(out, valid, "end" if valid == len(buf) else "incomplete")

@@ -1,0 +1,45 @@
+"""Zig-zag varints as Kafka writes them inside v2 records (FORMATS.md §0)."""
+
+from __future__ import annotations
+
+from ..errors import InvalidRecordError
+
+_MAX_VARINT_BYTES = 5
+_MAX_VARLONG_BYTES = 10
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag encode a signed int (works for int32 and int64 values)."""
+    zz = (value << 1) ^ (value >> 63)
+    zz &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while zz >= 0x80:
+        out.append((zz & 0x7F) | 0x80)
+        zz >>= 7
+    out.append(zz)
+    return bytes(out)
+
+
+def _decode(buf: bytes | memoryview, pos: int, max_bytes: int, bits: int) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    for i in range(max_bytes):
+        if pos + i >= len(buf):
+            raise InvalidRecordError(None, pos, "varint runs past the end of the record")
+        b = buf[pos + i]
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            raw &= (1 << bits) - 1
+            return (raw >> 1) ^ -(raw & 1), pos + i + 1
+        shift += 7
+    raise InvalidRecordError(None, pos, f"varint longer than {max_bytes} bytes")
+
+
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Return (value, next position) of the varint (at most 5 bytes) at ``pos``."""
+    return _decode(buf, pos, _MAX_VARINT_BYTES, 32)
+
+
+def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Return (value, next position) of the varlong (at most 10 bytes) at ``pos``."""
+    return _decode(buf, pos, _MAX_VARLONG_BYTES, 64)
