@@ -1,0 +1,112 @@
+"""LoaderConfig: Kafka's configuration names, as Python fields, validated."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+DEFAULT_FILE_DELETE_DELAY_MS = 60_000
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+IndexCheck = Literal["kafka", "sanity", "full"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """Per-topic values (Kafka's topic-level overrides); None = the broker default."""
+
+    index_interval_bytes: int | None = None
+    max_index_size: int | None = None  # segment.index.bytes
+    segment_bytes: int | None = None
+    preallocate: bool | None = None
+    record_version: int | None = None  # 2 unless an old message.format.version applies
+    remote_storage_enable: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveConfig:
+    """The values that apply to one partition, every default resolved."""
+
+    index_interval_bytes: int
+    max_index_size: int
+    segment_bytes: int
+    preallocate: bool
+    record_version: int
+    remote_storage: bool
+    file_delete_delay_ms: int
+    producer_id_expiration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderConfig:
+    """Configuration of :func:`mploader.load_logs`; field names follow Kafka's config names.
+
+    ``num_recovery_threads_per_data_dir``       num.recovery.threads.per.data.dir
+    ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir ("auto" or N)
+    ``index_interval_bytes``                     log.index.interval.bytes
+    ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
+    ``segment_bytes``                            log.segment.bytes
+    ``preallocate``                              log.preallocate
+    ``file_delete_delay_ms``                     file.delete.delay.ms (reported; we delete at once)
+    ``producer_id_expiration_ms``                producer.id.expiration.ms
+    ``remote_log_storage_system_enable``         remote.log.storage.system.enable
+    ``topic_overrides``                          {topic: TopicConfig}
+    ``dry_run``                                  compute and report everything; change no byte on disk
+    ``index_check``                              "kafka" (default), "sanity" or "full" (ARCHITECTURE.md)
+    ``verify``                                   CRC-check every segment, not only those recovered
+    """
+
+    num_recovery_threads_per_data_dir: int = 1
+    num_segment_loading_threads_per_data_dir: int | Literal["auto"] = 1
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    max_index_size: int = DEFAULT_MAX_INDEX_SIZE
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    preallocate: bool = False
+    file_delete_delay_ms: int = DEFAULT_FILE_DELETE_DELAY_MS
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    remote_log_storage_system_enable: bool = False
+    record_version: int = 2
+    topic_overrides: Mapping[str, TopicConfig] = field(default_factory=dict)
+    dry_run: bool = False
+    index_check: IndexCheck = "kafka"
+    verify: bool = False
+
+    def __post_init__(self) -> None:
+        if self.num_recovery_threads_per_data_dir < 1:
+            raise ValueError("num_recovery_threads_per_data_dir must be >= 1")
+        n = self.num_segment_loading_threads_per_data_dir
+        if n != "auto" and (not isinstance(n, int) or n < 1):
+            raise ValueError('num_segment_loading_threads_per_data_dir must be "auto" or an int >= 1')
+        if self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.max_index_size < 4:
+            raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
+        if self.index_check not in ("kafka", "sanity", "full"):
+            raise ValueError('index_check must be "kafka", "sanity" or "full"')
+        if self.record_version not in (0, 1, 2):
+            raise ValueError("record_version must be 0, 1 or 2")
+
+    def for_topic(self, topic: str) -> EffectiveConfig:
+        o = self.topic_overrides.get(topic, TopicConfig())
+
+        def pick(name: str, default: object) -> object:
+            v = getattr(o, name)
+            return default if v is None else v
+
+        return EffectiveConfig(
+            index_interval_bytes=int(pick("index_interval_bytes", self.index_interval_bytes)),  # type: ignore[arg-type]
+            max_index_size=int(pick("max_index_size", self.max_index_size)),  # type: ignore[arg-type]
+            segment_bytes=int(pick("segment_bytes", self.segment_bytes)),  # type: ignore[arg-type]
+            preallocate=bool(pick("preallocate", self.preallocate)),
+            record_version=int(pick("record_version", self.record_version)),  # type: ignore[arg-type]
+            remote_storage=bool(self.remote_log_storage_system_enable and pick("remote_storage_enable", False)),
+            file_delete_delay_ms=self.file_delete_delay_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )
+
+    def replace(self, **changes: object) -> "LoaderConfig":
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,72 @@
+"""Gauges the load exposes while it runs, named as Kafka names them.
+
+Kafka registers ``remainingLogsToRecover{dir}`` and
+``remainingSegmentsToRecover{dir, threadNum}`` (group ``kafka.log``, type
+``LogManager``) for the duration of ``loadLogs`` only; with more than one
+Phase 1 worker per dir mploader adds the seed KIP's
+``remainingSegmentsToLoad{dir, threadNum}``.  A :class:`MetricsRegistry` keeps
+the current values and, for tests and harnesses, every change in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+REMAINING_LOGS_TO_RECOVER = "remainingLogsToRecover"
+REMAINING_SEGMENTS_TO_RECOVER = "remainingSegmentsToRecover"
+REMAINING_SEGMENTS_TO_LOAD = "remainingSegmentsToLoad"
+
+Tags = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeEvent:
+    kind: str  # "register", "set" or "remove"
+    name: str
+    tags: Tags
+    value: int | None
+
+
+class MetricsRegistry:
+    """Thread-safe gauges with a change history; ``listener`` sees every event as it happens."""
+
+    def __init__(self, listener: Callable[[GaugeEvent], None] | None = None):
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, Tags], int | None] = {}
+        self.history: list[GaugeEvent] = []
+        self._listener = listener
+
+    @staticmethod
+    def tags(**kv: object) -> Tags:
+        return tuple(sorted((k, str(v)) for k, v in kv.items()))
+
+    def _emit(self, event: GaugeEvent) -> None:
+        self.history.append(event)
+        if self._listener is not None:
+            self._listener(event)
+
+    def register(self, name: str, tags: Tags, value: int | None = None) -> None:
+        with self._lock:
+            self._values[(name, tags)] = value
+            self._emit(GaugeEvent("register", name, tags, value))
+
+    def set(self, name: str, tags: Tags, value: int) -> None:
+        with self._lock:
+            self._values[(name, tags)] = value
+            self._emit(GaugeEvent("set", name, tags, value))
+
+    def remove(self, name: str, tags: Tags) -> None:
+        with self._lock:
+            self._values.pop((name, tags), None)
+            self._emit(GaugeEvent("remove", name, tags, None))
+
+    def current(self) -> dict[tuple[str, Tags], int | None]:
+        with self._lock:
+            return dict(self._values)
+
+    def values_of(self, name: str, **tags: object) -> list[int | None]:
+        """Every value a gauge took, in order (for tests and progress displays)."""
+        want = self.tags(**tags)
+        return [e.value for e in self.history if e.name == name and e.tags == want and e.kind != "remove"]

@@ -1,0 +1,120 @@
+"""What a load reports: LoadResult, LoadedLog, SegmentInfo, ProducerInfo."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .format.names import DirKind, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    base_offset: int
+    size_bytes: int
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """A producer's state after the load (what Kafka's ProducerStateManager holds)."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int  # -1 when no transaction is open
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """One partition directory after loading.
+
+    ``recovery_point`` is the value Kafka's next recovery-point checkpoint holds
+    (``max(loader's recovery point, local log start)``, LOADING.md §6.15);
+    ``loader_recovery_point`` the loader's own return value before that raise.
+    """
+
+    topic_partition: TopicPartition
+    dir: str
+    data_dir: str
+    kind: DirKind
+    clean_shutdown: bool
+    log_start_offset: int
+    recovery_point: int
+    loader_recovery_point: int
+    log_end_offset: int
+    segments: list[SegmentInfo]
+    leader_epochs: list[tuple[int, int]] | None  # None when there is no epoch cache (record version < 2)
+    producers: dict[int, ProducerInfo]
+    recovered_segments: list[int] = field(default_factory=list)  # base offsets, in recovery order
+    truncated_bytes: int = 0
+    deleted_files: list[str] = field(default_factory=list)  # names inside the partition dir
+    created_files: list[str] = field(default_factory=list)
+    index_problems: list[str] = field(default_factory=list)  # stricter index modes only
+
+    @property
+    def topic(self) -> str:
+        return self.topic_partition.topic
+
+    @property
+    def partition(self) -> int:
+        return self.topic_partition.partition
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "dir": self.dir,
+            "kind": self.kind.value,
+            "log_start_offset": self.log_start_offset,
+            "recovery_point": self.recovery_point,
+            "log_end_offset": self.log_end_offset,
+            "segments": [{"base_offset": s.base_offset, "size_bytes": s.size_bytes} for s in self.segments],
+            "leader_epochs": [list(e) for e in (self.leader_epochs or [])],
+            "recovered_segments": list(self.recovered_segments),
+            "truncated_bytes": self.truncated_bytes,
+            "deleted_files": list(self.deleted_files),
+            "producers": len(self.producers),
+        }
+
+
+@dataclass(slots=True)
+class LoadStats:
+    partitions: int = 0
+    segments_opened: int = 0
+    segments_scanned: int = 0
+    segments_recovered: int = 0
+    bytes_read: int = 0
+    bytes_truncated: int = 0
+    files_deleted: int = 0
+    worker_restarts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # per phase: "scan", "apply", "total"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class LoadResult:
+    logs: dict[TopicPartition, LoadedLog]
+    future_logs: dict[TopicPartition, LoadedLog]
+    logs_to_delete: list[LoadedLog]
+    stray_logs: list[LoadedLog]
+    offline_dirs: dict[str, str]
+    clean_shutdown: dict[str, bool]
+    stats: LoadStats
+
+    def all_logs(self) -> list[LoadedLog]:
+        return [*self.logs.values(), *self.future_logs.values(), *self.logs_to_delete, *self.stray_logs]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "logs": [log.to_json() for log in sorted(self.all_logs(), key=lambda l: (l.topic, l.partition, l.dir))],
+            "offline_dirs": dict(self.offline_dirs),
+            "clean_shutdown": dict(self.clean_shutdown),
+            "stats": self.stats.to_json(),
+        }

@@ -1,0 +1,194 @@
+"""Builders for partition directories in SCENARIOS.md notation (section 0).
+
+``B(o)``, ``P(o, pid, seq)``, ``T(o, n, pid, seq)``, ``N(o, n)``, ``M(o, pid, commit)``,
+``V1(o, v, ts)``, ``V0(o, v)`` return batch bytes; :class:`PartitionBuilder` writes
+segments, "consistent" index files (an independent, test-side implementation of
+the LOADING.md §7.1 rule, so tests do not check mploader against itself),
+snapshots, checkpoints and the marker.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mploader.format import legacy, records
+from mploader.format.snapshot import ProducerSnapshotEntry, snapshot_bytes
+
+T0 = 1_700_000_000_000
+NOW = T0 + 1_000_000
+X = 10_485_760  # segment.index.bytes default
+I = 4096  # index.interval.bytes default
+
+
+def B(o: int, ts: int | None = None, ple: int = 0, value: bytes = b"test") -> bytes:
+    t = T0 + o if ts is None else ts
+    return records.build_batch(o, [records.Record(0, 0, None, value)], partition_leader_epoch=ple,
+                               base_timestamp=t, max_timestamp=t)
+
+
+def P(o: int, pid: int, seq: int, ple: int = 0, epoch: int = 0, ts: int | None = None) -> bytes:
+    t = T0 + o if ts is None else ts
+    return records.build_batch(o, [records.Record(0, 0, None, b"test")], partition_leader_epoch=ple,
+                               base_timestamp=t, max_timestamp=t, producer_id=pid, producer_epoch=epoch,
+                               base_sequence=seq)
+
+
+def T(o: int, n: int, pid: int, seq: int, ple: int = 0, epoch: int = 0) -> bytes:
+    recs = [records.Record(i, 0, None, str(seq + i).encode()) for i in range(n)]
+    return records.build_batch(o, recs, partition_leader_epoch=ple, base_timestamp=T0 + o, max_timestamp=T0 + o,
+                               transactional=True, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def N(o: int, n: int, ple: int = 0) -> bytes:
+    recs = [records.Record(i, 0, None, str(i).encode()) for i in range(n)]
+    return records.build_batch(o, recs, partition_leader_epoch=ple, base_timestamp=T0 + o, max_timestamp=T0 + o)
+
+
+def M(o: int, pid: int, commit: bool, coord: int = 0, ts: int | None = None, ple: int = 0, epoch: int = 0) -> bytes:
+    return records.build_end_txn_marker_batch(o, pid, epoch, commit, coordinator_epoch=coord,
+                                              timestamp=T0 + o if ts is None else ts, partition_leader_epoch=ple)
+
+
+def V1(o: int, v: bytes, ts: int) -> bytes:
+    return legacy.build_message(o, v, magic=1, timestamp=ts)
+
+
+def V0(o: int, v: bytes) -> bytes:
+    return legacy.build_message(o, v, magic=0)
+
+
+def name(base: int, suffix: str) -> str:
+    return f"{base:020d}{suffix}"
+
+
+@dataclass
+class BatchFacts:
+    position: int
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+def batch_facts(data: bytes) -> list[BatchFacts]:
+    """Shallow facts of back-to-back batches (v2 or legacy), for the test-side index rule."""
+    out = []
+    p = 0
+    while p + 17 <= len(data):
+        off, size = struct.unpack_from(">qi", data, p)
+        magic = data[p + 16]
+        if magic >= 2:
+            h = records.read_batch_header(data, p)
+            out.append(BatchFacts(p, 12 + size, h.last_offset, h.max_timestamp))
+        else:
+            ts = struct.unpack_from(">q", data, p + 18)[0] if magic == 1 else -1
+            out.append(BatchFacts(p, 12 + size, off, ts))
+        p += 12 + size
+    return out
+
+
+def expected_indexes(base: int, data: bytes, interval: int = I) -> tuple[bytes, bytes]:
+    """Offset and time index bytes per LOADING.md §7.1 (trimmed)."""
+    oi = bytearray()
+    ti = bytearray()
+    last_ts_entry = -1
+    max_ts, max_ts_off = -1, base
+    valid = last_indexed = 0
+    for b in batch_facts(data):
+        if b.max_timestamp > max_ts:
+            max_ts, max_ts_off = b.max_timestamp, b.last_offset
+        if valid - last_indexed > interval:
+            oi += struct.pack(">ii", b.last_offset - base, valid)
+            if max_ts > last_ts_entry:
+                ti += struct.pack(">qi", max_ts, max_ts_off - base)
+                last_ts_entry = max_ts
+            last_indexed = valid
+        valid += b.size
+    if max_ts > last_ts_entry:
+        ti += struct.pack(">qi", max_ts, max_ts_off - base)
+    return bytes(oi), bytes(ti)
+
+
+def empty_snapshot() -> bytes:
+    return snapshot_bytes([])
+
+
+def snapshot_of(entries: list[ProducerSnapshotEntry]) -> bytes:
+    return snapshot_bytes(entries)
+
+
+def checkpoint_text(entries: list[tuple[str, int, int]]) -> str:
+    return "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
+
+
+@dataclass
+class PartitionBuilder:
+    """Writes one partition directory ``data_dir/<topic>-<partition>``."""
+
+    data_dir: Path
+    topic: str = "t"
+    partition: int = 0
+    dirname: str | None = None
+    interval: int = I
+    segments: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def path(self) -> Path:
+        return self.data_dir / (self.dirname or f"{self.topic}-{self.partition}")
+
+    def file(self, base: int, suffix: str) -> Path:
+        return self.path / name(base, suffix)
+
+    def segment(self, base: int, *batches: bytes, indexes: bool = True) -> "PartitionBuilder":
+        self.path.mkdir(parents=True, exist_ok=True)
+        data = b"".join(batches)
+        self.segments[base] = data
+        self.file(base, ".log").write_bytes(data)
+        if indexes:
+            oi, ti = expected_indexes(base, data, self.interval)
+            self.file(base, ".index").write_bytes(oi)
+            self.file(base, ".timeindex").write_bytes(ti)
+        return self
+
+    def write(self, filename: str, data: bytes | str) -> "PartitionBuilder":
+        self.path.mkdir(parents=True, exist_ok=True)
+        p = self.path / filename
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+        return self
+
+    def snapshot(self, offset: int, entries: list[ProducerSnapshotEntry] | None = None) -> "PartitionBuilder":
+        return self.write(name(offset, ".snapshot"), snapshot_bytes(entries or []))
+
+    def epochs(self, *entries: tuple[int, int]) -> "PartitionBuilder":
+        return self.write("leader-epoch-checkpoint",
+                          "0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries))
+
+    def std3(self) -> "PartitionBuilder":
+        """STD3: S(0): B(0..9), S(10): B(10..19), S(20): B(20..29); snapshots 10, 20, 30; epochs (0, 0)."""
+        for base in (0, 10, 20):
+            self.segment(base, *(B(o) for o in range(base, base + 10)))
+        for off in (10, 20, 30):
+            self.snapshot(off)
+        return self.epochs((0, 0))
+
+    def read(self, filename: str) -> bytes:
+        return (self.path / filename).read_bytes()
+
+    def files(self) -> set[str]:
+        return set(os.listdir(self.path))
+
+
+def data_dir(tmp_path: Path, name_: str = "d1", *, clean: bool, marker: bytes = b'{"version":0,"brokerEpoch":0}',
+             rp: list[tuple[str, int, int]] | None = None, lso: list[tuple[str, int, int]] | None = None) -> Path:
+    """A data dir with (or without) the marker and with the given checkpoint entries (None = no file)."""
+    d = tmp_path / name_
+    d.mkdir(parents=True, exist_ok=True)
+    if clean:
+        (d / ".kafka_cleanshutdown").write_bytes(marker)
+    if rp is not None:
+        (d / "recovery-point-offset-checkpoint").write_text(checkpoint_text(rp))
+    if lso is not None:
+        (d / "log-start-offset-checkpoint").write_text(checkpoint_text(lso))
+    return d
