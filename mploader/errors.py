@@ -68,7 +68,10 @@ class MalformedCheckpointError(MploaderError, OSError):
 class CheckpointNumberFormatError(MploaderError, ValueError):
     """A checkpoint entry with a non-numeric field (Kafka's NumberFormatException).
 
-    Kafka does not take the directory offline for this one.
+    Also raised for a negative entry count, which Kafka's reader turns into an
+    IllegalArgumentException (``new ArrayList<>(-1)``): NumberFormatException is an
+    IllegalArgumentException in Java and both are handled alike (a RuntimeException,
+    not an IOException).  Kafka does not take the directory offline for these.
     """
 
     def __init__(self, path: str | os.PathLike[str], line_number: int, reason: str):
@@ -97,6 +100,10 @@ class InvalidFileNameError(MploaderError, ValueError):
     def __init__(self, path: str | os.PathLike[str], reason: str):
         self.path = os.fspath(path)
         super().__init__(f"{self.path}: {reason}")
+
+
+class UnsupportedError(MploaderError, NotImplementedError):
+    """Input whose Kafka outcome mploader deliberately does not model (e.g. a HashMap tree bin)."""
 
 
 class StartupFailedError(MploaderError, RuntimeError):

@@ -1,0 +1,437 @@
+"""One partition directory: Kafka's UnifiedLog.apply + LogLoader.load (LOADING.md §5-§6).
+
+The algorithm is Kafka's, step for step, so that every branch keeps its
+outcome.  What differs is where bytes are read: every segment scan comes from
+a :class:`ScanSource` (Phase 1, possibly precomputed in parallel by an engine),
+and every change to disk goes through the partition's :class:`Disk`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .config import EffectiveConfig
+from .disk import Disk
+from .epoch_cache import LeaderEpochCache
+from .errors import CheckpointNumberFormatError, InvalidFileNameError, StartupFailedError
+from .format import checkpoint, names
+from .format.index import TXN_ENTRY
+from .format.names import DirKind, TopicPartition
+from .producer_state import ProducerStateManager
+from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
+from .result import LoadedLog, SegmentInfo
+from .scan import SegmentScan, SegmentTask
+from .testing import check_readable
+from .segment import Segment, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
+
+log = logging.getLogger(__name__)
+
+INT64_MAX = 2**63 - 1
+
+
+class ScanSource(Protocol):
+    def scan(self, task: SegmentTask) -> SegmentScan: ...
+
+
+@dataclass(slots=True)
+class PartitionContext:
+    disk: Disk
+    data_dir: str
+    dir: str
+    tp: TopicPartition
+    kind: DirKind
+    cfg: EffectiveConfig
+    clean_shutdown: bool
+    recovery_point_checkpoint: int
+    log_start_checkpoint: int
+    now_ms: int
+    scans: ScanSource
+    set_remaining_segments: Callable[[int], None] = lambda n: None
+    recovered: list[int] = field(default_factory=list)
+    truncated_bytes: int = 0
+    deleted_files: list[str] = field(default_factory=list)
+    bytes_scanned: int = 0
+
+
+class LogLoader:
+    def __init__(self, ctx: PartitionContext):
+        self.ctx = ctx
+        self.disk = ctx.disk
+        self.dir = ctx.dir
+        self.cfg = ctx.cfg
+        self.segments: dict[int, Segment] = {}
+        self.epochs: LeaderEpochCache | None = None
+        self._scan_cache: dict[tuple[str, int], SegmentScan] = {}
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def _delete(self, name: str) -> None:
+        if self.disk.delete(self.path(name)):
+            self.ctx.deleted_files.append(name)
+
+    def _sorted_segments(self) -> list[Segment]:
+        return [self.segments[b] for b in sorted(self.segments)]
+
+    def _values(self, start: int, end: int) -> list[Segment]:
+        return _values_of(self.segments, start, end, self.dir)
+
+    def full_scan(self, seg: Segment) -> SegmentScan:
+        """A CRC-checked scan of the whole current ``.log`` (read once; later calls reuse it)."""
+        size = self.disk.size(seg.log_path)
+        key = (seg.log_path, size)
+        cached = self._scan_cache.get(key)
+        if cached is None:
+            for (p, s), sc in list(self._scan_cache.items()):
+                if p == seg.log_path and s > size and sc.valid_bytes == size:
+                    # the segment was truncated to its valid prefix: the old scan still describes it
+                    cached = _prefix(sc, size)
+                    break
+        if cached is None:
+            end = self.disk.overlay_size(seg.log_path)
+            if self.disk.has_virtual_content(seg.log_path):
+                from .scan import scan_buffer
+
+                data = self.disk.read(seg.log_path)
+                cached = scan_buffer(data, SegmentTask(seg.log_path, seg.base_offset), len(data))
+            else:
+                cached = self.ctx.scans.scan(SegmentTask(seg.log_path, seg.base_offset, 0, end))
+            self.ctx.bytes_scanned += cached.bytes_read
+        self._scan_cache[key] = cached
+        return cached
+
+    # ---- UnifiedLog.apply ----------------------------------------------------------------------
+
+    def _open_epoch_cache(self) -> None:
+        path = self.path(checkpoint.LEADER_EPOCH_CHECKPOINT)
+        if self.cfg.record_version < 2:
+            self._delete(checkpoint.LEADER_EPOCH_CHECKPOINT)
+            return
+        cache = LeaderEpochCache(path)
+        if not self.disk.exists(path):
+            self.disk.write(path, b"")
+        else:
+            try:
+                entries = checkpoint.read_leader_epoch_checkpoint(path) if not self.disk.has_virtual_content(path) \
+                    else []
+            except CheckpointNumberFormatError as e:
+                raise StartupFailedError(path, "NumberFormatException", str(e)) from e
+            cache.load(entries)
+        self.epochs = cache
+
+    # ---- LogLoader.load -----------------------------------------------------------------------
+
+    def load(self) -> LoadedLog:
+        ctx = self.ctx
+        self._open_epoch_cache()
+        self.psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
+        swaps = self._remove_temp_files_and_collect_swap_files()
+        self._complete_swaps(swaps)
+        self._retry_on_overflow(self._load_segment_files)
+        if ctx.kind is not DirKind.DELETE:
+            new_rp, next_offset = self._retry_on_overflow(self._recover_log)
+            last = self._sorted_segments()[-1]
+            resize_indexes(self.disk, last, self.cfg.max_index_size)
+        else:
+            if not self.segments:
+                self._new_segment(0)
+            new_rp, next_offset = 0, 0
+        if self.epochs is not None:
+            self.epochs.truncate_from_end(next_offset)
+        first_base = min(self.segments)
+        new_log_start = ctx.log_start_checkpoint if self.cfg.remote_storage else max(ctx.log_start_checkpoint,
+                                                                                       first_base)
+        if self.epochs is not None:
+            self.epochs.truncate_from_start(ctx.log_start_checkpoint)
+        self.psm.remove_stray_snapshots(sorted(self.segments))
+        self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
+                                    reload_from_clean_shutdown=ctx.clean_shutdown)
+        self._write_epoch_cache()
+        local_start = max(new_log_start, first_base)
+        log_start = new_log_start if self.cfg.remote_storage else local_start
+        segments = [SegmentInfo(s.base_offset, self.disk.size(s.log_path), 0) for s in self._sorted_segments()]
+        nexts = [s.base_offset for s in segments[1:]] + [next_offset]
+        return LoadedLog(
+            topic_partition=ctx.tp, dir=self.dir, data_dir=ctx.data_dir, kind=ctx.kind,
+            clean_shutdown=ctx.clean_shutdown, log_start_offset=log_start,
+            recovery_point=max(new_rp, local_start), loader_recovery_point=new_rp, log_end_offset=next_offset,
+            segments=[SegmentInfo(s.base_offset, s.size_bytes, n) for s, n in zip(segments, nexts)],
+            leader_epochs=list(self.epochs.entries) if self.epochs is not None else None,
+            producers=self.psm.producer_infos(), recovered_segments=list(dict.fromkeys(ctx.recovered)),
+            truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
+        )
+
+    def _write_epoch_cache(self) -> None:
+        if self.epochs is not None and self.epochs.dirty:
+            self.disk.write_atomically(self.epochs.path, checkpoint.leader_epoch_checkpoint_bytes(self.epochs.entries))
+
+    def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
+        try:
+            return fn()
+        except OffsetOverflowError as e:
+            raise StartupFailedError(
+                e.segment.log_path, "LogSegmentOffsetOverflowException",
+                f"{e}: splitting overflowed legacy segments is not implemented in mploader yet; "
+                "load this directory with Kafka itself",
+            ) from None
+
+    # ---- §6.1 temp files and swaps ------------------------------------------------------------
+
+    def _offset_of(self, name: str) -> int:
+        try:
+            return names.offset_from_file_name(name)
+        except InvalidFileNameError as e:
+            raise StartupFailedError(self.path(name), "NumberFormatException", str(e)) from e
+
+    def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
+        swaps: list[str] = []
+        cleaned: list[str] = []
+        min_cleaned = INT64_MAX
+        for name in self.disk.list_files(self.dir):
+            check_readable(self.path(name))
+            if name.endswith(names.DELETED_SUFFIX) and not name.endswith(names.CHECKPOINT_DELETED_SUFFIX):
+                self._delete(name)
+            elif name.endswith(names.CLEANED_SUFFIX):
+                min_cleaned = min(min_cleaned, self._offset_of(name))
+                cleaned.append(name)
+            elif name.endswith(names.SWAP_SUFFIX):
+                swaps.append(name)
+        valid: list[str] = []
+        for name in swaps:
+            if self._offset_of(name) >= min_cleaned:
+                self._delete(name)
+            else:
+                valid.append(name)
+        for name in cleaned:
+            self._delete(name)
+        return valid
+
+    def _complete_swaps(self, swaps: list[str]) -> None:
+        min_swap, max_swap = INT64_MAX, -(2**63)
+        for name in swaps:
+            if names.is_log_file(name[: -len(names.SWAP_SUFFIX)]):
+                base = self._offset_of(name)
+                seg = Segment(self.dir, base, names.SWAP_SUFFIX)
+                if not self.disk.exists(seg.index_path):  # materialising the index creates it preallocated
+                    self.disk.set_size(seg.index_path, (self.cfg.max_index_size // 8) * 8)
+                min_swap = min(min_swap, base)
+                max_swap = max(max_swap, read_next_offset(self.disk, seg))
+        if not swaps:
+            return
+        for name in self.disk.list_files(self.dir):
+            if name.endswith(names.SWAP_SUFFIX):
+                continue
+            try:
+                off = names.offset_from_file_name(name)
+            except InvalidFileNameError:
+                continue
+            if min_swap <= off < max_swap:
+                self._delete(name)
+        for name in self.disk.list_files(self.dir):
+            if name.endswith(names.SWAP_SUFFIX):
+                self.disk.rename(self.path(name), self.path(name[: -len(names.SWAP_SUFFIX)]))
+
+    # ---- §6.3 loadSegmentFiles --------------------------------------------------------------
+
+    def _load_segment_files(self) -> None:
+        self.segments.clear()
+        for name in sorted(self.disk.list_files(self.dir)):
+            if names.is_index_file(name):
+                base = self._offset_of(name)
+                if not self.disk.exists(self.path(names.segment_file_name(base, names.LOG_SUFFIX))):
+                    log.info("%s: deleting orphaned index file %s", self.dir, name)
+                    self._delete(name)
+            elif names.is_log_file(name):
+                base = self._offset_of(name)
+                seg = Segment(self.dir, base)
+                if not self.disk.exists(seg.log_path):
+                    # a non-padded "5.log" makes Kafka open (create) the padded name
+                    self.disk.write(seg.log_path, b"")
+                time_index_missing = not self.disk.exists(seg.time_index_path)
+                if self._needs_load_time_recovery(seg, time_index_missing):
+                    self._recover_segment(seg)
+                self.segments[base] = seg
+
+    def _needs_load_time_recovery(self, seg: Segment, time_index_missing: bool) -> bool:
+        """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex)."""
+        if not self.disk.exists(seg.index_path):
+            return True
+        if time_index_missing:
+            self.disk.write(seg.time_index_path, b"")
+        if self.disk.exists(seg.txn_index_path):
+            data = self.disk.read(seg.txn_index_path)
+            entries = np.frombuffer(data, TXN_ENTRY, count=len(data) // TXN_ENTRY.itemsize)
+            if len(entries):
+                first = np.frombuffer(data, np.int8, count=len(entries) * 34)[::34]
+                bad = np.flatnonzero(first > 0)
+                if bad.size:
+                    raise StartupFailedError(seg.txn_index_path, "KafkaException",
+                                             f"transaction index entry {int(bad[0])} has an unknown version")
+                if np.any(entries["last_offset"] < seg.base_offset):
+                    return True
+        return False
+
+    def _recover_segment(self, seg: Segment) -> int:
+        """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover."""
+        psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
+        self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
+                                    reload_from_clean_shutdown=False)
+        scan = self.full_scan(seg)
+        result = recover_segment(self.disk, seg, scan, psm, self.epochs, self.cfg)
+        self.ctx.recovered.append(seg.base_offset)
+        self.ctx.truncated_bytes += result.truncated_bytes
+        if result.truncated_bytes:
+            log.warning("%s: truncated %d invalid bytes at the end of segment %d (%s)", self.dir,
+                        result.truncated_bytes, seg.base_offset, scan.stop_detail)
+        psm.take_snapshot()
+        return result.truncated_bytes
+
+    # ---- §6.6 recoverLog ------------------------------------------------------------------------
+
+    def _recover_log(self) -> tuple[int, int]:
+        ctx = self.ctx
+        rp = ctx.recovery_point_checkpoint
+        if not ctx.clean_shutdown:
+            unflushed = self._values(rp, INT64_MAX)
+            ctx.set_remaining_segments(len(unflushed))
+            for i, seg in enumerate(unflushed):
+                try:
+                    truncated = self._recover_segment(seg)
+                except (InvalidOffsetError, OSError) as e:
+                    log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
+                    truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size)
+                    ctx.recovered.append(seg.base_offset)
+                    ctx.truncated_bytes += truncated
+                if truncated > 0:
+                    for later in unflushed[i + 1 :]:
+                        self._delete_segment(later)
+                    ctx.set_remaining_segments(0)
+                    break
+                ctx.set_remaining_segments(len(unflushed) - i - 1)
+        leo = self._delete_segments_if_log_start_greater_than_log_end()
+        if not self.segments:
+            self._new_segment(ctx.log_start_checkpoint)
+        if ctx.clean_shutdown and leo is not None:
+            return leo, leo
+        if leo is None:
+            leo = read_next_offset(self.disk, self._sorted_segments()[-1])
+        return min(rp, leo), leo
+
+    def _new_segment(self, base: int) -> None:
+        seg = Segment(self.dir, base)
+        size = self.cfg.segment_bytes if self.cfg.preallocate else 0
+        self.disk.set_size(seg.log_path, size)
+        self.segments[base] = seg
+
+    def _delete_segment(self, seg: Segment) -> None:
+        """deleteSegmentFiles (async in Kafka: *.deleted now, removed after file.delete.delay.ms)."""
+        del self.segments[seg.base_offset]
+        for suffix in (names.LOG_SUFFIX, names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX):
+            self._delete(names.segment_file_name(seg.base_offset, suffix))
+        if seg.base_offset in self.psm.snapshots:
+            self._note_deleted(self.psm.snapshots[seg.base_offset])
+        self.psm.mark_snapshot_deleted(seg.base_offset)
+
+    def _note_deleted(self, name: str) -> None:
+        self.ctx.deleted_files.append(name)
+
+    def _delete_segments_if_log_start_greater_than_log_end(self) -> int | None:
+        if not self.segments:
+            return None
+        leo = read_next_offset(self.disk, self._sorted_segments()[-1])
+        if leo >= self.ctx.log_start_checkpoint:
+            return leo
+        log.warning("%s: log end offset %d is below the log start offset %d; deleting every segment", self.dir,
+                    leo, self.ctx.log_start_checkpoint)
+        for seg in self._sorted_segments():
+            self._delete_segment(seg)
+        if self.epochs is not None:
+            self.epochs.clear()
+        self.psm.truncate_fully_and_start_at(self.ctx.log_start_checkpoint)
+        return None
+
+    # ---- §6.14 rebuildProducerState ---------------------------------------------------------------
+
+    def rebuild_producer_state(self, psm: ProducerStateManager, segments: list[Segment], log_start: int,
+                               last_offset: int, *, reload_from_clean_shutdown: bool) -> None:
+        to_snapshot: list[int | None] = []
+        if segments:
+            to_snapshot += [segments[-2].base_offset if len(segments) > 1 else None, segments[-1].base_offset]
+        to_snapshot.append(last_offset)
+        if self.cfg.record_version < 2 or (psm.latest_snapshot_offset() is None and reload_from_clean_shutdown):
+            for o in to_snapshot:
+                if o is not None:
+                    psm.map_end_offset = o
+                    psm.take_snapshot()
+            return
+        empty_before = psm.is_empty() and psm.map_end_offset >= last_offset
+        psm.truncate_and_reload(log_start, last_offset, self.ctx.now_ms)
+        if last_offset > psm.map_end_offset and not empty_before:
+            by_base = {s.base_offset: s for s in segments}
+            floor_bases = [b for b in by_base if b <= last_offset]
+            seg_of_last = by_base[max(floor_bases)] if floor_bases else None
+            for seg in _values_of(by_base, psm.map_end_offset, last_offset, self.dir):
+                start = max(seg.base_offset, psm.map_end_offset, log_start)
+                psm.map_end_offset = start
+                if seg.base_offset in to_snapshot:
+                    psm.take_snapshot()
+                max_pos = self.disk.size(seg.log_path)
+                if seg is seg_of_last:
+                    hit = translate_offset(self.disk, seg, last_offset)
+                    max_pos = hit[0] if hit is not None else max_pos
+                psm.load_producers_from_batches(self._read_batches(seg, start, max_pos), seg.log_path)
+        psm.map_end_offset = last_offset
+        psm.take_snapshot()
+
+    def _read_batches(self, seg: Segment, start_offset: int, max_pos: int) -> np.ndarray:
+        """LogSegment.read(startOffset, MAX, maxPosition): batches from the one holding start_offset."""
+        hit = translate_offset(self.disk, seg, start_offset)
+        if hit is None:
+            return np.empty(0, dtype=_empty_table().dtype)
+        if max_pos < hit[0]:
+            raise StartupFailedError(seg.log_path, "IllegalArgumentException",
+                                     f"invalid read range {hit[0]}..{max_pos}")
+        size = self.disk.size(seg.log_path)
+        cached = self._scan_cache.get((seg.log_path, size))
+        if cached is not None and cached.valid_bytes >= max_pos:
+            rows = cached.batches
+            return rows[(rows["position"] >= hit[0]) & (rows["position"] < max_pos)]
+        walk = walk_from(self.disk, seg, hit[0], max_pos)
+        self.ctx.bytes_scanned += walk.bytes_read
+        if walk.stop.value == "corrupt size":
+            raise StartupFailedError(seg.log_path, "CorruptRecordException",
+                                     f"{walk.stop_detail} at byte {walk.valid_bytes}")
+        return walk.batches
+
+
+def _values_of(by_base: dict[int, Segment], start: int, end: int, where: str) -> list[Segment]:
+    if start == end:
+        return []
+    if end < start:
+        raise StartupFailedError(where, "IllegalArgumentException", f"invalid segment range {start}..{end}")
+    bases = sorted(by_base)
+    floor = [b for b in bases if b <= start]
+    lo = floor[-1] if floor else None
+    return [by_base[b] for b in bases if (lo is None or b >= lo) and b < end]
+
+
+def _prefix(scan: SegmentScan, size: int) -> SegmentScan:
+    """The scan of a segment truncated at its valid end: same batches, nothing left to truncate."""
+    return SegmentScan(scan.path, scan.base_offset, scan.start, size, size, scan.stop, scan.stop_detail, scan.batches,
+                       scan.fatal, scan.fatal_exception)
+
+
+def _empty_table() -> np.ndarray:
+    from .scan import BATCH_TABLE
+
+    return np.empty(0, BATCH_TABLE)
+
+
+__all__ = ["LogLoader", "PartitionContext", "ScanSource"]

@@ -1,0 +1,323 @@
+"""Producer state of one partition (Kafka's ProducerStateManager, LOADING.md §8).
+
+The manager holds, per producer id, an entry (epoch, coordinator epoch, last
+timestamp, open transaction, the last few batches' metadata), the ongoing and
+"unreplicated" transactions, and the snapshot files of the directory.  Batches
+arrive as rows of a Phase 1 batch table (see :mod:`mploader.scan`).
+
+Snapshot bytes depend on ``java.util.HashMap`` iteration order, so the producer
+map remembers insertion order and the largest size it ever had (its capacity).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .disk import Disk
+from .errors import CorruptSnapshotError, StartupFailedError
+from .format import names
+from .format.records import last_sequence
+from .format.snapshot import ProducerSnapshotEntry, java_hashmap_capacity, java_hashmap_order, parse_snapshot, \
+    snapshot_bytes
+from .result import ProducerInfo
+from .scan import Marker
+
+NUM_BATCHES_TO_RETAIN = 5
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int = -1
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    batches: deque[BatchMetadata] = field(default_factory=deque)
+
+    def copy_without_batches(self) -> "ProducerEntry":
+        return ProducerEntry(self.producer_id, self.epoch, self.coordinator_epoch, self.last_timestamp,
+                             self.current_txn_first_offset)
+
+    def maybe_update_epoch(self, epoch: int) -> None:
+        if self.epoch != epoch:
+            self.batches.clear()
+            self.epoch = epoch
+
+    def add_batch_metadata(self, b: BatchMetadata) -> None:
+        if len(self.batches) == NUM_BATCHES_TO_RETAIN:
+            self.batches.popleft()
+        self.batches.append(b)
+
+    def merge(self, other: "ProducerEntry") -> None:
+        """ProducerStateEntry.update(nextEntry)."""
+        self.maybe_update_epoch(other.epoch)
+        for b in other.batches:
+            self.add_batch_metadata(b)
+        self.coordinator_epoch = other.coordinator_epoch
+        self.current_txn_first_offset = other.current_txn_first_offset
+        self.last_timestamp = other.last_timestamp
+
+    def snapshot_entry(self) -> ProducerSnapshotEntry:
+        last = self.batches[-1] if self.batches else None
+        return ProducerSnapshotEntry(
+            self.producer_id, self.epoch, last.last_seq if last else -1, last.last_offset if last else -1,
+            last.offset_delta if last else 0, self.last_timestamp, self.coordinator_epoch,
+            -1 if self.current_txn_first_offset is None else self.current_txn_first_offset,
+        )
+
+    def info(self) -> ProducerInfo:
+        e = self.snapshot_entry()
+        return ProducerInfo(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+                            e.coordinator_epoch, e.current_txn_first_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class AppendInfo:
+    """Kafka's ProducerAppendInfo (origin REPLICATION: no sequence checks)."""
+
+    __slots__ = ("producer_id", "entry", "started")
+
+    def __init__(self, current: ProducerEntry):
+        self.producer_id = current.producer_id
+        self.entry = current.copy_without_batches()
+        self.started: list[tuple[int, int]] = []  # (first offset, producer id)
+
+    def append(self, row: np.void, path: str) -> CompletedTxn | None:
+        attributes = int(row["attributes"])
+        epoch = int(row["producer_epoch"])
+        if attributes & ATTR_CONTROL:
+            marker = int(row["marker"])
+            if marker == Marker.EMPTY_CONTROL:
+                return None
+            if marker not in (Marker.ABORT, Marker.COMMIT):  # INVALID/FATAL are handled by the caller
+                raise AssertionError(f"unexpected marker {marker}")
+            offset = int(row["base_offset"])
+            first = self.entry.current_txn_first_offset
+            completed = None if first is None else CompletedTxn(self.producer_id, first, offset, marker == Marker.ABORT)
+            self.entry.maybe_update_epoch(epoch)
+            self.entry.coordinator_epoch = int(row["coordinator_epoch"])
+            self.entry.current_txn_first_offset = None
+            self.entry.last_timestamp = int(row["marker_timestamp"])
+            return completed
+        first_offset = int(row["base_offset"])
+        last_offset = int(row["last_offset"])
+        delta = _int32(last_offset - first_offset)
+        max_ts = int(row["max_timestamp"])
+        self.entry.maybe_update_epoch(epoch)
+        self.entry.add_batch_metadata(
+            BatchMetadata(last_sequence(int(row["base_sequence"]), delta), last_offset, delta, max_ts))
+        self.entry.last_timestamp = max_ts
+        transactional = bool(attributes & ATTR_TRANSACTIONAL)
+        if self.entry.current_txn_first_offset is not None and not transactional:
+            raise StartupFailedError(path, "InvalidTxnStateException",
+                                     f"non-transactional batch at offset {first_offset} from producer "
+                                     f"{self.producer_id} while its transaction is open")
+        if self.entry.current_txn_first_offset is None and transactional:
+            self.entry.current_txn_first_offset = first_offset
+            self.started.append((first_offset, self.producer_id))
+        return None
+
+
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+class ProducerStateManager:
+    def __init__(self, disk: Disk, log_dir: str, producer_id_expiration_ms: int):
+        self.disk = disk
+        self.dir = log_dir
+        self.expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerEntry] = {}  # insertion order = HashMap insertion order
+        self.max_producers = 0  # a HashMap's table never shrinks
+        self.ongoing: dict[int, int] = {}  # first offset -> producer id
+        self.unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
+        self.map_end_offset = 0
+        self.last_snap_offset = 0
+        self.snapshots: dict[int, str] = self._list_snapshots()
+
+    # ---- snapshot files ------------------------------------------------------------------
+
+    def _list_snapshots(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for name in self.disk.list_files(self.dir):
+            if name.endswith(names.SNAPSHOT_SUFFIX):
+                out[names.offset_from_file_name(name)] = name
+        return dict(sorted(out.items()))
+
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self.snapshots) if self.snapshots else None
+
+    def _delete_snapshot(self, offset: int) -> None:
+        name = self.snapshots.pop(offset, None)
+        if name is not None:
+            self.disk.delete(os.path.join(self.dir, name))
+
+    def take_snapshot(self) -> None:
+        if self.map_end_offset > self.last_snap_offset:
+            name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
+            cap = java_hashmap_capacity(self.max_producers)
+            order = java_hashmap_order(list(self.producers), cap)
+            data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in order])
+            self.disk.write(os.path.join(self.dir, name), data, fsync=True, truncate=False)
+            self.snapshots[self.map_end_offset] = name
+            self.snapshots = dict(sorted(self.snapshots.items()))
+            self.last_snap_offset = self.map_end_offset
+
+    def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
+        bases = set(segment_base_offsets)
+        self.snapshots = self._list_snapshots()
+        stray: int | None = None
+        for off in list(self.snapshots):
+            if off not in bases:
+                if stray is not None:
+                    self._delete_snapshot(stray)
+                stray = off
+        if stray is not None and bases and stray < max(bases):
+            self._delete_snapshot(stray)
+
+    def mark_snapshot_deleted(self, base_offset: int) -> None:
+        """removeAndMarkSnapshotForDeletion (segment deletion): the file goes."""
+        self._delete_snapshot(base_offset)
+
+    # ---- producer map ----------------------------------------------------------------------
+
+    def _add_producer(self, entry: ProducerEntry) -> None:
+        self.producers[entry.producer_id] = entry
+        self.max_producers = max(self.max_producers, len(self.producers))
+
+    def _clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+
+    def is_empty(self) -> bool:
+        return not self.producers and not self.unreplicated
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._clear()
+        for off in list(self.snapshots):
+            self._delete_snapshot(off)
+        self.last_snap_offset = 0
+        self.map_end_offset = offset
+
+    def truncate_and_reload(self, log_start: int, log_end: int, now_ms: int) -> None:
+        for off in list(self.snapshots):
+            if off > log_end or off <= log_start:
+                self._delete_snapshot(off)
+        if log_end != self.map_end_offset:
+            self._clear()
+            self._load_from_snapshot(log_start, now_ms)
+        else:
+            for first, (_, last) in list(self.unreplicated.items()):
+                if last < log_start:
+                    del self.unreplicated[first]
+            self.map_end_offset = max(self.map_end_offset, log_start)
+            latest = self.latest_snapshot_offset()
+            self.last_snap_offset = log_start if latest is None else latest
+
+    def _load_from_snapshot(self, log_start: int, now_ms: int) -> None:
+        while self.snapshots:
+            off = max(self.snapshots)
+            path = os.path.join(self.dir, self.snapshots[off])
+            try:
+                entries = parse_snapshot(self.disk.read(path), path)
+            except CorruptSnapshotError:
+                self._delete_snapshot(off)
+                continue
+            for e in entries:
+                txn = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+                if txn is None and now_ms - e.timestamp >= self.expiration_ms:
+                    continue  # expired
+                entry = ProducerEntry(e.producer_id, e.epoch, e.coordinator_epoch, e.timestamp, txn)
+                if e.last_offset >= 0:
+                    entry.batches.append(BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp))
+                self._add_producer(entry)
+                if txn is not None:
+                    self.ongoing[txn] = e.producer_id
+            self.last_snap_offset = self.map_end_offset = off
+            return
+        self.last_snap_offset = self.map_end_offset = log_start
+
+    def prepare_update(self, producer_id: int) -> AppendInfo:
+        current = self.producers.get(producer_id) or ProducerEntry(producer_id)
+        return AppendInfo(current)
+
+    def update(self, info: AppendInfo) -> None:
+        current = self.producers.get(info.producer_id)
+        if current is not None:
+            current.merge(info.entry)
+        else:
+            self._add_producer(info.entry)
+        for first, pid in info.started:
+            self.ongoing[first] = pid
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        for first in sorted(self.ongoing):
+            if self.ongoing[first] != completed.producer_id:
+                return first
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn, path: str) -> None:
+        if self.ongoing.pop(completed.first_offset, None) is None:
+            raise StartupFailedError(path, "IllegalArgumentException",
+                                     f"transaction of producer {completed.producer_id} at {completed.first_offset} "
+                                     "was not started")
+        self.unreplicated[completed.first_offset] = (completed.producer_id, completed.last_offset)
+
+    # ---- batches ---------------------------------------------------------------------------
+
+    def load_producers_from_batches(self, rows: np.ndarray, path: str) -> None:
+        """loadProducersFromRecords (§8.4): per-segment working copies, applied in HashMap order."""
+        working: dict[int, AppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for row in rows[rows["producer_id"] >= 0]:
+            if row["magic"] < 2:
+                continue
+            check_marker(row, path)
+            pid = int(row["producer_id"])
+            info = working.get(pid)
+            if info is None:
+                info = working[pid] = self.prepare_update(pid)
+            c = info.append(row, path)
+            if c is not None:
+                completed.append(c)
+        for pid in java_hashmap_order(list(working)):
+            self.update(working[pid])
+        for c in completed:
+            self.complete_txn(c, path)
+
+    def producer_infos(self) -> dict[int, ProducerInfo]:
+        return {pid: e.info() for pid, e in self.producers.items()}
+
+
+def check_marker(row: np.void, path: str) -> None:
+    """Outside segment recovery nothing catches a control batch Kafka cannot interpret: start-up fails."""
+    marker = int(row["marker"])
+    if marker == Marker.FATAL:
+        raise StartupFailedError(path, "IllegalArgumentException",
+                                 f"control batch at byte {int(row['position'])} is not a transaction marker")
+    if marker == Marker.INVALID:
+        raise StartupFailedError(path, "InvalidRecordException",
+                                 f"control batch at byte {int(row['position'])} holds an invalid record")

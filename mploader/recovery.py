@@ -1,0 +1,231 @@
+"""Phase 2 for one segment: apply its scan the way Kafka's LogSegment.recover would (LOADING.md §7).
+
+Given the batch table of the segment's valid prefix, this rebuilds the offset
+and time indexes (vectorised: only the indexed batches are visited in Python),
+assigns leader epochs, updates producer state and the transaction index, and
+truncates the ``.log`` at the first invalid byte.  It is the only place where a
+segment's files are rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import EffectiveConfig
+from .disk import Disk
+from .epoch_cache import LeaderEpochCache
+from .errors import StartupFailedError
+from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
+from .producer_state import ProducerStateManager
+from .scan import Marker, SegmentScan, Stop
+from .segment import Segment
+
+INT32_MAX = 2**31 - 1
+
+
+class InvalidOffsetError(Exception):
+    """Kafka's InvalidOffsetException from an index append (caught only by recoverLog)."""
+
+
+class OffsetOverflowError(Exception):
+    """Kafka's LogSegmentOffsetOverflowException: a batch's offset does not fit the segment."""
+
+    def __init__(self, segment: Segment, offset: int):
+        super().__init__(f"{segment.log_path}: offset {offset} overflows base {segment.base_offset}")
+        self.segment = segment
+        self.offset = offset
+
+
+@dataclass(slots=True)
+class IndexPlan:
+    """The rebuilt index entries and, if an append failed, where."""
+
+    offset_rel: np.ndarray
+    offset_pos: np.ndarray
+    time_ts: list[int]
+    time_rel: list[int]
+    failed_at_row: int | None  # row whose index append raised InvalidOffsetException
+    final_time_failed: bool = False
+
+
+def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, time_slots: int,
+                 path: str) -> IndexPlan:
+    """The §7.1 index rule over a batch table, with Kafka's append checks."""
+    pos = rows["position"]
+    n = len(rows)
+    chosen: list[int] = []
+    last = 0
+    while n:
+        i = int(np.searchsorted(pos, last + interval, side="right"))
+        if i >= n:
+            break
+        chosen.append(i)
+        last = int(pos[i])
+    ts = rows["max_timestamp"]
+    running = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
+    prev = np.concatenate(([-1], running[:-1])) if n else running
+    holder = np.maximum.accumulate(np.where(ts > prev, np.arange(n), -1)) if n else running
+    last_off = rows["last_offset"]
+    o_rel: list[int] = []
+    o_pos: list[int] = []
+    t_ts: list[int] = []
+    t_rel: list[int] = []
+    failed = None
+    for i in chosen:
+        off = int(last_off[i])
+        if o_rel and off - base <= o_rel[-1]:
+            failed = i
+            break
+        if len(o_rel) >= offset_slots:
+            raise StartupFailedError(path, "IllegalArgumentException",
+                                     f"offset index is full ({offset_slots} entries): segment.index.bytes too small")
+        o_rel.append(off - base)
+        o_pos.append(int(pos[i]))
+        mts = int(running[i])
+        mts_off = int(last_off[holder[i]]) if holder[i] >= 0 else base
+        if len(t_ts) >= time_slots - 1:
+            raise StartupFailedError(path, "IllegalArgumentException",
+                                     f"time index is full ({time_slots} slots): segment.index.bytes too small")
+        if t_ts and mts_off - base < t_rel[-1]:
+            failed = i
+            break
+        if mts > (t_ts[-1] if t_ts else -1):
+            t_ts.append(mts)
+            t_rel.append(mts_off - base)
+    plan = IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), t_ts, t_rel, failed)
+    if failed is None and n:
+        # the final entry, with the full check skipped
+        mts = int(running[-1])
+        mts_off = int(last_off[holder[-1]]) if holder[-1] >= 0 else base
+        if t_ts and mts_off - base < t_rel[-1]:
+            plan.final_time_failed = True
+        elif mts > (t_ts[-1] if t_ts else -1):
+            if len(t_ts) >= time_slots:
+                raise StartupFailedError(path, "BufferOverflowException", "time index has no slot for its final entry")
+            t_ts.append(mts)
+            t_rel.append(mts_off - base)
+    return plan
+
+
+def _index_bytes(rel: np.ndarray | list[int], second: np.ndarray | list[int], dtype: np.dtype) -> bytes:
+    arr = np.empty(len(rel), dtype)
+    if dtype is OFFSET_ENTRY:
+        arr["relative_offset"], arr["position"] = rel, second
+    else:
+        arr["timestamp"], arr["relative_offset"] = second, rel
+    return arr.tobytes()
+
+
+@dataclass(slots=True)
+class SegmentRecovery:
+    truncated_bytes: int
+    valid_bytes: int
+    aborted_txns: int
+
+
+def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerStateManager,
+                    epochs: LeaderEpochCache | None, cfg: EffectiveConfig) -> SegmentRecovery:
+    """LogSegment.recover(producerStateManager, leaderEpochCache) on a complete scan of ``seg``.
+
+    Raises InvalidOffsetError (after leaving the files as Kafka would at that
+    point), OffsetOverflowError, or StartupFailedError.
+    """
+    path = seg.log_path
+    rows = scan.batches
+    base = seg.base_offset
+    # Kafka processes batches in order, so the first problem in the table decides
+    rel_last = rows["last_offset"] - base
+    over = np.flatnonzero((rel_last < 0) | (rel_last > INT32_MAX))
+    limit = len(rows) if not over.size else int(over[0])
+    if rows.size and limit < len(rows):
+        rows_ok = rows[:limit]
+    else:
+        rows_ok = rows
+    offset_slots = round_down(cfg.max_index_size, 8) // 8
+    time_slots = round_down(cfg.max_index_size, 12) // 12
+    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path)
+    applied = rows_ok if plan.failed_at_row is None else rows_ok[: plan.failed_at_row]
+
+    # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
+    txn_entries: list[tuple[int, int, int, int]] = []
+    had_txn_index = disk.exists(seg.txn_index_path)
+
+    _apply_batches(applied, psm, epochs, txn_entries, path)
+
+    txn_bytes = b""
+    if txn_entries:
+        arr = np.empty(len(txn_entries), TXN_ENTRY)
+        for i, (pid, first, last, lso) in enumerate(txn_entries):
+            arr[i] = (0, pid, first, last, lso)
+        txn_bytes = arr.tobytes()
+    if had_txn_index or txn_bytes:
+        disk.write(seg.txn_index_path, txn_bytes)
+
+    if plan.failed_at_row is not None or limit < len(rows):
+        # the exception leaves the reset indexes at full size with the entries appended so far
+        disk.write(seg.index_path, _padded(_index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY),
+                                           cfg.max_index_size, 8))
+        disk.write(seg.time_index_path, _padded(_index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+                                                cfg.max_index_size, 12))
+        if limit < len(rows) and (plan.failed_at_row is None):
+            raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
+        raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
+    if plan.final_time_failed:
+        disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
+        disk.write(seg.time_index_path, _padded(_index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+                                                cfg.max_index_size, 12))
+        raise InvalidOffsetError(f"{path}: time index offset goes backwards at the final entry")
+
+    valid = scan.valid_bytes
+    size = disk.size(path)
+    if valid < size:
+        disk.set_size(path, valid)
+    disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
+    disk.write(seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY))
+    if scan.fatal is not None and scan.stop is not Stop.INVALID_RECORD:
+        raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)
+    return SegmentRecovery(size - valid, valid, len(txn_entries))
+
+
+def _padded(data: bytes, max_index_size: int, entry: int) -> bytes:
+    size = round_down(max_index_size, entry)
+    return data + bytes(max(0, size - len(data)))
+
+
+def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEpochCache | None,
+                   txn_entries: list[tuple[int, int, int, int]], path: str) -> None:
+    """Epoch assignments and producer-state updates, in batch order (LOADING.md §7.1-§7.2)."""
+    if not len(rows):
+        return
+    v2 = rows["magic"] >= 2
+    if epochs is not None:
+        ple = np.where(v2, rows["partition_leader_epoch"].astype(np.int64), -1)
+        latest = epochs.latest_epoch
+        start = -1 if latest is None else latest
+        prev = np.maximum.accumulate(np.concatenate(([start], ple)))[:-1]
+        for i in np.flatnonzero((ple >= 0) & (ple > prev)):
+            epochs.assign(int(ple[i]), int(rows["base_offset"][i]))
+    # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
+    for i in np.flatnonzero(v2 & (rows["producer_id"] >= 0)):
+        row = rows[i]
+        marker = int(row["marker"])
+        if marker == Marker.INVALID:
+            break  # InvalidRecordException: caught by recover, after the epoch assignment
+        if marker == Marker.FATAL:
+            break  # raised by the caller once the segment's state is written
+        info = psm.prepare_update(int(row["producer_id"]))
+        completed = info.append(row, path)
+        psm.update(info)
+        if completed is not None:
+            lso = psm.last_stable_offset(completed)
+            if completed.is_aborted:
+                if txn_entries and completed.last_offset <= txn_entries[-1][2]:
+                    raise StartupFailedError(path, "IllegalArgumentException",
+                                             "transaction index offsets must increase")
+                txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
+            psm.complete_txn(completed, path)
+    last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
+    if last_v2.size:
+        psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1

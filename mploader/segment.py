@@ -1,0 +1,169 @@
+"""One segment on disk and the index operations the loader needs (Kafka's LogSegment, LOADING.md §10).
+
+Index files are read the way Kafka opens them: every slot up to the file
+length is an entry (FORMATS.md §10), and lookups use Kafka's exact search
+(a "warm" section of the last 8 KiB first), so a preallocated zero tail or a
+garbage index gives the same answers it gives Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .disk import Disk
+from .errors import StartupFailedError
+from .format import names
+from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
+from .scan import SegmentScan, SegmentTask, Stop, scan_buffer
+
+
+@dataclass(slots=True)
+class Segment:
+    dir: str
+    base_offset: int
+    suffix: str = ""  # ".swap" for a swap segment being completed
+
+    def file(self, suffix: str) -> str:
+        return os.path.join(self.dir, names.segment_file_name(self.base_offset, suffix) + self.suffix)
+
+    @property
+    def log_path(self) -> str:
+        return self.file(names.LOG_SUFFIX)
+
+    @property
+    def index_path(self) -> str:
+        return self.file(names.INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> str:
+        return self.file(names.TIME_INDEX_SUFFIX)
+
+    @property
+    def txn_index_path(self) -> str:
+        return self.file(names.TXN_INDEX_SUFFIX)
+
+
+def read_entries(disk: Disk, path: str, dtype: np.dtype) -> np.ndarray:
+    """All slots of an index file as Kafka counts them (missing file = empty)."""
+    if not disk.exists(path):
+        return np.empty(0, dtype)
+    data = disk.read(path)
+    return np.frombuffer(data, dtype, count=len(data) // dtype.itemsize)
+
+
+def largest_lower_bound_slot(keys: np.ndarray, target: int) -> int:
+    """AbstractIndex.largestLowerBoundSlotFor over ``keys`` (-1 when none), warm section first."""
+    n = len(keys)
+    if n == 0:
+        return -1
+    warm = 8192 // (OFFSET_ENTRY.itemsize if keys.dtype.itemsize <= 4 else TIME_ENTRY.itemsize)
+    first_hot = max(0, n - 1 - warm)
+    if int(keys[first_hot]) < target:
+        return _binary_search(keys, target, first_hot, n - 1)
+    if int(keys[0]) > target:
+        return -1
+    return _binary_search(keys, target, 0, first_hot)
+
+
+def _binary_search(keys: np.ndarray, target: int, lo: int, hi: int) -> int:
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        k = int(keys[mid])
+        if k > target:
+            hi = mid - 1
+        elif k < target:
+            lo = mid
+        else:
+            return mid
+    return lo
+
+
+def offset_index_lookup(disk: Disk, seg: Segment, target: int) -> tuple[int, int]:
+    """OffsetIndex.lookup: (offset, position) of the largest entry <= target, else (base, 0)."""
+    entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
+    rel = entries["relative_offset"].astype(np.int64) + seg.base_offset
+    slot = largest_lower_bound_slot(rel, target)
+    if slot < 0:
+        return seg.base_offset, 0
+    return int(rel[slot]), int(entries["position"][slot])
+
+
+def offset_index_last_offset(disk: Disk, seg: Segment) -> int:
+    entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
+    return seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
+
+
+def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -> SegmentScan:
+    """Entries from ``position`` to ``end`` without CRC checks (Kafka's plain batch iteration)."""
+    size = disk.size(seg.log_path)
+    end = size if end is None else min(end, size)
+    data = disk.read(seg.log_path, position, end) if position < end else b""
+    task = SegmentTask(seg.log_path, seg.base_offset, 0, len(data), check_crc=False)
+    walk = scan_buffer(data, task, len(data))
+    walk.batches["position"] += position
+    walk.start, walk.end, walk.valid_bytes = position, position + len(data), walk.valid_bytes + position
+    return walk
+
+
+def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int = 0) -> tuple[int, int] | None:
+    """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset."""
+    _, pos = offset_index_lookup(disk, seg, offset)
+    walk = walk_from(disk, seg, max(pos, start_position))
+    _raise_if_corrupt(walk)
+    hits = np.flatnonzero(walk.batches["last_offset"] >= offset)
+    if not hits.size:
+        return None
+    row = walk.batches[hits[0]]
+    return int(row["position"]), int(row["size"])
+
+
+def read_next_offset(disk: Disk, seg: Segment) -> int:
+    """LogSegment.readNextOffset: last batch's lastOffset + 1 from the index's last entry on."""
+    hit = translate_offset(disk, seg, offset_index_last_offset(disk, seg))
+    if hit is None:
+        return seg.base_offset
+    walk = walk_from(disk, seg, hit[0])
+    _raise_if_corrupt(walk)
+    return int(walk.batches["last_offset"][-1]) + 1 if len(walk.batches) else seg.base_offset
+
+
+def _raise_if_corrupt(walk: SegmentScan) -> None:
+    if walk.stop is Stop.CORRUPT_SIZE:
+        raise StartupFailedError(walk.path, "CorruptRecordException",
+                                 f"{walk.stop_detail} at byte {walk.valid_bytes} of an unrecovered segment")
+
+
+def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
+    """AbstractIndex.resize(maxIndexSize): creates a missing file; no-op when already that size."""
+    size = round_down(max_index_size, entry_size)
+    if not disk.exists(path) or disk.size(path) != size:
+        disk.set_size(path, size)
+
+
+def resize_indexes(disk: Disk, seg: Segment, max_index_size: int) -> None:
+    resize_index(disk, seg.index_path, max_index_size, OFFSET_ENTRY.itemsize)
+    resize_index(disk, seg.time_index_path, max_index_size, TIME_ENTRY.itemsize)
+
+
+def truncate_to(disk: Disk, seg: Segment, offset: int, max_index_size: int) -> int:
+    """LogSegment.truncateTo(offset) (after InvalidOffsetException): returns bytes removed."""
+    hit = translate_offset(disk, seg, offset)
+    for path, dtype in ((seg.index_path, OFFSET_ENTRY), (seg.time_index_path, TIME_ENTRY)):
+        if disk.exists(path):
+            # Kafka only moves the index position back; the bytes stay, then the file is resized to full size
+            size = round_down(max_index_size, dtype.itemsize)
+            old = disk.read(path)
+            disk.write(path, (old + bytes(max(0, size - len(old))))[:size])
+    if disk.exists(seg.txn_index_path):
+        tx = read_entries(disk, seg.txn_index_path, TXN_ENTRY)
+        over = np.flatnonzero(tx["last_offset"] >= offset)
+        if over.size:
+            disk.set_size(seg.txn_index_path, int(over[0]) * TXN_ENTRY.itemsize)
+    if hit is None:
+        return 0
+    size = disk.size(seg.log_path)
+    disk.set_size(seg.log_path, hit[0])
+    return size - hit[0]
