@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from .config import LoaderConfig
 from .disk import Disk
-from .engine import Engine, make_engine
+from .engine import DirPlan, Engine, make_engine
 from .errors import CheckpointNumberFormatError, InvalidPartitionDirError, MalformedCheckpointError, \
     StartupFailedError
 from .format import checkpoint, names
@@ -76,11 +76,16 @@ def load_logs(
             offline[d] = f"{type(e).__name__}: {e}"
             state.offline_reason = offline[d]
     live = [s for s in states if s.offline_reason is None or s.partitions]
-    engine = make_engine(cfg, [s.path for s in live], stats)
+    engine = make_engine(cfg, [s.path for s in live], stats, metrics, progress)
+    stats.workers_per_dir = engine.workers_per_dir
+    interrupted = False
     try:
         loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        engine.close()
+        engine.close(kill=interrupted)
     result = LoadResult({}, {}, [], [], offline, {s.path: s.clean for s in states}, stats)
     for lg in loaded:
         if lg.kind is DirKind.DELETE:
@@ -188,7 +193,9 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             registered.append((REMAINING_SEGMENTS_TO_RECOVER, t))
     if progress is not None:
         progress.start({s.path: len(s.partitions) for s in states})
-    engine.prefetch([(s.path, [p for p, _, _ in s.partitions], s.clean, s.recovery_points) for s in states])
+    t_prefetch = time.perf_counter()
+    engine.prefetch([DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in states])
+    stats.seconds["plan"] = time.perf_counter() - t_prefetch
     try:
         for s in states:
             prefix = f"log-recovery-{s.path}"

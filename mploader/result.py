@@ -91,7 +91,10 @@ class LoadStats:
     bytes_read: int = 0
     bytes_truncated: int = 0
     files_deleted: int = 0
-    worker_restarts: int = 0
+    worker_restarts: int = 0  # Phase 1 tasks retried because their worker died
+    inline_fallbacks: int = 0  # ... and scanned in the parent after the retry died too
+    pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
+    workers_per_dir: int = 1
     seconds: dict[str, float] = field(default_factory=dict)  # per phase: "scan", "apply", "total"
 
     def to_json(self) -> dict[str, Any]:

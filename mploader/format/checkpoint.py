@@ -41,12 +41,18 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def java_split(line: str) -> list[str]:
-    """Java ``Pattern.split`` on \\s+: a leading empty field stays, trailing empty ones go."""
-    parts = _WHITESPACE.split(line)
+def java_split(line: str, pattern: re.Pattern[str] = _WHITESPACE) -> list[str]:
+    """Java ``Pattern.split(line)`` (limit 0): a leading empty field stays, trailing empty ones go.
+
+    Java returns ``[line]`` when nothing matches (so ``""`` gives ``[""]``), and may return an
+    empty array when every field is empty (e.g. a line of blanks).
+    """
+    parts = pattern.split(line)
+    if len(parts) == 1:
+        return parts
     while parts and parts[-1] == "":
         parts.pop()
-    return parts or [""]
+    return parts
 
 
 def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
@@ -94,6 +100,8 @@ def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable
         expected = parse_java_int(lines[1])
     except ValueError:
         raise MalformedCheckpointError(path, 2, f"malformed entry count {lines[1]!r}") from None
+    if expected < 0:  # Kafka: new ArrayList<>(expected) -> IllegalArgumentException, before any entry is read
+        raise CheckpointNumberFormatError(path, 2, f"negative entry count {expected} (Illegal Capacity)")
     out: list[T] = []
     for i, line in enumerate(lines[2:], start=3):
         fields = java_split(line)
@@ -162,31 +170,59 @@ def partition_metadata_bytes(topic_id: bytes) -> bytes:
     return f"version: 0\ntopic_id: {b64}".encode("ascii")
 
 
+_PARTITION_METADATA_SEPARATOR = re.compile(r":\s+", re.ASCII)
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def java_base64url_decode(text: str) -> bytes:
+    """``Base64.getUrlDecoder().decode``: URL alphabet only, padding optional but exact if present."""
+    body = text.rstrip("=")
+    pad = len(text) - len(body)
+    rem = len(body) % 4
+    if not _BASE64URL.fullmatch(body) or rem == 1 or (pad and (rem == 0 or pad != 4 - rem)):
+        raise ValueError(f"illegal base64url text {text!r}")
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+
+
+def parse_topic_id(text: str) -> bytes:
+    """Kafka's ``Uuid.fromString``: at most 24 characters of base64url decoding to 16 bytes."""
+    if len(text) > 24:
+        raise ValueError(f"topic id {text[:24]!r}... is too long to be a base64 UUID")
+    raw = java_base64url_decode(text)
+    if len(raw) != 16:
+        raise ValueError(f"topic id {text!r} decodes to {len(raw)} bytes, not 16")
+    return raw
+
+
 def read_partition_metadata(path: str | os.PathLike[str]) -> bytes:
-    """The topic id, with Kafka's error classes (FORMATS.md §15)."""
+    """The topic id, with Kafka's error classes (FORMATS.md §15).
+
+    Kafka's reader, in order: line 1 split on ``:\\s+`` (Java split semantics) must give 2
+    fields, the second an int >= 0 (else IOException); line 2 the same, then ``Uuid.fromString``
+    (IllegalArgumentException: start-up fails), the zero UUID is an IOException; a missing
+    line is a NullPointerException (start-up fails).  Further lines are never read.
+    """
     lines = read_lines(path)
     if not lines:
         raise StartupFailedError(path, "NullPointerException", "empty partition.metadata")
-    parsed: list[str] = []
-    for i, line in enumerate(lines[:2], start=1):
-        parts = re.split(r":\s+", line, flags=re.ASCII)
-        if len(parts) != 2:
-            raise MalformedCheckpointError(path, i, f"malformed line {line!r}")
-        parsed.append(parts[1])
+    version_fields = java_split(lines[0], _PARTITION_METADATA_SEPARATOR)
+    if len(version_fields) != 2:
+        raise MalformedCheckpointError(path, 1, f"malformed line {lines[0]!r}")
     try:
-        if parse_java_int(parsed[0]) < 0:
-            raise MalformedCheckpointError(path, 1, f"invalid version {parsed[0]}")
+        version = parse_java_int(version_fields[1])
     except ValueError:
-        raise MalformedCheckpointError(path, 1, f"malformed version {parsed[0]!r}") from None
-    if len(parsed) < 2:
+        raise MalformedCheckpointError(path, 1, f"malformed version {version_fields[1]!r}") from None
+    if version < 0:
+        raise MalformedCheckpointError(path, 1, f"unrecognized version {version}")
+    if len(lines) < 2:
         raise StartupFailedError(path, "NullPointerException", "partition.metadata has no topic_id line")
-    text = parsed[1]
+    id_fields = java_split(lines[1], _PARTITION_METADATA_SEPARATOR)
+    if len(id_fields) != 2:
+        raise MalformedCheckpointError(path, 2, f"malformed line {lines[1]!r}")
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except ValueError:
-        raw = b""
-    if len(raw) != 16:
-        raise StartupFailedError(path, "IllegalArgumentException", f"invalid topic id {text!r}")
+        raw = parse_topic_id(id_fields[1])
+    except ValueError as e:
+        raise StartupFailedError(path, "IllegalArgumentException", f"invalid topic id: {e}") from None
     if raw == bytes(16):
         raise MalformedCheckpointError(path, 2, "the zero UUID is not a valid topic id")
     return raw
@@ -209,6 +245,7 @@ def read_broker_epoch(path: str | os.PathLike[str]) -> int | None:
         with open(path, "rb") as f:
             doc = json.loads(f.read().decode("utf-8"))
         epoch = doc.get("brokerEpoch") if isinstance(doc, dict) else None
-        return int(epoch) if isinstance(epoch, int) else None
+        ok = isinstance(epoch, int) and not isinstance(epoch, bool) and INT64_MIN <= epoch <= INT64_MAX
+        return epoch if ok else None
     except (OSError, ValueError):
         return None

@@ -23,8 +23,29 @@ def _gzip_compress(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6, mtime=0)
 
 
+GZIP_HEADER_SIZE = 10
+
+
+class CompressedDataError(ValueError):
+    """Compressed bytes that do not decompress.
+
+    ``truncated``: the stream ended early after a complete header.  Java's gzip stream
+    reports that as an EOFException (Kafka's record reader: "premature EOF", an
+    InvalidRecordException); a shorter input fails in the stream's constructor and any
+    other corruption is an IOException, both of which Kafka wraps in a KafkaException.
+    """
+
+    def __init__(self, message: str, truncated: bool = False):
+        super().__init__(message)
+        self.truncated = truncated
+
+
 def _gzip_decompress(data: bytes) -> bytes:
-    return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+    try:
+        return zlib.decompress(data, 16 + zlib.MAX_WBITS)  # like Java, ignores bytes after the member
+    except zlib.error as e:
+        truncated = "incomplete or truncated stream" in str(e) and len(data) >= GZIP_HEADER_SIZE
+        raise CompressedDataError(f"gzip: {e}", truncated) from e
 
 
 _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
@@ -79,4 +100,9 @@ def decompress(codec: int, data: bytes) -> bytes:
         raise UnsupportedCodecError(
             f"cannot decompress codec {CODEC_NAMES.get(codec, codec)}: its package is not installed"
         ) from None
-    return fn(data)
+    try:
+        return fn(data)
+    except CompressedDataError:
+        raise
+    except Exception as e:  # codec-specific exception types
+        raise CompressedDataError(f"{CODEC_NAMES[codec]}: {e}") from e

@@ -227,20 +227,34 @@ def decode_record(buf: bytes, pos: int) -> tuple[Record, int]:
 
 
 def records_section(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bytes:
-    """The batch's records bytes, decompressed."""
+    """The batch's records bytes, decompressed (codec errors propagate as raised by the codec)."""
     raw = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : pos + header.size])
     return compression.decompress(header.compression, raw)
 
 
 def decode_records(buf: bytes | memoryview, pos: int = 0, path: str | None = None) -> list[Record]:
-    """All records of the v2 batch at ``pos`` (for tests and tools; recovery never calls this)."""
+    """All records of the v2 batch at ``pos`` (for tests and tools; recovery never calls this).
+
+    Every failure is an :class:`InvalidRecordError` naming ``path`` and the batch position
+    (the reason gives the position inside the uncompressed records section).
+    """
     header = read_batch_header(buf, pos, path)
-    data = records_section(buf, pos, header)
+    if pos + header.size > len(buf) or header.size < RECORD_BATCH_OVERHEAD:
+        raise InvalidRecordError(path, pos, f"batch of {header.size} bytes does not fit the buffer")
+    try:
+        data = records_section(buf, pos, header)
+    except (compression.UnsupportedCodecError, compression.CompressedDataError) as e:
+        raise InvalidRecordError(path, pos, f"records section does not decompress: {e}") from e
     out: list[Record] = []
     p = 0
-    for _ in range(max(header.records_count, 0)):
-        rec, p = decode_record(data, p)
-        out.append(rec)
+    try:
+        for _ in range(max(header.records_count, 0)):
+            rec, p = decode_record(data, p)
+            out.append(rec)
+    except InvalidRecordError as e:
+        raise InvalidRecordError(
+            path, pos, f"record {len(out)} (at byte {e.position} of the records section): {e.reason}"
+        ) from e
     if p != len(data):
         raise InvalidRecordError(path, pos, "incorrect declared batch size, records still remaining")
     return out
@@ -368,9 +382,17 @@ def read_end_txn_marker(
     try:
         data = records_section(buf, pos, header)
     except compression.UnsupportedCodecError as e:
-        raise StartupFailedError(path, "KafkaException", f"control batch at byte {pos}: {e}") from e
-    except Exception as e:  # corrupt compressed stream
-        raise InvalidRecordError(path, pos, f"control batch does not decompress: {e}") from e
+        # codec ids 5-7: CompressionType.forId throws IllegalArgumentException; a known codec whose
+        # Python package is missing is a limitation of this installation, reported the same way
+        kafka_exc = "KafkaException" if header.compression in compression.CODEC_NAMES else "IllegalArgumentException"
+        raise StartupFailedError(path, kafka_exc, f"control batch at byte {pos}: {e}") from e
+    except compression.CompressedDataError as e:
+        if e.truncated:
+            # Java's stream reader hits EOF: "Incorrect declared batch size, premature EOF reached"
+            raise InvalidRecordError(path, pos, f"control batch: premature end of compressed data ({e})") from e
+        # a bad header or corrupt data: IOException inside the codec stream, wrapped in a KafkaException
+        raise StartupFailedError(path, "KafkaException",
+                                 f"control batch at byte {pos} does not decompress: {e}") from e
     try:
         record, end = decode_record(data, 0)
     except InvalidRecordError as e:

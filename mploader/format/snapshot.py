@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 from crc32c import crc32c
 
-from ..errors import CorruptSnapshotError
+from ..errors import CorruptSnapshotError, UnsupportedError
 
 SNAPSHOT_VERSION = 1
 HEADER = struct.Struct(">hIi")
@@ -52,7 +52,12 @@ def snapshot_bytes(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
 
 
 def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapshotEntry]:
-    """Entries in file order; any deviation is a :class:`CorruptSnapshotError` (Kafka deletes the file)."""
+    """Entries in file order; any deviation is a :class:`CorruptSnapshotError` (Kafka deletes the file).
+
+    Like Kafka's reader, bytes after the last entry are not an error by themselves: they are
+    inside the CRC range, so they only make the file corrupt when the stored CRC does not
+    cover them (the usual case: a shorter snapshot written over a longer one).
+    """
     if len(data) < HEADER.size:
         raise CorruptSnapshotError(path, 0, f"snapshot of {len(data)} bytes is shorter than its 10-byte header")
     version, crc, count = HEADER.unpack_from(data, 0)
@@ -63,8 +68,6 @@ def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapsho
     actual = crc32c(data[6:])
     if actual != crc:
         raise CorruptSnapshotError(path, 2, f"snapshot CRC mismatch: stored {crc:#010x}, computed {actual:#010x}")
-    if HEADER.size + count * ENTRY.size != len(data):
-        raise CorruptSnapshotError(path, HEADER.size + count * ENTRY.size, "trailing bytes after the last entry")
     return [ProducerSnapshotEntry(*ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size)) for i in range(count)]
 
 
@@ -94,21 +97,97 @@ def _java_long_hash(key: int) -> int:
     return h ^ (h >> 16)  # HashMap.hash spreads the high bits (unsigned shift)
 
 
+_INITIAL_CAPACITY = 16
+_TREEIFY_THRESHOLD = 8  # a bin holding this many nodes gets a 9th => treeifyBin
+_MIN_TREEIFY_CAPACITY = 64  # below this, treeifyBin resizes the table instead
+
+
 def java_hashmap_capacity(max_size: int) -> int:
-    """Table size of a HashMap that held at most ``max_size`` entries (it never shrinks)."""
-    capacity = 16
+    """Table size of a HashMap that held at most ``max_size`` entries (it never shrinks).
+
+    Size rule only; :class:`JavaLongHashMap` also applies the resize that 9 keys
+    colliding in one bucket of a table shorter than 64 trigger.
+    """
+    capacity = _INITIAL_CAPACITY
     while max_size > capacity * 3 // 4:
         capacity *= 2
     return capacity
+
+
+class JavaLongHashMap:
+    """The key order of a ``java.util.HashMap<Long, V>`` under ``put``/``remove``.
+
+    Models the table length (doubling when the size exceeds 0.75 x length, and when a
+    bucket of a table shorter than 64 receives its 9th key) and the bucket lists
+    (new keys appended; resizes keep relative order).  A bucket that Java would turn
+    into a red-black tree (9th key in one bucket at length >= 64) raises
+    :class:`UnsupportedError`: its iteration order is not modelled.
+    """
+
+    def __init__(self) -> None:
+        self.capacity = _INITIAL_CAPACITY
+        self._keys: dict[int, None] = {}  # live keys in the order they were (last) inserted
+        self._bucket_sizes: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def _bucket(self, key: int) -> int:
+        return _java_long_hash(key) & (self.capacity - 1)
+
+    def _resize(self) -> None:
+        self.capacity *= 2
+        sizes: dict[int, int] = {}
+        for k in self._keys:
+            b = self._bucket(k)
+            sizes[b] = sizes.get(b, 0) + 1
+        self._bucket_sizes = sizes
+
+    def put(self, key: int) -> None:
+        if key in self._keys:  # replacing a value keeps the node where it is
+            return
+        b = self._bucket(key)
+        before = self._bucket_sizes.get(b, 0)
+        self._keys[key] = None
+        self._bucket_sizes[b] = before + 1
+        if before >= _TREEIFY_THRESHOLD:
+            if self.capacity >= _MIN_TREEIFY_CAPACITY:
+                raise UnsupportedError(
+                    f"HashMap bucket {b} of a {self.capacity}-slot table would become a tree bin "
+                    f"({before + 1} colliding producer ids); its iteration order is not modelled"
+                )
+            self._resize()
+        if len(self._keys) > self.capacity * 3 // 4:
+            self._resize()
+
+    def remove(self, key: int) -> None:
+        if key in self._keys:
+            del self._keys[key]
+            self._bucket_sizes[self._bucket(key)] -= 1
+
+    def order(self) -> list[int]:
+        """Iteration order: buckets ascending, insertion order inside a bucket."""
+        return java_hashmap_order(self._keys, self.capacity)
 
 
 def java_hashmap_order(keys_in_insertion_order: Iterable[int], capacity: int | None = None) -> list[int]:
     """The order in which a HashMap iterates its Long keys.
 
     Buckets ascending; inside a bucket, insertion order (resizes split buckets
-    preserving relative order).  Tree bins (>= 8 collisions at capacity >= 64)
-    are not modelled: unreachable with realistic producer ids.
+    preserving relative order).  Without ``capacity`` the table length is that of a
+    new map into which the keys were put in this order (:class:`JavaLongHashMap`);
+    pass ``capacity`` for a map that held more keys before some were removed.
+    Tree bins (>= 9 colliding keys at capacity >= 64) raise :class:`UnsupportedError`.
     """
     keys = list(dict.fromkeys(keys_in_insertion_order))
-    cap = capacity if capacity is not None else java_hashmap_capacity(len(keys))
+    if capacity is None:
+        sim = JavaLongHashMap()
+        for k in keys:
+            sim.put(k)
+        cap = sim.capacity
+    else:
+        cap = capacity
     return [k for _, _, k in sorted((_java_long_hash(k) & (cap - 1), i, k) for i, k in enumerate(keys))]

@@ -1,0 +1,265 @@
+"""The process-pool engine: N loky workers per data dir scan segments ahead of Phase 2.
+
+See :mod:`mploader.engine` for the data flow.  This module owns the pools, the
+shared-memory blocks and the recovery from dead workers: a task whose worker
+died is retried once on a fresh pool, then scanned inline in the parent; the
+load neither hangs nor fails because of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+from typing import Sequence
+
+import numpy as np
+from loky import ProcessPoolExecutor
+from loky.process_executor import BrokenProcessPool
+
+from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, InlineSource, chunk_boundaries, \
+    pickled_size, plan_segment_scans, stitch, table_from_block
+from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
+from .progress import Progress
+from .result import LoadStats
+from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
+
+log = logging.getLogger(__name__)
+
+Descriptor = tuple  # ("ok", pid, end, valid, stop, detail, rows, fatal, fatal_exc, table_bytes) | ("oserror", ...)
+
+
+def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
+    """Runs in a worker: scan, write the batch table into the parent's block, return a descriptor."""
+    try:
+        scan = scan_segment(task)
+    except OSError as e:
+        return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
+    rows = len(scan.batches)
+    spill = None
+    if rows <= capacity:
+        block = shared_memory.SharedMemory(name=block_name)
+        try:
+            view = np.frombuffer(block.buf, np.uint8, count=rows * BATCH_TABLE.itemsize)
+            view[:] = scan.batches.view(np.uint8)
+            del view
+        finally:
+            block.close()
+    else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
+        spill = scan.batches.tobytes()
+    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, scan.fatal,
+            scan.fatal_exception, spill)
+
+
+@dataclass(slots=True)
+class _Chunk:
+    task: SegmentTask
+    block: shared_memory.SharedMemory
+    capacity: int
+    future: Future[Descriptor]
+    executor: ProcessPoolExecutor
+    retried: bool = False
+
+
+@dataclass(slots=True)
+class _Pending:
+    data_dir: str
+    task: SegmentTask
+    stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
+    chunks: list[_Chunk] = field(default_factory=list)
+
+
+def _key(task: SegmentTask) -> tuple[str, int, int | None, bool, bool]:
+    return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
+
+
+def _stat(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+class PoolSource:
+    def __init__(self, engine: "PoolEngine", data_dir: str):
+        self.engine = engine
+        self.data_dir = data_dir
+
+    def scan(self, task: SegmentTask) -> SegmentScan:
+        return self.engine.collect(self.data_dir, task)
+
+
+class PoolEngine(Engine):
+    def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
+                 progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES):
+        super().__init__(stats)
+        self.workers_per_dir = workers
+        self.metrics = metrics
+        self.progress = progress
+        self.chunk_bytes = chunk_bytes
+        self._executors: dict[str, ProcessPoolExecutor] = {}
+        self._pending: dict[tuple, _Pending] = {}
+        self._remaining: dict[str, int] = {}
+        self._worker_slots: dict[str, dict[int, int]] = {}
+        self._lock = threading.Lock()
+        self._blocks: dict[str, shared_memory.SharedMemory] = {}
+        self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        for d in data_dirs:
+            self._worker_slots[d] = {}
+            if metrics is not None:
+                for i in range(workers):
+                    tags = metrics.tags(dir=d, threadNum=i)
+                    metrics.register(REMAINING_SEGMENTS_TO_LOAD, tags, 0)
+                    self._gauges.append((REMAINING_SEGMENTS_TO_LOAD, tags))
+
+    def source(self, data_dir: str) -> PoolSource:  # type: ignore[override]
+        return PoolSource(self, data_dir)
+
+    # ---- pools and blocks ----------------------------------------------------------------------
+
+    def _executor(self, data_dir: str, fresh: bool = False) -> ProcessPoolExecutor:
+        ex = self._executors.get(data_dir)
+        if ex is None or fresh:
+            if ex is not None:
+                ex.shutdown(wait=False, kill_workers=True)
+            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir)
+            self._executors[data_dir] = ex
+        return ex
+
+    def _new_block(self, nbytes_range: int) -> tuple[shared_memory.SharedMemory, int]:
+        capacity = nbytes_range // MIN_ENTRY_BYTES + 1
+        block = shared_memory.SharedMemory(create=True, size=max(1, capacity * BATCH_TABLE.itemsize))
+        self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
+        return block, capacity
+
+    def _free(self, block: shared_memory.SharedMemory) -> None:
+        with self._lock:
+            owned = self._blocks.pop(block.name, None) is not None
+        if owned:
+            block.close()
+            block.unlink()
+
+    def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
+        end = chunk_task.end if chunk_task.end is not None else os.path.getsize(chunk_task.path)
+        with self._lock:
+            block, capacity = self._new_block(max(0, end - chunk_task.start))
+            # a pool whose worker died is broken for every task: replace it once
+            ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
+            fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+        return _Chunk(chunk_task, block, capacity, fut, ex)
+
+    # ---- prefetch ------------------------------------------------------------------------------------
+
+    def prefetch(self, dirs: Sequence[DirPlan]) -> None:
+        for plan in dirs:
+            planned = []
+            for task in plan_segment_scans(plan):
+                try:
+                    st = _stat(task.path)
+                except OSError:
+                    continue
+                planned.append((st[0], task, st))
+            planned.sort(key=lambda t: -t[0])  # biggest first: one huge segment must not make the tail
+            with self._lock:
+                self._remaining[plan.data_dir] = len(planned)
+            for size, task, st in planned:
+                pend = _Pending(plan.data_dir, task, st)
+                cuts = [0, *chunk_boundaries(task.path, task.base_offset, size, self.chunk_bytes), size]
+                for a, b in zip(cuts, cuts[1:]):
+                    t = SegmentTask(task.path, task.base_offset, a, b if b != size else None)
+                    pend.chunks.append(self._submit(plan.data_dir, t))
+                self._pending[_key(task)] = pend
+            self._update_gauges(plan.data_dir)
+
+    def _update_gauges(self, data_dir: str) -> None:
+        if self.metrics is None:
+            return
+        for i in range(self.workers_per_dir):
+            self.metrics.set(REMAINING_SEGMENTS_TO_LOAD, self.metrics.tags(dir=data_dir, threadNum=i),
+                             self._remaining.get(data_dir, 0))
+
+    # ---- collecting ------------------------------------------------------------------------------------
+
+    def collect(self, data_dir: str, task: SegmentTask) -> SegmentScan:
+        with self._lock:
+            pend = self._pending.pop(_key(task), None)
+        if pend is None:
+            return self._inline.scan(task)
+        try:
+            fresh = _stat(task.path) == pend.stat
+            parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
+        finally:
+            for c in pend.chunks:
+                self._free(c.block)
+        with self._lock:
+            self._remaining[data_dir] -= 1
+            self.stats.segments_scanned += 1
+        self._update_gauges(data_dir)
+        if not fresh:  # the file changed since planning (e.g. a swap was completed): scan it again
+            return self._inline.scan(task)
+        scan, resume = stitch(task, parts)
+        if resume is not None:  # a cut that the continuous walk does not hit: continue without cuts
+            rest = self._inline.scan(SegmentTask(task.path, task.base_offset, resume, task.end))
+            scan = SegmentScan(task.path, task.base_offset, task.start, rest.end, rest.valid_bytes, rest.stop,
+                               rest.stop_detail, np.concatenate([scan.batches, rest.batches]), rest.fatal,
+                               rest.fatal_exception, bytes_read=rest.end - task.start)
+        if self.progress is not None:
+            self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
+        return scan
+
+    def _chunk_result(self, data_dir: str, chunk: _Chunk) -> SegmentScan:
+        try:
+            desc = chunk.future.result()
+        except BrokenProcessPool as e:
+            return self._after_crash(data_dir, chunk, e)
+        with self._lock:
+            self.stats.pickled_bytes += pickled_size(desc)
+        if desc[0] == "oserror":
+            _, _, err, msg, filename = desc
+            raise OSError(err, msg, filename)
+        _, pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill = desc
+        if spill is not None:
+            table = np.frombuffer(spill, BATCH_TABLE).copy()
+        else:
+            table = table_from_block(chunk.block, rows)
+        t = chunk.task
+        return SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
+                           bytes_read=end - t.start)
+
+    def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:
+        with self._lock:
+            self.stats.worker_restarts += 1
+        if not chunk.retried:
+            log.warning("%s: a Phase 1 worker died while scanning %s (%s); retrying on a fresh worker",
+                        data_dir, chunk.task.path, error)
+            retry = self._submit(data_dir, chunk.task, broken=chunk.executor)
+            retry.retried = True
+            try:
+                return self._chunk_result(data_dir, retry)
+            finally:
+                self._free(retry.block)
+        log.warning("%s: the retry of %s failed too (%s); scanning it in the parent", data_dir, chunk.task.path,
+                    error)
+        with self._lock:
+            self.stats.inline_fallbacks += 1
+        return scan_segment(chunk.task)
+
+    def close(self, kill: bool = False) -> None:
+        for pend in list(self._pending.values()):
+            for c in pend.chunks:
+                c.future.cancel()
+        for ex in self._executors.values():
+            ex.shutdown(wait=not kill, kill_workers=kill)
+        for pend in self._pending.values():
+            for c in pend.chunks:
+                self._free(c.block)
+        self._pending.clear()
+        for block in list(self._blocks.values()):
+            self._free(block)
+        if self.metrics is not None:
+            for name, tags in self._gauges:
+                self.metrics.remove(name, tags)
+
+
+__all__ = ["PoolEngine", "PoolSource", "worker_scan", "InlineSource"]
