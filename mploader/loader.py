@@ -256,7 +256,10 @@ class LogLoader:
                     self.disk.write(seg.log_path, b"")
                 time_index_missing = not self.disk.exists(seg.time_index_path)
                 if self._needs_load_time_recovery(seg, time_index_missing):
-                    self._recover_segment(seg)
+                    try:
+                        self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
+                    except InvalidOffsetError as e:  # only recoverLog catches it
+                        raise StartupFailedError(seg.log_path, "InvalidOffsetException", str(e)) from e
                 self.segments[base] = seg
 
     def _needs_load_time_recovery(self, seg: Segment, time_index_missing: bool) -> bool:

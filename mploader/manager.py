@@ -100,6 +100,7 @@ def load_logs(
                                          f"{target[lg.topic_partition].dir} and {lg.dir}")
             target[lg.topic_partition] = lg
     stats.partitions = len(loaded)
+    stats.segments_opened = sum(len(lg.segments) for lg in loaded)
     stats.segments_recovered = sum(len(lg.recovered_segments) for lg in loaded)
     stats.bytes_truncated = sum(lg.truncated_bytes for lg in loaded)
     stats.files_deleted = sum(len(lg.deleted_files) for lg in loaded)
@@ -203,7 +204,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             futures = []
             for path, tp, kind in s.partitions:
                 futures.append(pool.submit(_load_one, s, path, tp, kind, cfg, disk, now, metrics, engine, lock,
-                                           remaining, progress))
+                                           remaining, progress, t_prefetch))
             pools.append((s, pool, futures))
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:
@@ -233,7 +234,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
 
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,
               metrics: MetricsRegistry, engine: Engine, lock: threading.Lock, remaining: dict[str, int],
-              progress: Progress | None) -> LoadedLog | None:
+              progress: Progress | None, started: float) -> LoadedLog | None:
     thread_num = threading.current_thread().name.rsplit("_", 1)[-1]
     seg_tags = metrics.tags(dir=s.path, threadNum=thread_num)
     try:
@@ -251,5 +252,6 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
         with lock:
             remaining[s.path] -= 1
             metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
+            engine.stats.dir_seconds[s.path] = time.perf_counter() - started
         if progress is not None:
             progress.partition_done(s.path, str(tp))

@@ -165,17 +165,17 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
 
     if plan.failed_at_row is not None or limit < len(rows):
         # the exception leaves the reset indexes at full size with the entries appended so far
-        disk.write(seg.index_path, _padded(_index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY),
-                                           cfg.max_index_size, 8))
-        disk.write(seg.time_index_path, _padded(_index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
-                                                cfg.max_index_size, 12))
+        _write_reset_index(disk, seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY),
+                           cfg.max_index_size, 8)
+        _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+                           cfg.max_index_size, 12)
         if limit < len(rows) and (plan.failed_at_row is None):
             raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
         raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
     if plan.final_time_failed:
         disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
-        disk.write(seg.time_index_path, _padded(_index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
-                                                cfg.max_index_size, 12))
+        _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+                           cfg.max_index_size, 12)
         raise InvalidOffsetError(f"{path}: time index offset goes backwards at the final entry")
 
     valid = scan.valid_bytes
@@ -189,9 +189,13 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     return SegmentRecovery(size - valid, valid, len(txn_entries))
 
 
-def _padded(data: bytes, max_index_size: int, entry: int) -> bytes:
+def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: int, entry: int) -> None:
+    """An index left by an exception after ``reset()``: reset only moves the write position and
+    zero-extends the file, so the new entries overwrite the start of the old bytes and the rest stays."""
     size = round_down(max_index_size, entry)
-    return data + bytes(max(0, size - len(data)))
+    old = disk.read(path) if disk.exists(path) else b""
+    data = (entries + old[len(entries):])[:size]
+    disk.write(path, data + bytes(size - len(data)))
 
 
 def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEpochCache | None,

@@ -95,7 +95,8 @@ class LoadStats:
     inline_fallbacks: int = 0  # ... and scanned in the parent after the retry died too
     pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
     workers_per_dir: int = 1
-    seconds: dict[str, float] = field(default_factory=dict)  # per phase: "scan", "apply", "total"
+    seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
+    dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -105,23 +105,48 @@ class SegmentScan:
 
 
 _PREFIX = struct.Struct(">qiib")
-_V2 = records.BATCH_HEADER
-_LEGACY_TS = struct.Struct(">q")
+_PREFIX23 = struct.Struct(">qiibIh")  # offset, size, epoch-or-crc, magic, v2 crc, v2 attributes
+_PRODUCER_ID = struct.Struct(">q")
+_V2_HEADER = np.dtype([
+    ("base_offset", ">i8"), ("batch_length", ">i4"), ("partition_leader_epoch", ">i4"), ("magic", "i1"),
+    ("crc", ">u4"), ("attributes", ">i2"), ("last_offset_delta", ">i4"), ("base_timestamp", ">i8"),
+    ("max_timestamp", ">i8"), ("producer_id", ">i8"), ("producer_epoch", ">i2"), ("base_sequence", ">i4"),
+    ("records_count", ">i4"),
+])
+_LEGACY_HEADER = np.dtype([
+    ("offset", ">i8"), ("size", ">i4"), ("crc", ">u4"), ("magic", "i1"), ("attributes", "u1"), ("timestamp", ">i8"),
+])
+assert (_V2_HEADER.itemsize, _LEGACY_HEADER.itemsize) == (61, 26)
 
 
 def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
-    """Walk ``buf[task.start:end]`` (the bytes of ``task.path``)."""
-    rows: list[tuple] = []
+    """Walk ``buf[task.start:end]`` (the bytes of ``task.path``).
+
+    The Python loop does the least it can per entry (one unpack, one CRC); the batch
+    table is then filled by gathering every header at once with numpy.
+    """
+    positions: list[int] = []
+    markers: dict[int, tuple[int, int, int]] = {}
     p = task.start
     stop, detail = Stop.END, ""
     fatal: tuple[str, str] | None = None
     mv = memoryview(buf)
+    up23 = _PREFIX23.unpack_from
+    check = task.check_crc
+    limit = end - records.HEADER_SIZE_UP_TO_MAGIC
     while True:
-        if p >= end - records.HEADER_SIZE_UP_TO_MAGIC:
+        if p >= limit:
             if p < end:
                 stop, detail = Stop.INCOMPLETE, f"{end - p} trailing bytes too short for an entry header"
             break
-        offset, size, ple_or_crc, magic = _PREFIX.unpack_from(buf, p)
+        if p + 23 > end:  # too short for any complete entry; only the size field can still matter
+            size = _PREFIX.unpack_from(buf, p)[1]
+            if size < 14:
+                stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
+            else:
+                stop, detail = Stop.INCOMPLETE, f"entry of {size + 12} bytes runs past the end ({end})"
+            break
+        _, size, ple_or_crc, magic, crc, attributes = up23(buf, p)
         if size < 14:
             stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
             break
@@ -133,39 +158,83 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
             if total < records.RECORD_BATCH_OVERHEAD:
                 stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
                 break
-            h = _V2.unpack_from(buf, p)
-            if task.check_crc and crc32c(mv[p + 21 : p + total]) != h[4]:
+            if check and crc32c(mv[p + 21 : p + total]) != crc:
                 stop, detail = Stop.CRC, "record batch CRC mismatch"
                 break
-            attributes = h[5] & 0xFFFF
-            marker, coord, mts = -1, -1, -1
-            if attributes & records.ATTR_CONTROL and h[9] >= 0 and task.parse_markers:
-                marker, coord, mts, message = _marker(buf, p, BatchHeader(*h[:5], attributes, *h[6:]), task.path)
-                if marker == Marker.FATAL and fatal is None:
+            if attributes & records.ATTR_CONTROL and task.parse_markers and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0:
+                marker, coord, mts, message = _marker(buf, p, records.read_batch_header(buf, p), task.path)
+                markers[p] = (marker, coord, mts)
+                positions.append(p)
+                p += total
+                if marker == Marker.INVALID:
+                    stop, detail = Stop.INVALID_RECORD, f"control record at byte {p - total} is invalid"
+                    break
+                if marker == Marker.FATAL:
                     fatal = message
-            rows.append((p, total, magic, attributes, h[0], h[0] + h[6], h[8], h[2], h[9], h[10], h[11], h[12],
-                         marker, coord, mts))
-            p += total
-            if marker == Marker.INVALID:
-                stop, detail = Stop.INVALID_RECORD, f"control record at byte {p - total} is invalid"
-                break
-            if marker == Marker.FATAL:
-                break
-        else:
-            if task.check_crc and zlib.crc32(mv[p + 16 : p + total]) != (ple_or_crc & 0xFFFFFFFF):
-                stop, detail = Stop.CRC, "legacy message CRC mismatch"
-                break
-            ts = _LEGACY_TS.unpack_from(buf, p + 18)[0] if magic == 1 and total >= 26 else -1
-            attributes = buf[p + 17]
-            rows.append((p, total, magic, attributes, offset, offset, ts, -1, -1, -1, -1, 1, -1, -1, -1))
-            p += total
+                    break
+                continue
+        elif check and zlib.crc32(mv[p + 16 : p + total]) != (ple_or_crc & 0xFFFFFFFF):
+            stop, detail = Stop.CRC, "legacy message CRC mismatch"
+            break
+        positions.append(p)
+        p += total
     mv.release()
-    table = np.array(rows, dtype=BATCH_TABLE) if rows else np.empty(0, BATCH_TABLE)
-    scan = SegmentScan(task.path, task.base_offset, task.start, end, p, stop, detail, table,
-                       bytes_read=end - task.start)
+    scan = SegmentScan(task.path, task.base_offset, task.start, end, p, stop, detail,
+                       batch_table(buf, positions, markers), bytes_read=end - task.start)
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
     return scan
+
+
+def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],
+                markers: dict[int, tuple[int, int, int]]) -> np.ndarray:
+    """Gather the headers at ``positions`` into a BATCH_TABLE, vectorised."""
+    n = len(positions)
+    table = np.zeros(n, BATCH_TABLE)
+    if not n:
+        return table
+    pos = np.array(positions, np.int64)
+    u8 = np.frombuffer(buf, np.uint8)
+    magic = u8[pos + 16].view(np.int8)
+    # every entry holds at least 26 bytes and a v2 batch 61: rows of a sliding window are its headers
+    window = np.lib.stride_tricks.sliding_window_view(u8, 26)
+    table["position"] = pos
+    table["magic"] = magic
+    table["marker"] = Marker.NONE
+    v2 = np.flatnonzero(magic >= 2)
+    if v2.size:
+        h = np.lib.stride_tricks.sliding_window_view(u8, 61)[pos[v2]].view(_V2_HEADER).reshape(-1)
+        t = table[v2]
+        t["size"] = h["batch_length"].astype(np.int64) + 12
+        t["attributes"] = h["attributes"].astype(np.int32) & 0xFFFF
+        t["base_offset"] = h["base_offset"]
+        t["last_offset"] = h["base_offset"] + h["last_offset_delta"]
+        for name in ("max_timestamp", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence",
+                     "records_count"):
+            t[name] = h[name]
+        t["coordinator_epoch"] = -1
+        t["marker_timestamp"] = -1
+        table[v2] = t
+    legacy = np.flatnonzero(magic < 2)
+    if legacy.size:
+        h = window[pos[legacy]].view(_LEGACY_HEADER).reshape(-1)
+        t = table[legacy]
+        t["size"] = h["size"].astype(np.int64) + 12
+        t["attributes"] = h["attributes"]
+        t["base_offset"] = t["last_offset"] = h["offset"]
+        t["max_timestamp"] = np.where(h["magic"] == 1, h["timestamp"], -1)
+        for name in ("partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "coordinator_epoch",
+                     "marker_timestamp"):
+            t[name] = -1
+        t["records_count"] = 1
+        table[legacy] = t
+    del u8, window
+    if markers:
+        index = {p: i for i, p in enumerate(positions)} if len(markers) > 8 else None
+        for p, (marker, coord, mts) in markers.items():
+            i = index[p] if index is not None else positions.index(p)
+            table["marker"][i], table["coordinator_epoch"][i], table["marker_timestamp"][i] = marker, coord, mts
+    return table
 
 
 def _marker(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader,

@@ -192,3 +192,135 @@ def data_dir(tmp_path: Path, name_: str = "d1", *, clean: bool, marker: bytes = 
     if lso is not None:
         (d / "log-start-offset-checkpoint").write_text(checkpoint_text(lso))
     return d
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers for the scenario tests (appended; generally useful for any test that loads a data dir)
+
+OFFSET_INDEX_FULL = X - X % 8  # 10485760: a preallocated / resized active .index
+TIME_INDEX_FULL = X - X % 12  # 10485756: a preallocated / resized active .timeindex
+INT64_MAX = 2**63 - 1
+
+
+def load(dirs, *, now_ms: int = NOW, metrics=None, **config):
+    """``load_logs`` on the given data dirs with the scenario defaults (``I``, ``X``) unless overridden."""
+    from mploader import LoaderConfig, load_logs
+
+    config.setdefault("index_interval_bytes", I)
+    config.setdefault("max_index_size", X)
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]
+    return load_logs([str(d) for d in dirs], LoaderConfig(**config), now_ms=now_ms, metrics=metrics)
+
+
+def same_path(a, b) -> bool:
+    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def dir_entry(mapping: dict, d, default=KeyError):
+    """``mapping[d]`` for a dict keyed by data-dir path strings, comparing real paths."""
+    for k, v in mapping.items():
+        if same_path(k, d):
+            return v
+    if default is KeyError:
+        raise KeyError(f"{d} not in {sorted(mapping)}")
+    return default
+
+
+def dir_in(mapping: dict, d) -> bool:
+    return any(same_path(k, d) for k in mapping)
+
+
+def assert_gone(directory, filename: str) -> None:
+    """Kafka 'deletes' a file by renaming it to ``<name>.deleted`` and removing it after
+    ``file.delete.delay.ms``: accept the file being absent, whether or not ``<name>.deleted`` exists."""
+    p = Path(directory) / filename
+    assert not p.exists(), f"{p} should have been deleted (or renamed to {filename}.deleted)"
+
+
+def assert_segment_gone(directory, base: int, suffixes=(".log", ".index", ".timeindex", ".txnindex")) -> None:
+    for sfx in suffixes:
+        assert_gone(directory, name(base, sfx))
+
+
+def snapshot_offsets(directory) -> set[int]:
+    """Offsets of the live ``*.snapshot`` files (``*.snapshot.deleted`` excluded)."""
+    return {int(f.split(".")[0]) for f in os.listdir(directory) if f.endswith(".snapshot")}
+
+
+def append_bytes(path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+def overwrite_bytes(path, pos: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+
+
+def flip_bit(path, pos: int, mask: int = 0x01) -> None:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        b = f.read(1)[0]
+        f.seek(pos)
+        f.write(bytes([b ^ mask]))
+
+
+def oi_bytes(base: int, *entries: tuple[int, int]) -> bytes:
+    """Offset-index entries ``(absolute offset, position)`` as bytes (FORMATS §8)."""
+    return b"".join(struct.pack(">ii", o - base, p) for o, p in entries)
+
+
+def ti_bytes(base: int, *entries: tuple[int, int]) -> bytes:
+    """Time-index entries ``(timestamp, absolute offset)`` as bytes (FORMATS §9)."""
+    return b"".join(struct.pack(">qi", t, o - base) for t, o in entries)
+
+
+def txn_entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
+    """One 34-byte ``.txnindex`` entry (FORMATS §11)."""
+    return struct.pack(">hqqqq", version, pid, first, last, lso)
+
+
+def assert_file(path, prefix: bytes, size: int | None = None) -> None:
+    """The file is ``prefix`` followed by zeros up to ``size`` bytes (``size=None``: exactly ``prefix``)."""
+    data = Path(path).read_bytes()
+    size = len(prefix) if size is None else size
+    assert len(data) == size, f"{path}: {len(data)} bytes, expected {size}"
+    assert data[: len(prefix)] == prefix, f"{path}: unexpected leading bytes"
+    assert data.count(0, len(prefix)) == size - len(prefix), f"{path}: tail after {len(prefix)} bytes is not zero"
+
+
+def tree_bytes(root) -> dict[str, bytes | None]:
+    """Every file (bytes) and directory (None) under ``root``, by relative path."""
+    root = Path(root)
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = None
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = Path(p).read_bytes()
+    return out
+
+
+def parse_offset_checkpoint_text(text: str) -> dict[tuple[str, int], int]:
+    """Test-side reader of a well-formed offset checkpoint (FORMATS §13), for comparing as sets."""
+    lines = text.splitlines()
+    if not lines:
+        return {}
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, text
+    out = {}
+    for line in lines[2:]:
+        t, p, o = line.split()
+        out[(t, int(p))] = int(o)
+    return out
+
+
+def segment_layout(log) -> list[tuple[int, int]]:
+    """``[(base_offset, size_bytes)]`` of a LoadedLog's segments."""
+    return [(s.base_offset, s.size_bytes) for s in log.segments]
+
+
+def std3_batches(base: int) -> bytes:
+    return b"".join(B(o) for o in range(base, base + 10))
