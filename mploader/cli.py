@@ -164,8 +164,8 @@ def _run_generate(args: argparse.Namespace) -> int:
 
 
 def _print_generate_summary(s: GenerateSummary) -> None:
-    ending = "clean" if s.clean_shutdown else "unclean"
-    print(f"Generated a broker with an {ending} shutdown in {s.out_dir} (seed {s.seed}) "
+    ending = "a clean" if s.clean_shutdown else "an unclean"
+    print(f"Generated a broker with {ending} shutdown in {s.out_dir} (seed {s.seed}) "
           f"in {s.elapsed_s:.1f} s ({format_bytes(s.bytes_per_s)}/s)")
     print(f"  data dirs    {len(s.data_dirs)}: {', '.join(s.data_dirs)}")
     print(f"  topics       {len(s.topics)}: {', '.join(s.topics)}; {s.partitions} partitions")

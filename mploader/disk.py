@@ -8,6 +8,7 @@ it would), while the bytes on disk stay untouched.
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -77,6 +78,17 @@ class Disk:
                 data = f.read(v.size)
             data += bytes(v.size - len(data))
         return data[start:end]
+
+    def view(self, path: str) -> bytes | mmap.mmap:
+        """The file's bytes for reading: a read-only mapping when the file is as on disk (index
+        files are mostly preallocated zeros: only the pages a lookup touches are read)."""
+        if path in self._overlay:
+            return self.read(path)
+        check_readable(path)
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
     def overlay_size(self, path: str) -> int | None:
         """The size a dry run gave ``path`` (None when the file is as on disk)."""
@@ -150,6 +162,26 @@ class Disk:
             self._overlay[src] = _DELETED
             return
         os.replace(src, dst)
+
+    def set_mtime(self, path: str, mtime_ns: int) -> None:
+        """Set the modification time (the access time is kept), like Files.setLastModifiedTime.
+
+        A dry run does not model times: nothing happens.
+        """
+        if self.dry_run:
+            return
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, mtime_ns))
+
+    def sync_dir(self, directory: str) -> None:
+        """fsync a directory after renames (Kafka's Utils.flushDir); nothing in a dry run."""
+        if self.dry_run:
+            return
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
     def delete(self, path: str) -> bool:
         """Delete if present; returns whether something was deleted."""

@@ -74,6 +74,7 @@ _INT32_MAX = 2**31 - 1
 _SEQUENCE_MODULUS = 2**31
 _IOV_BATCHES = 300  # batches per writev (3 buffers each, below IOV_MAX = 1024)
 _FLUSH_BYTES = 4 << 20
+_WRITEBACK_BYTES = 32 << 20  # start writeback of a segment's bytes every this many bytes
 _MANIFEST_ROWS = 4096  # batch rows per ``batches`` line
 _PID_BLOCK = 100_000  # producer ids of one partition come from their own block
 
@@ -455,6 +456,7 @@ class _PartitionWriter:
         self.codec_attr = compression.codec_id(cfg.compression) & records.ATTR_CODEC_MASK
         # current segment
         self.fd = -1
+        self.written_back = 0
         self.seg_base = 0
         self.seg_size = 0
         self.seg_batches = 0
@@ -473,6 +475,11 @@ class _PartitionWriter:
         self.rows: list[list[Any]] = []
         self.max_offset_entries = cfg.max_index_size // 8
         self.max_time_entries = cfg.max_index_size // 12
+        self.segment_bytes = cfg.segment_bytes
+        self.index_interval_bytes = cfg.index_interval_bytes
+        self.last_leader_epoch = -1
+        self.tidx_last_ts = -1
+        self.index_full = False
 
     def _new_pid(self) -> int:
         pid = self._next_pid
@@ -487,36 +494,38 @@ class _PartitionWriter:
             # the snapshot taken when the segment before the first one (since deleted by retention) rolled
             self._write_snapshot(self.first_base, [])
         self._open_segment()
-        rng = self.rng
-        templates = self.gen.templates
-        weights = self.gen.template_weights
-        p_idem_end = self.p_txn + self.p_idem
-        while self.written < self.budget or self.batches == 0:
-            if rng.random() < self.p_leader_change:
-                self.leader_epoch += rng.choice((1, 1, 1, 2, 3))
-            self.clock += rng.randint(0, 12)
-            r = rng.random()
-            if r < self.p_txn:
-                self._transactional_step(rng.choice(self.transactional), templates, weights)
+        # the hot loop: plain random() calls are several times cheaper than randint/choices
+        rand = self.rng.random
+        table = self.gen.template_table
+        n_table = len(table)
+        transactional = self.transactional
+        p_txn, p_idem_end, p_leader = self.p_txn, self.p_txn + self.p_idem, self.p_leader_change
+        budget = self.budget
+        while self.written < budget or self.batches == 0:
+            if rand() < p_leader:
+                self.leader_epoch += (1, 1, 1, 2, 3)[int(rand() * 5)]
+            self.clock += int(rand() * 13)
+            r = rand()
+            if r < p_txn:
+                self._transactional_step(transactional[int(rand() * len(transactional))])
+            elif r < p_idem_end:
+                self._idempotent_batch(table[int(rand() * n_table)])
             else:
-                tmpl = rng.choices(templates, weights)[0]
-                if r < p_idem_end:
-                    self._idempotent_batch(tmpl)
-                else:
-                    self._append_data(tmpl, records.NO_PRODUCER_ID, -1, records.NO_SEQUENCE, False)
+                self._append_data(table[int(rand() * n_table)], records.NO_PRODUCER_ID, -1, records.NO_SEQUENCE,
+                                  False)
         self._finish()
 
     def _idempotent_batch(self, tmpl: _Template) -> None:
-        rng = self.rng
-        i = rng.randrange(len(self.idempotent))
+        rand = self.rng.random
+        i = int(rand() * len(self.idempotent))
         p = self.idempotent[i]
-        if rng.random() < self.cfg.producer_restart_probability:
+        if rand() < self.cfg.producer_restart_probability:
             p = self.idempotent[i] = _Producer(self._new_pid(), 0)
         seq = p.seq
         p.seq = (seq + tmpl.n) % _SEQUENCE_MODULUS
         self._append_data(tmpl, p.pid, p.epoch, seq, False)
 
-    def _transactional_step(self, p: _Producer, templates: list[_Template], weights: list[float]) -> None:
+    def _transactional_step(self, p: _Producer) -> None:
         rng = self.rng
         if p.txn_left == 0:
             commit = rng.random() >= self.cfg.abort_fraction
@@ -530,7 +539,8 @@ class _PartitionWriter:
             return
         if p.txn_left < 0:
             p.txn_left = rng.randint(1, self.cfg.max_transaction_batches)
-        tmpl = rng.choices(templates, weights)[0]
+        table = self.gen.template_table
+        tmpl = table[int(rng.random() * len(table))]
         seq = p.seq
         p.seq = (seq + tmpl.n) % _SEQUENCE_MODULUS
         p.txn_left -= 1
@@ -543,8 +553,9 @@ class _PartitionWriter:
         n = tmpl.n
         last = base + n - 1
         base_ts = self.clock
-        if self.rng.random() < 0.1:
-            base_ts -= self.rng.randint(1, 40)  # producers' clocks disagree a little
+        rand = self.rng.random
+        if rand() < 0.1:
+            base_ts -= 1 + int(rand() * 40)  # producers' clocks disagree a little
         max_ts = base_ts + tmpl.ts_span
         attrs = self.codec_attr | (records.ATTR_TRANSACTIONAL if transactional else 0)
         tail = _TAIL.pack(attrs, n - 1, base_ts, max_ts, pid, pepoch, bseq, n)
@@ -597,26 +608,28 @@ class _PartitionWriter:
             e.txn_first_offset = -1
 
     def _append(self, size: int, base: int, last: int, max_ts: int, ple: int, bufs: tuple[bytes, ...]) -> None:
-        if self.seg_size > 0 and (
-            self.seg_size > self.cfg.segment_bytes - size
-            or len(self.idx_off) >= self.max_offset_entries
-            or len(self.tidx_ts) >= self.max_time_entries - 1
-            or last - self.seg_base > _INT32_MAX
-        ):
+        # Kafka's LogSegment.shouldRoll: the batch does not fit, an index is full, or the
+        # offset would not fit the indexes' int32 relative offsets
+        if self.seg_size > 0 and (self.seg_size > self.segment_bytes - size or self.index_full
+                                  or last - self.seg_base > _INT32_MAX):
             self._roll()
-        if not self.leader_epochs or ple > self.leader_epochs[-1][0]:
+        if ple > self.last_leader_epoch:
             self.leader_epochs.append((ple, base))
+            self.last_leader_epoch = ple
         pos = self.seg_size
         if max_ts > self.max_ts:
             self.max_ts = max_ts
             self.max_ts_off = last
-        if pos - self.last_indexed > self.cfg.index_interval_bytes:  # LOADING.md §7.1
+        if pos - self.last_indexed > self.index_interval_bytes:  # LOADING.md §7.1
             self.idx_off.append(last)
             self.idx_pos.append(pos)
-            if self.max_ts > (self.tidx_ts[-1] if self.tidx_ts else -1):
+            if self.max_ts > self.tidx_last_ts:
                 self.tidx_ts.append(self.max_ts)
                 self.tidx_off.append(self.max_ts_off)
+                self.tidx_last_ts = self.max_ts
             self.last_indexed = pos
+            self.index_full = (len(self.idx_off) >= self.max_offset_entries
+                               or len(self.tidx_ts) >= self.max_time_entries - 1)
         self.iov.extend(bufs)
         self.iov_bytes += size
         self.seg_size = pos + size
@@ -642,6 +655,9 @@ class _PartitionWriter:
             self.iov = []
             self.iov_bytes = 0
             self.gen.progress(data_len)
+            if self.seg_size - self.written_back >= _WRITEBACK_BYTES:
+                _start_writeback(self.fd, self.written_back, self.seg_size - self.written_back)
+                self.written_back = self.seg_size
 
     def _flush_rows(self) -> None:
         if self.rows:
@@ -659,8 +675,11 @@ class _PartitionWriter:
         self.seg_base = self.next_offset
         self.fd = os.open(self._file(self.seg_base, names.LOG_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.seg_size = self.seg_batches = self.seg_last_pos = self.seg_last_size = 0
+        self.written_back = 0
         self.last_indexed = 0
         self.idx_off, self.idx_pos, self.tidx_ts, self.tidx_off = [], [], [], []
+        self.tidx_last_ts = -1
+        self.index_full = False
         self.max_ts, self.max_ts_off = -1, self.seg_base
         self.txn_entries = []
 
@@ -669,10 +688,11 @@ class _PartitionWriter:
         clean close (final time entry, files cut to their entries); otherwise preallocated."""
         self._flush()
         self._flush_rows()
+        _start_writeback(self.fd, self.written_back, self.seg_size - self.written_back)
         os.close(self.fd)
         self.fd = -1
         base = self.seg_base
-        if trimmed and self.max_ts > (self.tidx_ts[-1] if self.tidx_ts else -1):
+        if trimmed and self.max_ts > self.tidx_last_ts:
             self.tidx_ts.append(self.max_ts)
             self.tidx_off.append(self.max_ts_off)
         cfg = self.cfg
@@ -744,20 +764,18 @@ class _PartitionWriter:
         hi = min(first.next_offset - 1, high_watermark)
         if rng.random() < cfg.delete_records_fraction and hi > first.base:
             log_start = rng.randint(first.base + 1, hi)
-        # recovery point: what the last flush reached
+        # recovery point: what the last flush reached, behind the log end after a crash
         if clean:
             recovery_point = leo
         else:
             r = rng.random()
             bases = [s.base for s in self.segments]
-            if r < 0.6:
-                recovery_point = bases[-1]  # flushed at the last roll
-            elif r < 0.8:
+            if r < 0.65:
+                recovery_point = bases[-1]  # flushed when the active segment was rolled in
+            elif r < 0.85:
                 recovery_point = rng.choice(bases)  # flushes lagging behind
-            elif r < 0.9:
-                recovery_point = rng.randint(self.first_base, leo)  # flush.messages / flush.ms
             else:
-                recovery_point = leo
+                recovery_point = rng.randint(self.first_base, leo - 1)  # flush.messages / flush.ms
             recovery_point = max(recovery_point, log_start)
         epochs = _truncate_epochs_from_start(self.leader_epochs, log_start)
         _write_file(self.path / checkpoint.LEADER_EPOCH_CHECKPOINT, checkpoint.leader_epoch_checkpoint_bytes(epochs))
@@ -775,6 +793,18 @@ class _PartitionWriter:
             "producer_ids": list(self.entries),
         })
         self.gen.partition_done(self, log_start, recovery_point, high_watermark)
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Have the kernel start writing these bytes to disk now, without waiting for them.
+
+    Left alone, dirty pages of an output smaller than the dirty-page limits reach the disk only
+    at the next sync, after all the CPU work: generation then costs CPU time *plus* disk time.
+    POSIX_FADV_DONTNEED starts asynchronous writeback of the range on Linux (and drops pages
+    that are already clean), so the disk works while we build the next batches.
+    """
+    if length > 0 and hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 def _truncate_epochs_from_start(entries: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
@@ -1021,8 +1051,10 @@ class _Generator:
         self.cfg = cfg
         self.callback = callback
         self.rng = random.Random(f"{cfg.seed}:broker")
-        self.templates, self.template_weights = _build_templates(cfg, random.Random(f"{cfg.seed}:records"))
-        self.mean_batch_size = sum(t.size * w for t, w in zip(self.templates, self.template_weights))
+        self.templates, weights = _build_templates(cfg, random.Random(f"{cfg.seed}:records"))
+        # draw a template with one random(): a table holding each template in proportion to its weight
+        self.template_table = [t for t, w in zip(self.templates, weights) for _ in range(round(w * 1000))]
+        self.mean_batch_size = sum(t.size for t in self.template_table) / len(self.template_table)
         self.manifest = _Manifest(out_dir)
         self.segments = 0
         self.batches = 0

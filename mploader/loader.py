@@ -173,14 +173,23 @@ class LogLoader:
             self.disk.write_atomically(self.epochs.path, checkpoint.leader_epoch_checkpoint_bytes(self.epochs.entries))
 
     def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
-        try:
-            return fn()
-        except OffsetOverflowError as e:
-            raise StartupFailedError(
-                e.segment.log_path, "LogSegmentOffsetOverflowException",
-                f"{e}: splitting overflowed legacy segments is not implemented in mploader yet; "
-                "load this directory with Kafka itself",
-            ) from None
+        """LogLoader.retryOnOffsetOverflow (LOADING.md §11): split the overflowed segment, run ``fn`` again."""
+        from .split import replace_in_segment_map, split_overflowed_segment
+
+        while True:
+            try:
+                return fn()
+            except OffsetOverflowError as e:
+                old = e.segment
+                log.info("%s: %s; splitting the segment and retrying", self.dir, e)
+                in_map = old.base_offset in self.segments  # False inside loadSegmentFiles
+                new = split_overflowed_segment(self.disk, old, self.cfg, in_map, deleted=self.ctx.deleted_files)
+                stale = {old.log_path, *(s.log_path for s in new)}
+                self._scan_cache = {k: v for k, v in self._scan_cache.items() if k[0] not in stale}
+                for base in replace_in_segment_map(self.segments, old, new, in_map):
+                    if base in self.psm.snapshots:  # deleteProducerSnapshotsAsync
+                        self._note_deleted(self.psm.snapshots[base])
+                    self.psm.mark_snapshot_deleted(base)
 
     # ---- §6.1 temp files and swaps ------------------------------------------------------------
 

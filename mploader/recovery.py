@@ -75,12 +75,13 @@ def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, 
     failed = None
     for i in chosen:
         off = int(last_off[i])
-        if o_rel and off - base <= o_rel[-1]:
-            failed = i
-            break
+        # OffsetIndex.append checks "full" before the offset order: a full index is fatal either way
         if len(o_rel) >= offset_slots:
             raise StartupFailedError(path, "IllegalArgumentException",
                                      f"offset index is full ({offset_slots} entries): segment.index.bytes too small")
+        if o_rel and off - base <= o_rel[-1]:
+            failed = i
+            break
         o_rel.append(off - base)
         o_pos.append(int(pos[i]))
         mts = int(running[i])

@@ -50,28 +50,33 @@ def read_entries(disk: Disk, path: str, dtype: np.dtype) -> np.ndarray:
     """All slots of an index file as Kafka counts them (missing file = empty)."""
     if not disk.exists(path):
         return np.empty(0, dtype)
-    data = disk.read(path)
+    data = disk.view(path)  # the array keeps a mapping alive until it is dropped
     return np.frombuffer(data, dtype, count=len(data) // dtype.itemsize)
 
 
-def largest_lower_bound_slot(keys: np.ndarray, target: int) -> int:
-    """AbstractIndex.largestLowerBoundSlotFor over ``keys`` (-1 when none), warm section first."""
+def largest_lower_bound_slot(keys: np.ndarray, target: int, entry_size: int = 8, add: int = 0) -> int:
+    """AbstractIndex.largestLowerBoundSlotFor: the slot of the largest key <= target, else -1.
+
+    ``keys`` may be a view over a mapped file: only the probed slots are read.  Key ``i`` is
+    ``add + keys[i]`` (relative offsets plus the base offset).  The last 8 KiB ("warm" section)
+    are searched first, exactly as Kafka does, so unsorted slots (a preallocated zero tail, garbage)
+    give Kafka's answer.
+    """
     n = len(keys)
     if n == 0:
         return -1
-    warm = 8192 // (OFFSET_ENTRY.itemsize if keys.dtype.itemsize <= 4 else TIME_ENTRY.itemsize)
-    first_hot = max(0, n - 1 - warm)
-    if int(keys[first_hot]) < target:
-        return _binary_search(keys, target, first_hot, n - 1)
-    if int(keys[0]) > target:
+    first_hot = max(0, n - 1 - 8192 // entry_size)
+    if add + int(keys[first_hot]) < target:
+        return _binary_search(keys, target, first_hot, n - 1, add)
+    if add + int(keys[0]) > target:
         return -1
-    return _binary_search(keys, target, 0, first_hot)
+    return _binary_search(keys, target, 0, first_hot, add)
 
 
-def _binary_search(keys: np.ndarray, target: int, lo: int, hi: int) -> int:
+def _binary_search(keys: np.ndarray, target: int, lo: int, hi: int, add: int) -> int:
     while lo < hi:
         mid = (lo + hi + 1) >> 1
-        k = int(keys[mid])
+        k = add + int(keys[mid])
         if k > target:
             hi = mid - 1
         elif k < target:
@@ -84,11 +89,10 @@ def _binary_search(keys: np.ndarray, target: int, lo: int, hi: int) -> int:
 def offset_index_lookup(disk: Disk, seg: Segment, target: int) -> tuple[int, int]:
     """OffsetIndex.lookup: (offset, position) of the largest entry <= target, else (base, 0)."""
     entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
-    rel = entries["relative_offset"].astype(np.int64) + seg.base_offset
-    slot = largest_lower_bound_slot(rel, target)
+    slot = largest_lower_bound_slot(entries["relative_offset"], target, OFFSET_ENTRY.itemsize, seg.base_offset)
     if slot < 0:
         return seg.base_offset, 0
-    return int(rel[slot]), int(entries["position"][slot])
+    return seg.base_offset + int(entries["relative_offset"][slot]), int(entries["position"][slot])
 
 
 def offset_index_last_offset(disk: Disk, seg: Segment) -> int:

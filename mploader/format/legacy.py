@@ -72,7 +72,8 @@ def ensure_valid(buf: bytes | memoryview, pos: int, path: str | None = None) -> 
         raise CorruptRecordError(path, pos, "legacy message runs past the end")
     actual = message_crc(buf, pos, entry.size)
     if actual != entry.crc:
-        raise CorruptRecordError(path, pos, f"legacy message CRC mismatch: stored {entry.crc:#010x}, computed {actual:#010x}")
+        raise CorruptRecordError(
+            path, pos, f"legacy message CRC mismatch: stored {entry.crc:#010x}, computed {actual:#010x}")
     return entry
 
 
@@ -200,7 +201,8 @@ def _absolute_offsets(entry: LegacyEntry, stored: list[int], pos: int, path: str
     if entry.magic == 0 or entry.offset == 0:  # v0: absolute; v1 wrapper offset 0: some librdkafka versions
         return stored
     if entry.offset < stored[-1]:
-        raise _inner_error(path, pos, f"wrapper offset {entry.offset} is less than the last inner offset {stored[-1]}")
+        raise _inner_error(path, pos,
+                           f"wrapper offset {entry.offset} is less than the last inner offset {stored[-1]}")
     base = entry.offset - stored[-1]
     return [base + r for r in stored]
 

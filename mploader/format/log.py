@@ -66,7 +66,8 @@ def summarize(buf: bytes | memoryview, pos: int, size: int, magic: int) -> Entry
         return EntrySummary(pos, size, magic, offset, offset, -1, ple, False)
     e = legacy.read_entry(buf, pos)
     valid = legacy.message_crc(buf, pos, size) == e.crc
-    return EntrySummary(pos, size, magic, e.offset, e.offset, e.timestamp if magic >= 1 else -1, -1, valid)
+    # maxTimestamp of a legacy entry: the outer timestamp; -1 for magic 0 (read_entry does both)
+    return EntrySummary(pos, size, magic, e.offset, e.offset, e.timestamp, -1, valid)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,10 @@ def encode_varint(value: int) -> bytes:
 
 
 def _decode(buf: bytes | memoryview, pos: int, max_bytes: int, bits: int) -> tuple[int, int]:
+    if 0 <= pos < len(buf):  # fast path: one-byte varint (-64..63), by far the most common
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
     raw = 0
     shift = 0
     for i in range(max_bytes):

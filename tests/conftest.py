@@ -1,0 +1,79 @@
+"""Shared fixtures.
+
+``real_corpus`` materialises the third-party Kafka data directories of ``shared/corpus/real``
+(see its README) once per test session into a temporary directory: tests must never read or
+load the shared folder itself, since loading recovers and rewrites files.  ``--no-verify``
+mode is used (the git-blob check of the 585 recreated preallocated index files takes ~4 s;
+the corpus itself is read-only and was verified when it was collected), so materialising
+takes well under a second.  Preallocated index files are recreated sparse.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _corpus_source() -> Path | None:
+    candidates = [os.environ.get("MPLOADER_REAL_CORPUS"), _REPO / "shared" / "corpus" / "real",
+                  _REPO.parent / "shared" / "corpus" / "real"]
+    for c in candidates:
+        if c and (Path(c) / "ANALYSIS.json").is_file() and (Path(c) / "materialize.py").is_file():
+            return Path(c)
+    return None
+
+
+@pytest.fixture(scope="session")
+def real_corpus_source() -> Path:
+    """The read-only corpus folder (for its documentation files only: ANALYSIS.json, *.tsv)."""
+    src = _corpus_source()
+    if src is None:
+        pytest.skip("real Kafka corpus (shared/corpus/real) not available")
+    return src
+
+
+@pytest.fixture(scope="session")
+def real_corpus(real_corpus_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private, writable copy of the real corpus, materialised once per session."""
+    spec = importlib.util.spec_from_file_location("_corpus_materialize", real_corpus_source / "materialize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dest = tmp_path_factory.mktemp("real_corpus")
+    module.materialize(real_corpus_source, dest, verify=False)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def real_corpus_analysis(real_corpus_source: Path) -> dict[str, Any]:
+    """ANALYSIS.json: per-``.log`` statistics of the independent kafka-python pass."""
+    with open(real_corpus_source / "ANALYSIS.json") as f:
+        return json.load(f)
+
+
+def materialize_corpus(source: Path, dest: Path) -> Path:
+    """A fresh writable copy of the real corpus in ``dest`` (loading rewrites files: one per test)."""
+    spec = importlib.util.spec_from_file_location("_corpus_materialize_fresh", source / "materialize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.materialize(source, dest, verify=False)
+    return dest
+
+
+def corpus_data_dirs(root: Path) -> list[Path]:
+    """The broker data dirs of a materialised corpus: every directory holding a meta.properties."""
+    return sorted(Path(dirpath) for dirpath, _, files in os.walk(root) if "meta.properties" in files)
+
+
+@pytest.fixture
+def fresh_real_corpus(real_corpus_source: Path, tmp_path: Path) -> Path:
+    """A private copy of the real corpus for tests that load (and so modify) it."""
+    return materialize_corpus(real_corpus_source, tmp_path / "corpus")

@@ -1,0 +1,240 @@
+"""Test helpers for tests/test_engine.py: a Phase 1 worker function that dies on demand, a
+subprocess load runner, and engine-independent digests of a load (result and bytes on disk).
+
+Why a module: a monkeypatch in the test process does not reach loky's worker processes.  The
+subprocess runner (``python -c "from tests import crashy_worker; crashy_worker.main(SPEC)"``)
+sets ``mploader.pool.worker_scan = crashy_scan``; ``PoolEngine._submit`` looks ``worker_scan``
+up at call time, and loky (cloudpickle) pickles a function of an importable module by reference,
+so each worker imports ``tests.crashy_worker`` itself (``PYTHONPATH`` must hold the repository
+root) and runs :func:`crashy_scan`, which reads what to do from the environment:
+
+``CRASHY_MODE``    ``exit`` (``os._exit(1)``), ``segv`` (``SIGSEGV``), ``kill`` (``SIGKILL``),
+                   ``memory`` (``raise MemoryError``) or ``sleep`` (no crash: sleep ``CRASHY_SLEEP``
+                   seconds before scanning, a slow disk); empty: never crash
+``CRASHY_MATCH``   crash only on tasks whose ``.log`` path contains this string
+``CRASHY_MARKER``  a file path: crash only if it does not exist yet (created atomically first),
+                   i.e. once per load; unset: crash every time (forces the inline fallback)
+``CRASHY_LOG``     a file to which every worker appends ``pid mode path start`` when it crashes
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import errno
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mploader.pool import worker_scan as _real_worker_scan
+
+# LoadStats fields that legitimately depend on the engine (or on time) and are left out when two
+# loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks),
+# and segments_scanned (the pool counts collected prefetches, plus an inline re-scan of a file
+# that changed after planning, so it is a count of scans done, not of scans Phase 2 asked for).
+ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
+                          "worker_restarts", "inline_fallbacks")
+
+
+def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
+    """``mploader.pool.worker_scan`` that dies as ``CRASHY_*`` say (see the module docstring)."""
+    mode = os.environ.get("CRASHY_MODE", "")
+    match = os.environ.get("CRASHY_MATCH", "")
+    if mode and match in task.path:
+        fire = True
+        marker = os.environ.get("CRASHY_MARKER")
+        if marker:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                fire = False
+        if fire:
+            log = os.environ.get("CRASHY_LOG")
+            if log:
+                with open(log, "a") as f:
+                    f.write(f"{os.getpid()} {mode} {task.path} {task.start}\n")
+            if mode == "exit":
+                os._exit(1)
+            if mode == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if mode == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if mode == "memory":
+                raise MemoryError("injected by tests/crashy_worker.py")
+            if mode == "sleep":
+                time.sleep(float(os.environ.get("CRASHY_SLEEP", "1")))
+    return _real_worker_scan(task, block_name, capacity)
+
+
+# ------------------------------------------------------------------------------------------------
+# Digests
+
+
+def _relabel(obj: Any, roots: dict[str, str]) -> Any:
+    if isinstance(obj, str):
+        for path, label in roots.items():
+            obj = obj.replace(path, label)
+        return obj
+    if isinstance(obj, dict):
+        return {_relabel(k, roots): _relabel(v, roots) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_relabel(v, roots) for v in obj]
+    return obj
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, enum.Enum):
+        return o.value
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    return str(o)
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-compatible form (tuples -> lists, enums -> values, dataclasses -> dicts)."""
+    return json.loads(json.dumps(obj, default=_json_default))
+
+
+def log_details(lg: Any) -> dict[str, Any]:
+    """Every field of a LoadedLog (``deleted_files`` / ``created_files`` sorted)."""
+    return {
+        "topic_partition": [lg.topic_partition.topic, lg.topic_partition.partition],
+        "dir": lg.dir, "data_dir": lg.data_dir, "kind": lg.kind.value, "clean_shutdown": lg.clean_shutdown,
+        "log_start_offset": lg.log_start_offset, "recovery_point": lg.recovery_point,
+        "loader_recovery_point": lg.loader_recovery_point, "log_end_offset": lg.log_end_offset,
+        "segments": [dataclasses.asdict(s) for s in lg.segments],
+        "leader_epochs": None if lg.leader_epochs is None else [list(e) for e in lg.leader_epochs],
+        "producers": {str(pid): dataclasses.asdict(p) for pid, p in sorted(lg.producers.items())},
+        "recovered_segments": list(lg.recovered_segments),
+        "truncated_bytes": lg.truncated_bytes,
+        "deleted_files": sorted(lg.deleted_files),
+        "created_files": sorted(lg.created_files),
+        "index_problems": list(lg.index_problems),
+    }
+
+
+def result_digest(result: Any, root: str | os.PathLike[str]) -> dict[str, Any]:
+    """``result.to_json()`` without the engine-dependent stats, plus every LoadedLog field, with the
+    data set's root path replaced by ``<root>`` (two copies of a data set live in different places)."""
+    j = result.to_json()
+    stats = j.pop("stats")
+    j["stats"] = {k: v for k, v in stats.items() if k not in ENGINE_DEPENDENT_STATS}
+    j["details"] = [log_details(lg) for lg in sorted(result.all_logs(), key=lambda l: (l.topic, l.partition, l.dir))]
+    return _plain(relabel(j, root))
+
+
+def relabel(obj: Any, root: str | os.PathLike[str]) -> Any:
+    """``obj`` with every ``ROOT/`` in its strings replaced by ``<root>/``."""
+    return _relabel(obj, {os.fspath(root).rstrip(os.sep) + os.sep: "<root>" + os.sep})
+
+
+_BLOCK = 1 << 16
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file's content, reading only its data extents (SEEK_DATA / SEEK_HOLE): the
+    real corpus holds ~6 GB of sparse preallocated index files.  Canonical: the digest covers
+    every non-zero 64 KiB block (by its index) and the size, so it is equal exactly when the
+    contents are, however the zeros are stored."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        h.update(size.to_bytes(8, "little"))
+        pos, last_block = 0, -1
+        while pos < size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # only a hole from here on
+                    break
+                raise
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            for blk in range(max(data // _BLOCK, last_block + 1), (hole + _BLOCK - 1) // _BLOCK):
+                chunk = os.pread(fd, _BLOCK, blk * _BLOCK)
+                if chunk.count(0) != len(chunk):
+                    h.update(blk.to_bytes(8, "little"))
+                    h.update(chunk)
+                last_block = blk
+            pos = hole
+    return h.hexdigest()
+
+
+def tree_digest(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """{relative path: [size, sha256]} of every file, {relative path: None} of every directory."""
+    out: dict[str, Any] = {}
+    root = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, d), root)] = None
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            out[os.path.relpath(p, root)] = [os.path.getsize(p), file_digest(p)]
+    return out
+
+
+def shm_blocks() -> set[str]:
+    """Names of the POSIX shared-memory blocks Python's SharedMemory creates (``psm_*``)."""
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("psm_")}
+    except FileNotFoundError:  # pragma: no cover - not Linux
+        return set()
+
+
+# ------------------------------------------------------------------------------------------------
+# Subprocess runner
+
+
+def main(spec_path: str) -> None:
+    """Load as ``spec`` (a JSON file) says, in this (sub)process.
+
+    spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
+    written there on success), ``blocks`` (every shared-memory block name the engine creates is
+    appended there as it is created), ``started`` (touched when the first partition finished
+    loading), ``crashy`` (True: install :func:`crashy_scan`).
+    """
+    import logging
+
+    import mploader.pool
+    from mploader import LoaderConfig, MetricsRegistry, load_logs
+    from mploader.metrics import REMAINING_LOGS_TO_RECOVER
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if spec.get("crashy"):
+        mploader.pool.worker_scan = crashy_scan
+    blocks_file = spec.get("blocks")
+    if blocks_file:
+        real_new_block = mploader.pool.PoolEngine._new_block
+
+        def new_block(self, nbytes_range):  # type: ignore[no-untyped-def]
+            block, capacity = real_new_block(self, nbytes_range)
+            with open(blocks_file, "a") as bf:
+                bf.write(block.name.lstrip("/") + "\n")
+            return block, capacity
+
+        mploader.pool.PoolEngine._new_block = new_block
+    started = spec.get("started")
+
+    def listener(event) -> None:  # type: ignore[no-untyped-def]
+        if started and event.name == REMAINING_LOGS_TO_RECOVER and event.kind == "set" and not os.path.exists(started):
+            with open(started, "w"):
+                pass
+
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
+                       num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
+    result = load_logs(spec["dirs"], cfg, now_ms=spec["now_ms"], metrics=MetricsRegistry(listener))
+    digest = result_digest(result, spec["root"])
+    digest["raw_stats"] = _plain(result.stats.to_json())
+    with open(spec["out"], "w") as f:
+        json.dump(digest, f)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1])

@@ -1,0 +1,838 @@
+"""The many-core engine: the same outcome for every N, and nothing left behind.
+
+``num_segment_loading_threads_per_data_dir = N`` moves Phase 1 (read-only segment scans) into N
+loky workers per data dir; Phase 2 (everything that writes) stays in the parent.  What a load
+decides and writes must not depend on N:
+
+* :class:`EngineConformance` loads each data set -- generated clean / unclean / unclean with
+  faults, a clean one whose index files are damaged, a partition whose big segments are cut into
+  chunks (some with a corrupt chunk), and the real corpus -- with the engine under test, and
+  compares the whole result (``to_json()`` minus the engine-dependent stats, plus every
+  LoadedLog field) and every byte on disk with an inline (N=1) load of an identical copy.
+  ``TestInlineEngine`` / ``TestPoolEngine2`` / ``TestPoolEngine4`` run it for N = 1, 2, 4.
+* Phase 1 descriptors are small: the pickled bytes per task do not grow with the batch count.
+* No shared-memory block outlives a load (success, exception, KeyboardInterrupt, dead worker):
+  ``/dev/shm`` and Python's resource-tracker warnings are checked, in subprocesses where the
+  interpreter's exit matters.
+* A worker that dies (``os._exit``, SIGSEGV, SIGKILL, MemoryError) neither hangs nor fails the
+  load: its tasks are retried once on a fresh worker, then scanned inline
+  (``tests/crashy_worker.py`` makes workers die on demand).
+* ``remainingSegmentsToLoad{dir, threadNum}`` exists exactly while a load with N > 1 runs.
+* ``"auto"`` picks N from the usable CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
+    sys.path.insert(0, str(_ROOT))
+
+import mploader.engine as engine_mod  # noqa: E402
+import mploader.manager as manager_mod  # noqa: E402
+import mploader.pool as pool_mod  # noqa: E402
+from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
+from mploader.engine import Engine, make_engine, workers_per_dir  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
+from mploader.pool import PoolEngine  # noqa: E402
+from mploader.result import LoadStats  # noqa: E402
+from tests import crashy_worker  # noqa: E402
+from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
+from tests.crashy_worker import relabel, result_digest, shm_blocks, tree_digest  # noqa: E402
+from tests.kafkadir import NOW, B, PartitionBuilder, batch_facts, data_dir, flip_bit, overwrite_bytes, \
+    txn_entry  # noqa: E402
+
+GEN_NOW = 1_730_000_000_000 + 600_000  # a few minutes after the generator's first batch
+SMALL = GeneratorConfig(
+    data_dirs=2, topics=2, partitions_per_topic=3, total_bytes=1_200_000, segment_bytes=64 * 1024,
+    batch_bytes=4096, records_per_batch=8, index_interval_bytes=4096, transactional_fraction=0.4,
+    idempotent_fraction=0.4, abort_fraction=0.4, max_transaction_batches=3, leader_epoch_changes=4,
+    producer_restart_probability=0.02, delete_records_fraction=0.5, faults=0, seed=11,
+)
+# for the KeyboardInterrupt tests: one data dir, 16 partitions, ~16 MB
+BIGGER = GeneratorConfig(data_dirs=1, topics=4, partitions_per_topic=4, total_bytes=16_000_000,
+                         segment_bytes=256 * 1024, batch_bytes=4096, records_per_batch=8, faults=6, seed=3)
+
+CHUNK = 128 * 1024  # chunk_bytes of the chunked data set (engine default: 64 MiB)
+BIG_VALUE = bytes(range(256)) * 4  # 1 KiB of non-zero bytes per batch
+BIG_BATCHES = 600  # ~630 KiB big segments: 4 cuts at CHUNK
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    for k in [k for k in env if k.startswith("CRASHY_")]:
+        del env[k]
+    env.update(extra)
+    return env
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """A copy that keeps sparse files sparse (the corpus holds ~6 GB of preallocated zeros)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(src), str(dest)], check=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data sets: built once per session into a template, loaded from fresh copies
+
+
+def build_generated(cfg: GeneratorConfig) -> Callable[[Path, pytest.FixtureRequest], list[list[str]]]:
+    def build(root: Path, request: pytest.FixtureRequest) -> list[list[str]]:
+        summary = generate(root / "broker", cfg)
+        return [[os.path.relpath(d, root) for d in summary.data_dirs]]  # one broker, all its dirs
+
+    return build
+
+
+def build_corpus(root: Path, request: pytest.FixtureRequest) -> list[list[str]]:
+    source = request.getfixturevalue("real_corpus_source")
+    materialize_corpus(source, root / "corpus")
+    # every data dir is another broker's (same topic names): one load per dir
+    return [[os.path.relpath(d, root)] for d in corpus_data_dirs(root / "corpus")]
+
+
+def _big_segment(pb: PartitionBuilder, base: int, tail: bytes = b"") -> tuple[Path, list[int], list[Any]]:
+    """A segment of BIG_BATCHES 1 KiB batches from ``base``; returns its path, chunk cuts, batches."""
+    pb.segment(base, *(B(o, value=BIG_VALUE) for o in range(base, base + BIG_BATCHES)))
+    path = pb.file(base, ".log")
+    data = path.read_bytes()
+    cuts = engine_mod.chunk_boundaries(str(path), base, len(data), CHUNK)
+    assert len(cuts) >= 3, f"expected at least 3 cuts in {path}, got {cuts}"
+    if tail:
+        with open(path, "ab") as f:
+            f.write(tail)
+    return path, cuts, batch_facts(data)
+
+
+def build_chunked(root: Path, request: pytest.FixtureRequest) -> list[list[str]]:
+    """One unclean data dir (no checkpoints: every segment is recovered) whose partitions have big
+    segments that the pool cuts into ~5 chunks of CHUNK bytes at confirmed index positions, and
+    damage at chunk boundaries.  ``expected_valid.json`` says where valid data must end."""
+    d = data_dir(root, "d1", clean=False)
+    expected: dict[str, dict[str, int]] = {}
+
+    def small(pb: PartitionBuilder, base: int, n: int = 10) -> None:
+        pb.segment(base, *(B(o) for o in range(base, base + n)))
+
+    # intact: 2 small rolled segments, a big active one
+    pb = PartitionBuilder(d, "intact", 0)
+    small(pb, 0), small(pb, 10)
+    _big_segment(pb, 20)
+
+    # a flipped byte inside a batch in the middle of chunk 1: that batch and everything after it
+    # (the rest of chunk 1 and chunks 2..) is truncated
+    pb = PartitionBuilder(d, "midchunk", 0)
+    small(pb, 0), small(pb, 10)
+    path, cuts, facts = _big_segment(pb, 20)
+    inside = [f for f in facts if cuts[0] < f.position and f.position + f.size < cuts[1]]
+    victim = inside[len(inside) // 2]
+    flip_bit(path, victim.position + 100)
+    expected["midchunk-0"] = {"segment": 20, "valid": victim.position}
+
+    # the first batch of chunk 2 (at the cut itself) is corrupt: chunk 1 ends cleanly at the cut,
+    # nothing of chunks 2.. survives
+    pb = PartitionBuilder(d, "atcut", 0)
+    small(pb, 0), small(pb, 10)
+    path, cuts, facts = _big_segment(pb, 20)
+    flip_bit(path, cuts[1] + 100)
+    expected["atcut-0"] = {"segment": 20, "valid": cuts[1]}
+
+    # the last batch of chunk 0 claims 100 more bytes: it runs past the cut (the chunk scan ends
+    # "incomplete" there) and its CRC no longer matches (the continuous walk stops there)
+    pb = PartitionBuilder(d, "overrun", 0)
+    small(pb, 0), small(pb, 10)
+    path, cuts, facts = _big_segment(pb, 20)
+    last = next(f for f in facts if f.position + f.size == cuts[0])
+    overwrite_bytes(path, last.position + 8, (last.size - 12 + 100).to_bytes(4, "big"))
+    expected["overrun-0"] = {"segment": 20, "valid": last.position}
+
+    # a big *rolled* segment, corrupt in chunk 1, followed by a small one: truncated, and the
+    # later segment deleted (recoverLog)
+    pb = PartitionBuilder(d, "rolled", 0)
+    path, cuts, facts = _big_segment(pb, 0)
+    small(pb, BIG_BATCHES)
+    victim = next(f for f in facts if f.position > cuts[0] and f.position + f.size < cuts[1])
+    flip_bit(path, victim.position + 200)
+    expected["rolled-0"] = {"segment": 0, "valid": victim.position}
+
+    # a zero-filled tail (a preallocated active segment) after the last chunk's real data
+    pb = PartitionBuilder(d, "zerotail", 0)
+    small(pb, 0)
+    path, cuts, facts = _big_segment(pb, 10, tail=bytes(200 * 1024))
+    expected["zerotail-0"] = {"segment": 10, "valid": facts[-1].position + facts[-1].size}
+
+    # header damage at a cut that the index still points to: a magic byte of 3 (not CRC-covered)
+    # and a wrong base offset (not CRC-covered): chunk_boundaries must stop cutting there
+    pb = PartitionBuilder(d, "badmagic", 0)
+    small(pb, 0)
+    path, cuts, facts = _big_segment(pb, 10)
+    overwrite_bytes(path, cuts[1] + 16, b"\x03")
+    pb = PartitionBuilder(d, "badoffset", 0)
+    small(pb, 0)
+    path, cuts, facts = _big_segment(pb, 10)
+    head = path.read_bytes()[cuts[1] : cuts[1] + 8]
+    overwrite_bytes(path, cuts[1], (int.from_bytes(head, "big") + 7).to_bytes(8, "big"))
+
+    (root / "expected_valid.json").write_text(json.dumps(expected))
+    return [[os.path.relpath(d, root)]]
+
+
+@dataclass(frozen=True)
+class DataSet:
+    name: str
+    build: Callable[[Path, pytest.FixtureRequest], list[list[str]]]
+    now_ms: int
+    recovery_threads: int = 1
+    chunk_bytes: int | None = None  # set on the PoolEngine (make_engine does not pass one)
+    pool_work: bool = True  # the pool engine must have scanned something
+
+
+GEN_CLEAN = DataSet("generated-clean", build_generated(SMALL.replace(clean_shutdown=True, seed=12)), GEN_NOW,
+                    pool_work=False)
+GEN_CLEAN_INDEX_FAULTS = DataSet(
+    "generated-clean-index-faults",
+    build_generated(SMALL.replace(clean_shutdown=True, seed=13, faults=10,
+                                  fault_kinds=("missing_index", "corrupt_index", "truncated_index",
+                                               "orphaned_index", "stray_files"))), GEN_NOW)
+GEN_UNCLEAN = DataSet("generated-unclean", build_generated(SMALL), GEN_NOW)
+GEN_FAULTS = DataSet("generated-faults", build_generated(SMALL.replace(faults=30, seed=5, topics=3)), GEN_NOW,
+                     recovery_threads=2)
+CHUNKED = DataSet("chunked", build_chunked, NOW, chunk_bytes=CHUNK)
+CORPUS = DataSet("real-corpus", build_corpus, NOW)
+BIGGER_DS = DataSet("bigger", build_generated(BIGGER), GEN_NOW)
+
+
+@dataclass
+class Outcome:
+    results: list[dict[str, Any]]  # per load group: result digest, or the StartupFailedError
+    tree: dict[str, Any]  # every file (size, sha256) and directory under the copy's root
+    raw: list[Any]  # the LoadResults (None for a failed group)
+
+
+def load_copy(ds: DataSet, root: Path, groups: list[list[str]], n: int | str) -> Outcome:
+    results, raw = [], []
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=n,  # type: ignore[arg-type]
+                       num_recovery_threads_per_data_dir=ds.recovery_threads)
+    for group in groups:
+        try:
+            r = load_logs([str(root / d) for d in group], cfg, now_ms=ds.now_ms)
+        except StartupFailedError as e:
+            results.append({"error": relabel([type(e).__name__, e.kafka_exception, str(e)], root)})
+            raw.append(None)
+            continue
+        results.append(result_digest(r, root))
+        raw.append(r)
+    return Outcome(results, tree_digest(root), raw)
+
+
+class DataSets:
+    """Templates (built once) and inline reference outcomes (computed once) per data set."""
+
+    def __init__(self, factory: pytest.TempPathFactory):
+        self.factory = factory
+        self.templates: dict[str, tuple[Path, list[list[str]]]] = {}
+        self.references: dict[str, Outcome] = {}
+
+    def template(self, ds: DataSet, request: pytest.FixtureRequest) -> tuple[Path, list[list[str]]]:
+        if ds.name not in self.templates:
+            root = self.factory.mktemp(f"{ds.name}-template")
+            groups = ds.build(root, request)
+            self.templates[ds.name] = (root, groups)
+        return self.templates[ds.name]
+
+    def fresh_copy(self, ds: DataSet, request: pytest.FixtureRequest, label: str) -> tuple[Path, list[list[str]]]:
+        template, groups = self.template(ds, request)
+        dest = self.factory.mktemp(f"{ds.name}-{label}") / "root"
+        copy_tree(template, dest)
+        return dest, groups
+
+    def reference(self, ds: DataSet, request: pytest.FixtureRequest) -> Outcome:
+        """The inline (N=1) outcome, on its own copy."""
+        if ds.name not in self.references:
+            root, groups = self.fresh_copy(ds, request, "reference")
+            self.references[ds.name] = load_copy(ds, root, groups, 1)
+        return self.references[ds.name]
+
+
+@pytest.fixture(scope="session")
+def datasets(tmp_path_factory: pytest.TempPathFactory) -> DataSets:
+    return DataSets(tmp_path_factory)
+
+
+def first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two JSON-like values first differ (for a readable assertion message)."""
+    if type(a) is not type(b):
+        return f"{where}: {a!r} != {b!r}"
+    if isinstance(a, dict):
+        for k in sorted(a.keys() | b.keys(), key=str):
+            if k not in a or k not in b:
+                return f"{where}/{k}: only in {'reference' if k in b else 'engine'}"
+            d = first_difference(a[k], b[k], f"{where}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items != {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{where}: {a!r} != {b!r}"
+
+
+def assert_same_outcome(got: Outcome | dict[str, Any], ref: Outcome) -> None:
+    got_results = got.results if isinstance(got, Outcome) else got["results"]
+    got_tree = got.tree if isinstance(got, Outcome) else got["tree"]
+    diff = first_difference(got_results, ref.results, "result")
+    assert diff is None, f"the result differs from the inline reference at {diff}"
+    diff = first_difference(got_tree, ref.tree, "disk")
+    assert diff is None, f"the bytes on disk differ from the inline reference at {diff}"
+
+
+class BlockSpy:
+    """Records every shared-memory block a PoolEngine creates in this process."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.names: list[str] = []
+        real = PoolEngine._new_block
+
+        def new_block(engine: PoolEngine, nbytes_range: int):  # type: ignore[no-untyped-def]
+            block, capacity = real(engine, nbytes_range)
+            self.names.append(block.name.lstrip("/"))
+            return block, capacity
+
+        monkeypatch.setattr(PoolEngine, "_new_block", new_block)
+
+    def alive(self) -> list[str]:
+        return [n for n in self.names if os.path.exists(f"/dev/shm/{n}")]
+
+
+def assert_no_new_blocks(before: set[str], created: list[str] = ()) -> None:  # type: ignore[assignment]
+    """No block this load created is left, and no psm_ block appeared in /dev/shm (blocks of
+    other processes on the machine get 3 s to go away before they count)."""
+    left = [n for n in created if os.path.exists(f"/dev/shm/{n}")]
+    assert not left, f"shared-memory blocks outlived the load: {left}"
+    deadline = time.monotonic() + 3
+    new = shm_blocks() - before
+    while new and time.monotonic() < deadline:
+        time.sleep(0.1)
+        new = shm_blocks() - before
+    assert not new, f"new shared-memory blocks in /dev/shm after the load: {sorted(new)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Same results for every N
+
+
+class EngineConformance:
+    """Every data set loads to the same result and the same bytes as the inline engine.
+    Subclasses set ``N``; each test builds a fresh copy of the data set and loads it with
+    ``num_segment_loading_threads_per_data_dir=N``; the reference is an inline load of another
+    copy (computed once per data set and session)."""
+
+    N: int = 1
+
+    def check(self, ds: DataSet, datasets: DataSets, request: pytest.FixtureRequest,
+              monkeypatch: pytest.MonkeyPatch) -> tuple[Outcome, Outcome, dict[str, Any]]:
+        ref = datasets.reference(ds, request)
+        root, groups = datasets.fresh_copy(ds, request, f"N{self.N}")
+        spy = BlockSpy(monkeypatch)
+        seen: dict[str, Any] = {"cuts": {}, "chunk_results": 0}
+        if ds.chunk_bytes is not None:
+            real_make_engine = manager_mod.make_engine
+
+            def make(*args: Any, **kwargs: Any) -> Engine:
+                engine = real_make_engine(*args, **kwargs)
+                if isinstance(engine, PoolEngine):
+                    engine.chunk_bytes = ds.chunk_bytes
+                return engine
+
+            monkeypatch.setattr(manager_mod, "make_engine", make)
+        real_cuts = pool_mod.chunk_boundaries
+
+        def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = engine_mod.CHUNK_BYTES) -> list[int]:
+            out = real_cuts(log_path, base_offset, size, chunk_bytes)
+            seen["cuts"][os.path.relpath(log_path, root)] = out
+            return out
+
+        monkeypatch.setattr(pool_mod, "chunk_boundaries", cuts)
+        real_chunk_result = PoolEngine._chunk_result
+
+        def chunk_result(engine: PoolEngine, data_dir: str, chunk: Any) -> Any:
+            seen["chunk_results"] += 1
+            return real_chunk_result(engine, data_dir, chunk)
+
+        monkeypatch.setattr(PoolEngine, "_chunk_result", chunk_result)
+        before = shm_blocks()
+        got = load_copy(ds, root, groups, self.N)
+        assert_same_outcome(got, ref)
+        assert_no_new_blocks(before, spy.names)
+        for r in got.raw:
+            if r is not None:
+                assert r.stats.workers_per_dir == self.N
+                assert r.stats.worker_restarts == 0 and r.stats.inline_fallbacks == 0
+        if self.N > 1 and ds.pool_work:
+            assert spy.names, "the pool engine scanned nothing ahead of Phase 2"
+            assert seen["chunk_results"] > 0
+        if self.N == 1:
+            assert not spy.names and not seen["cuts"]
+        seen["root"] = root
+        return got, ref, seen
+
+    def test_generated_clean(self, datasets, request, monkeypatch) -> None:
+        got, ref, _ = self.check(GEN_CLEAN, datasets, request, monkeypatch)
+        assert got.raw[0].stats.segments_recovered == 0 and all(got.raw[0].clean_shutdown.values())
+
+    def test_generated_clean_with_index_faults(self, datasets, request, monkeypatch) -> None:
+        got, ref, _ = self.check(GEN_CLEAN_INDEX_FAULTS, datasets, request, monkeypatch)
+        assert got.raw[0].stats.segments_recovered > 0  # missing .index files were rebuilt
+
+    def test_generated_unclean(self, datasets, request, monkeypatch) -> None:
+        got, ref, _ = self.check(GEN_UNCLEAN, datasets, request, monkeypatch)
+        assert got.raw[0].stats.segments_recovered > 0
+
+    def test_generated_unclean_with_faults(self, datasets, request, monkeypatch) -> None:
+        got, ref, _ = self.check(GEN_FAULTS, datasets, request, monkeypatch)
+        stats = got.raw[0].stats
+        assert stats.bytes_truncated > 0 and stats.files_deleted > 0
+
+    def test_chunked_segments(self, datasets, request, monkeypatch) -> None:
+        """Big segments cut into chunks (N > 1), some damaged inside a chunk or at a cut: the
+        truncation is at the first invalid byte, exactly as the inline walk finds it; no batch of
+        a later chunk is applied."""
+        got, ref, seen = self.check(CHUNKED, datasets, request, monkeypatch)
+        root: Path = seen["root"]
+        result = got.raw[0]
+        by_name = {f"{lg.topic}-{lg.partition}": lg for lg in result.all_logs()}
+        # independent of either engine: where valid data ends
+        for name, exp in json.loads((root / "expected_valid.json").read_text()).items():
+            lg = by_name[name]
+            seg = next(s for s in lg.segments if s.base_offset == exp["segment"])
+            assert seg.size_bytes == exp["valid"], name
+            assert lg.segments[-1].base_offset == exp["segment"], f"{name}: later segments must be deleted"
+            assert lg.log_end_offset == exp["segment"] + exp["valid"] // (len(B(0, value=BIG_VALUE))), name
+        assert by_name["intact-0"].log_end_offset == 20 + BIG_BATCHES and by_name["intact-0"].truncated_bytes == 0
+        if self.N > 1:
+            cut = {k: v for k, v in seen["cuts"].items() if v}
+            # every big segment was cut: 5 chunks for the intact ones, fewer where a cut's header is damaged
+            big = {"intact-0/00000000000000000020.log": 4, "midchunk-0/00000000000000000020.log": 4,
+                   "atcut-0/00000000000000000020.log": 4, "overrun-0/00000000000000000020.log": 4,
+                   "rolled-0/00000000000000000000.log": 4, "zerotail-0/00000000000000000010.log": 4,
+                   "badmagic-0/00000000000000000010.log": 1, "badoffset-0/00000000000000000010.log": 1}
+            assert {k.split("/", 1)[1]: len(v) for k, v in cut.items()} == big
+            chunks = sum(len(v) + 1 for v in cut.values())  # the big segments are all scanned
+            assert seen["chunk_results"] >= chunks
+            assert result.stats.pickled_bytes / seen["chunk_results"] < 1024
+
+    @pytest.mark.slow
+    def test_real_corpus(self, datasets, request, monkeypatch) -> None:
+        got, ref, _ = self.check(CORPUS, datasets, request, monkeypatch)
+        assert len(got.results) >= 13 and all("error" not in r for r in got.results)
+
+
+class TestInlineEngine(EngineConformance):
+    N = 1
+
+
+class TestPoolEngine2(EngineConformance):
+    N = 2
+
+
+class TestPoolEngine4(EngineConformance):
+    N = 4
+
+
+# ------------------------------------------------------------------------------------------------
+# Nothing per batch is pickled
+
+
+def _one_segment_dir(root: Path, batches: int) -> Path:
+    d = data_dir(root, "d1", clean=False)
+    PartitionBuilder(d, "t", 0).segment(0, *(B(o) for o in range(batches)))
+    return d
+
+
+def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monkeypatch) -> None:
+    calls = {"n": 0}
+    real = PoolEngine._chunk_result
+
+    def counting(engine: PoolEngine, data_dir: str, chunk: Any) -> Any:
+        calls["n"] += 1
+        return real(engine, data_dir, chunk)
+
+    monkeypatch.setattr(PoolEngine, "_chunk_result", counting)
+    per_task = {}
+    for batches in (100, 10_000):
+        d = _one_segment_dir(tmp_path / str(batches), batches)
+        calls["n"] = 0
+        r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+        lg = r.logs[next(iter(r.logs))]
+        assert lg.log_end_offset == batches and lg.recovered_segments == [0]
+        assert calls["n"] >= 1 and r.stats.pickled_bytes > 0
+        per_task[batches] = r.stats.pickled_bytes / calls["n"]
+    assert per_task[10_000] < 1024, per_task
+    assert abs(per_task[10_000] - per_task[100]) <= 32, per_task
+
+
+# ------------------------------------------------------------------------------------------------
+# No shared-memory block outlives a load
+
+
+def test_no_block_outlives_a_successful_load(datasets, request, monkeypatch) -> None:
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "shm-success")
+    spy = BlockSpy(monkeypatch)
+    before = shm_blocks()
+    load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert spy.names
+    assert_no_new_blocks(before, spy.names)
+
+
+def _fatal_dir(root: Path) -> Path:
+    """An unclean data dir: partition a-0 has 3 segments to recover (pool work), b-0 a .txnindex
+    entry of version 1, which fails the broker's start-up (KafkaException)."""
+    d = data_dir(root, "d1", clean=False)
+    pa = PartitionBuilder(d, "a", 0)
+    for base in (0, 100, 200):
+        pa.segment(base, *(B(o) for o in range(base, base + 100)))
+    pb = PartitionBuilder(d, "b", 0)
+    pb.segment(0, *(B(o) for o in range(50)))
+    pb.write("00000000000000000000.txnindex", txn_entry(7, 1, 2, 0, version=1))
+    return d
+
+
+def test_no_block_outlives_a_failed_load(tmp_path, monkeypatch) -> None:
+    d = _fatal_dir(tmp_path)
+    spy = BlockSpy(monkeypatch)
+    before = shm_blocks()
+    with pytest.raises(StartupFailedError) as e:
+        load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    assert e.value.kafka_exception == "KafkaException"
+    assert spy.names
+    assert_no_new_blocks(before, spy.names)
+
+
+RESOURCE_TRACKER_WARNINGS = ("resource_tracker", "leaked shared_memory", "leaked semaphore")
+
+
+def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, now_ms: int, *,
+              env: dict[str, str] | None = None, crashy: bool = False, popen: bool = False,
+              timeout: float = 120) -> Any:
+    """Load ``dirs`` in a fresh interpreter (tests/crashy_worker.py ``main``)."""
+    spec = {"dirs": [str(d) for d in dirs], "root": str(root), "n": n, "now_ms": now_ms,
+            "out": str(tmp_path / f"{name}.out.json"), "blocks": str(tmp_path / f"{name}.blocks"),
+            "started": str(tmp_path / f"{name}.started"), "crashy": crashy}
+    spec_path = tmp_path / f"{name}.spec.json"
+    spec_path.write_text(json.dumps(spec))
+    argv = [sys.executable, "-c", "import sys; from tests import crashy_worker; crashy_worker.main(sys.argv[1])",
+            str(spec_path)]
+    kwargs = dict(env=env or child_env(), cwd=str(_ROOT), text=True)
+    if popen:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                **kwargs), spec
+    return subprocess.run(argv, capture_output=True, timeout=timeout, **kwargs), spec
+
+
+def child_blocks(spec: dict[str, Any]) -> list[str]:
+    p = Path(spec["blocks"])
+    return p.read_text().split() if p.exists() else []
+
+
+def assert_no_tracker_warnings(stderr: str) -> None:
+    bad = [line for line in stderr.splitlines() if any(w in line for w in RESOURCE_TRACKER_WARNINGS)]
+    assert not bad, "resource tracker warnings:\n" + "\n".join(bad)
+
+
+def test_no_block_and_no_tracker_warning_after_a_load_in_a_fresh_interpreter(datasets, request, tmp_path) -> None:
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "shm-child")
+    before = shm_blocks()
+    proc, spec = run_child(tmp_path, "ok", [root / d for d in groups[0]], root, 2, GEN_NOW)
+    assert proc.returncode == 0, proc.stderr
+    assert child_blocks(spec)
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(proc.stderr)
+    out = json.loads(Path(spec["out"]).read_text())
+    ref = datasets.reference(GEN_UNCLEAN, request)
+    assert_same_outcome({"results": [{k: v for k, v in out.items() if k != "raw_stats"}], "tree": tree_digest(root)},
+                        ref)
+
+
+def test_no_block_and_no_tracker_warning_after_a_failed_load_in_a_fresh_interpreter(tmp_path) -> None:
+    d = _fatal_dir(tmp_path / "data")
+    before = shm_blocks()
+    proc, spec = run_child(tmp_path, "fatal", [d], tmp_path / "data", 2, NOW)
+    assert proc.returncode != 0 and "StartupFailedError" in proc.stderr, proc.stderr
+    assert child_blocks(spec)
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(proc.stderr)
+
+
+# ---- KeyboardInterrupt
+
+
+def _stop(proc: subprocess.Popen, spec: dict[str, Any]) -> str:
+    """Kill a child that did not exit (and its workers), and remove the blocks it left."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate()
+    time.sleep(0.5)  # the loky workers notice their parent is gone
+    for n in child_blocks(spec):
+        try:
+            os.unlink(f"/dev/shm/{n}")
+        except FileNotFoundError:
+            pass
+    return err
+
+
+def _final_state(outcome: Outcome) -> list[Any]:
+    """What a load leaves (not what it did: a rerun after an interrupted load has less to do)."""
+    keep = ("topic_partition", "kind", "log_start_offset", "recovery_point", "log_end_offset", "segments",
+            "leader_epochs", "producers")
+    return [{k: lg[k] for k in keep} for lg in outcome.results[0]["details"]]
+
+
+@pytest.mark.parametrize("when", ["after-first-partition", "at-0.5s"])
+def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets, request, tmp_path, when) -> None:
+    """SIGINT to the loading process (N=2): it exits, leaves no shared memory and no tracker
+    warning, and a full load afterwards leaves exactly the bytes that one uninterrupted load of
+    an identical copy leaves."""
+    root, groups = datasets.fresh_copy(BIGGER_DS, request, f"sigint-{when}")
+    before = shm_blocks()
+    proc, spec = run_child(tmp_path, "sigint", [root / d for d in groups[0]], root, 2, GEN_NOW, popen=True)
+    t0 = time.monotonic()
+    if when == "at-0.5s":
+        time.sleep(0.5)
+    else:
+        while not os.path.exists(spec["started"]) and proc.poll() is None and time.monotonic() - t0 < 60:
+            time.sleep(0.01)
+    assert proc.poll() is None, "the load ended before it could be interrupted: use a bigger data set"
+    proc.send_signal(signal.SIGINT)
+    t1 = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        err = _stop(proc, spec)
+        pytest.fail(f"the load did not exit within 20 s of SIGINT:\n{err[-3000:]}")
+    exited_after = time.monotonic() - t1
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
+    assert not os.path.exists(spec["out"])
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(err)
+    # the rerun (pool engine) vs one uninterrupted load (the session's inline reference)
+    rerun = load_copy(BIGGER_DS, root, groups, 2)
+    ref = datasets.reference(BIGGER_DS, request)
+    diff = first_difference(rerun.tree, ref.tree, "disk")
+    assert diff is None, f"after an interrupted load and a rerun, the bytes on disk differ at {diff}"
+    assert _final_state(rerun) == _final_state(ref)
+    assert exited_after < 20
+
+
+@pytest.mark.parametrize("target", ["process", "process-group"])
+def test_keyboard_interrupt_stops_the_load_promptly(datasets, request, tmp_path, target) -> None:
+    """Ctrl-C during a long load ends it within a few seconds.  The workers are made slow
+    (0.6 s per scan, tests/crashy_worker.py ``sleep``) so that the uninterrupted load would take
+    ~10 s more; "process-group" is what a terminal's Ctrl-C does (the workers get SIGINT too)."""
+    root, groups = datasets.fresh_copy(BIGGER_DS, request, f"sigint-prompt-{target}")
+    before = shm_blocks()
+    env = child_env(CRASHY_MODE="sleep", CRASHY_SLEEP="0.6")
+    proc, spec = run_child(tmp_path, "slow", [root / d for d in groups[0]], root, 2, GEN_NOW, env=env,
+                           crashy=True, popen=True)
+    t0 = time.monotonic()
+    while not child_blocks(spec) and proc.poll() is None and time.monotonic() - t0 < 30:
+        time.sleep(0.01)  # the pool is planning and submitting
+    time.sleep(0.5)
+    assert proc.poll() is None
+    if target == "process":
+        proc.send_signal(signal.SIGINT)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    t1 = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        err = _stop(proc, spec)
+        pytest.fail(f"the load was still running 5 s after SIGINT ({len(child_blocks(spec))} scans planned, "
+                    f"0.6 s each on 2 workers); stderr:\n{err[-2000:]}")
+    assert "KeyboardInterrupt" in err, err[-3000:]
+    assert time.monotonic() - t1 < 5
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(err)
+
+
+# ------------------------------------------------------------------------------------------------
+# A worker that dies
+
+
+def _crash_run(datasets: DataSets, request: pytest.FixtureRequest, tmp_path: Path, label: str,
+               **crashy: str) -> tuple[subprocess.CompletedProcess, dict[str, Any], Path]:
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, label)
+    env = child_env(**{f"CRASHY_{k.upper()}": v for k, v in crashy.items()},
+                    CRASHY_LOG=str(tmp_path / "crashes.log"))
+    before = shm_blocks()
+    proc, spec = run_child(tmp_path, label, [root / d for d in groups[0]], root, 2, GEN_NOW, env=env, crashy=True,
+                           timeout=120)
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(proc.stderr)
+    assert (tmp_path / "crashes.log").exists(), "no worker ran crashy_scan on a matching task"
+    return proc, spec, root
+
+
+def _assert_conforms(proc: subprocess.CompletedProcess, spec: dict[str, Any], root: Path, ref: Outcome) -> dict:
+    assert proc.returncode == 0, f"the load failed:\n{proc.stderr[-4000:]}"
+    out = json.loads(Path(spec["out"]).read_text())
+    stats = out.pop("raw_stats")
+    assert_same_outcome({"results": [out], "tree": tree_digest(root)}, ref)
+    return stats
+
+
+@pytest.mark.parametrize("mode", ["exit", "segv", "kill"])
+def test_a_worker_that_dies_once_is_replaced(datasets, request, tmp_path, mode) -> None:
+    """The first scan of a task of orders-0 kills its worker (os._exit(1) / SIGSEGV / SIGKILL):
+    the tasks of the broken pool are retried on a fresh one; the load completes as inline."""
+    proc, spec, root = _crash_run(datasets, request, tmp_path, f"once-{mode}", mode=mode, match="/orders-0/",
+                                  marker=str(tmp_path / "crashed-once"))
+    stats = _assert_conforms(proc, spec, root, datasets.reference(GEN_UNCLEAN, request))
+    assert stats["worker_restarts"] >= 1 and stats["inline_fallbacks"] == 0, stats
+    assert "worker died" in proc.stderr and "WARNING" in proc.stderr
+
+
+def test_a_worker_memory_error_does_not_fail_the_load(datasets, request, tmp_path) -> None:
+    """MemoryError raised by the scan in a worker (the worker survives; the future raises): the
+    issue lists it with the dead workers -- retried, then inline; the load must not fail."""
+    proc, spec, root = _crash_run(datasets, request, tmp_path, "memory", mode="memory", match="/orders-0/",
+                                  marker=str(tmp_path / "crashed-once"))
+    stats = _assert_conforms(proc, spec, root, datasets.reference(GEN_UNCLEAN, request))
+    assert stats["worker_restarts"] + stats["inline_fallbacks"] >= 1, stats
+    assert "WARNING" in proc.stderr and "MemoryError" in proc.stderr
+
+
+def test_a_task_whose_worker_always_dies_is_scanned_inline(tmp_path) -> None:
+    """The only task of a load kills every worker that runs it: one retry on a fresh pool, then
+    the parent scans it."""
+    d = data_dir(tmp_path / "data", "d1", clean=False)
+    PartitionBuilder(d, "t", 0).segment(0, *(B(o) for o in range(200)))
+    ref_root = tmp_path / "ref"
+    copy_tree(tmp_path / "data", ref_root)
+    ref = load_copy(DataSet("one-partition", lambda root, request: [["d1"]], NOW), ref_root, [["d1"]], 1)
+    env = child_env(CRASHY_MODE="exit", CRASHY_MATCH="/t-0/", CRASHY_LOG=str(tmp_path / "crashes.log"))
+    before = shm_blocks()
+    proc, spec = run_child(tmp_path, "always1", [d], tmp_path / "data", 2, NOW, env=env, crashy=True)
+    assert_no_new_blocks(before, child_blocks(spec))
+    assert_no_tracker_warnings(proc.stderr)
+    stats = _assert_conforms(proc, spec, tmp_path / "data", Outcome(ref.results, tree_digest(ref_root), []))
+    assert stats["worker_restarts"] == 2 and stats["inline_fallbacks"] == 1, stats
+    assert len((tmp_path / "crashes.log").read_text().splitlines()) == 2
+    assert "worker died" in proc.stderr and "scanning it in the parent" in proc.stderr
+
+
+def test_tasks_whose_worker_always_dies_among_other_tasks_are_scanned_inline(datasets, request, tmp_path) -> None:
+    """Every scan of orders-0's segments kills its worker, while other tasks of the same data dir
+    are in flight: the load still completes as inline (retry once, then the parent)."""
+    proc, spec, root = _crash_run(datasets, request, tmp_path, "always", mode="exit", match="/orders-0/")
+    stats = _assert_conforms(proc, spec, root, datasets.reference(GEN_UNCLEAN, request))
+    assert stats["worker_restarts"] >= 2 and stats["inline_fallbacks"] >= 1, stats
+    assert "worker died" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics
+
+
+def test_remaining_segments_to_load_exists_only_while_a_pool_load_runs(datasets, request) -> None:
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "metrics-2")
+    metrics = MetricsRegistry()
+    dirs = [str(root / d) for d in groups[0]]
+    result = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=GEN_NOW,
+                       metrics=metrics)
+    events = [(i, e) for i, e in enumerate(metrics.history) if e.name == REMAINING_SEGMENTS_TO_LOAD]
+    registered = {e.tags for _, e in events if e.kind == "register"}
+    assert registered == {metrics.tags(dir=d, threadNum=t) for d in dirs for t in range(2)}
+    removed = {e.tags for _, e in events if e.kind == "remove"}
+    assert removed == registered
+    assert not any(name == REMAINING_SEGMENTS_TO_LOAD for name, _ in metrics.current())
+    # registered before the first partition finished loading, removed after the last one
+    partition_done = [i for i, e in enumerate(metrics.history) if e.name == REMAINING_LOGS_TO_RECOVER and e.kind == "set"]
+    assert max(i for i, e in events if e.kind == "register") < partition_done[0]
+    assert min(i for i, e in events if e.kind == "remove") > partition_done[-1]
+    for tags in registered:
+        values = [e.value for _, e in events if e.tags == tags and e.kind == "set"]
+        assert values and values == sorted(values, reverse=True), values  # counts down ...
+        assert values[-1] == 0  # ... to 0: every planned scan of this fault-free data was used
+    assert result.stats.segments_recovered > 0
+
+
+def test_remaining_segments_to_load_is_never_registered_inline(datasets, request) -> None:
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "metrics-1")
+    metrics = MetricsRegistry()
+    load_logs([str(root / d) for d in groups[0]], LoaderConfig(), now_ms=GEN_NOW, metrics=metrics)
+    assert metrics.history and not any(e.name == REMAINING_SEGMENTS_TO_LOAD for e in metrics.history)
+
+
+# ------------------------------------------------------------------------------------------------
+# "auto"
+
+
+@pytest.mark.parametrize("cpus, dirs, expected", [
+    (8, 1, 8), (8, 2, 4), (8, 3, 2), (8, 8, 1), (8, 16, 1), (2, 1, 2), (1, 1, 1), (64, 0, 64), (5, 2, 2),
+])
+def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs, expected) -> None:
+    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: cpus)
+    assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), dirs) == expected
+    assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir=3), dirs) == 3  # explicit N wins
+
+
+def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, tmp_path) -> None:
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 8)
+    engine = make_engine(cfg, dirs, LoadStats())
+    try:
+        assert isinstance(engine, PoolEngine) and engine.workers_per_dir == 4
+    finally:
+        engine.close()
+    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 3)
+    engine = make_engine(cfg, dirs, LoadStats())
+    assert type(engine) is Engine and engine.workers_per_dir == 1
+
+
+def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
+    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 4)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
+    got = load_copy(GEN_UNCLEAN, root, groups, "auto")
+    assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+
+
+@pytest.mark.parametrize("affinity, cpu_max, expected", [
+    (8, "max 100000\n", 8), (8, "400000 100000\n", 4), (8, "150000 100000\n", 1), (8, "50000 100000\n", 1),
+    (2, "800000 100000\n", 2), (6, None, 6), (3, "garbage\n", 3),
+])
+def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, cpu_max, expected) -> None:
+    import builtins
+    import io
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    real_open = builtins.open
+
+    def fake_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if path == "/sys/fs/cgroup/cpu.max":
+            if cpu_max is None:
+                raise FileNotFoundError(path)
+            return io.StringIO(cpu_max)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(engine_mod, "open", fake_open, raising=False)
+    assert engine_mod.usable_cpus() == expected

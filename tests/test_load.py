@@ -1,0 +1,180 @@
+"""Whole loads of real and generated data dirs: nothing valid is lost, a second load and a dry run
+change nothing, and the API/CLI report what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.legacy_records import LegacyRecordBatch
+
+from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
+from mploader.format.log import iter_entries
+from tests.conftest import corpus_data_dirs
+from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
+from tests.treehash import changed, tree_state
+
+
+def kafka_python_valid_prefix(data: bytes) -> int:
+    """Bytes of the leading entries that kafka-python (code nobody here wrote) finds CRC-valid."""
+    valid = 0
+    try:
+        for pos, size, magic in iter_entries(data):
+            chunk = bytearray(data[pos : pos + size])
+            batch = DefaultRecordBatch(chunk) if magic >= 2 else LegacyRecordBatch(bytes(chunk), magic)
+            if not batch.validate_crc():
+                break
+            valid = pos + size
+    except Exception:  # noqa: BLE001 - anything kafka-python cannot read ends the valid prefix
+        pass
+    return valid
+
+
+def log_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.log") if p.is_file())
+
+
+def test_real_corpus_loads_without_losing_a_valid_byte(fresh_real_corpus: Path) -> None:
+    dirs = corpus_data_dirs(fresh_real_corpus)
+    assert len(dirs) >= 13
+    before = {}
+    for d in dirs:
+        for p in log_files(d):
+            data = p.read_bytes()
+            before[p] = data[: kafka_python_valid_prefix(data)]
+    logs = []
+    for d in dirs:  # every corpus data dir comes from a different broker: load each on its own
+        result = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+        assert result.offline_dirs == {}
+        logs.extend(result.logs.values())
+    assert len(logs) > 300
+    for p, valid in before.items():
+        if "__cluster_metadata" in str(p):
+            continue  # not loaded by the log manager
+        assert p.exists(), f"{p} was deleted"
+        assert p.read_bytes()[: len(valid)] == valid, f"valid bytes of {p} were changed or truncated"
+    # every partition's log end is the next offset after its last valid batch
+    for lg in logs:
+        assert lg.log_end_offset >= lg.log_start_offset
+        assert lg.recovery_point <= max(lg.log_end_offset, lg.log_start_offset)
+
+
+def test_second_load_changes_nothing(fresh_real_corpus: Path) -> None:
+    """A load deletes the clean-shutdown marker (as Kafka does), so every later load is unclean.  After an
+    unclean load a second one finds nothing to do: every byte stays.  A dir that started clean is
+    recovered by its second load (Kafka rebuilds indexes with its recovery rule, which may differ from
+    the broker's append-time ones, and drops the snapshot at the log start), and its third load changes
+    nothing."""
+    dirs = [str(d) for d in corpus_data_dirs(fresh_real_corpus)]
+    first = {d: load_logs([d], LoaderConfig(), now_ms=NOW) for d in dirs}
+    s1 = tree_state(fresh_real_corpus)
+    second = {d: load_logs([d], LoaderConfig(), now_ms=NOW) for d in dirs}
+    s2 = tree_state(fresh_real_corpus)
+    for d in dirs:
+        rel = str(Path(d).relative_to(fresh_real_corpus)) + os.sep
+        touched = [p for p in changed(s1, s2) if p.startswith(rel)]
+        if not first[d].clean_shutdown[d]:
+            assert touched == [], f"second load of unclean {d} changed {touched}"
+        for tp, lg in first[d].logs.items():
+            again = second[d].logs[tp]
+            assert (again.log_end_offset, again.log_start_offset, again.segments, again.leader_epochs) == \
+                (lg.log_end_offset, lg.log_start_offset, lg.segments, lg.leader_epochs)
+            assert again.truncated_bytes == 0 and not again.deleted_files
+    assert any(not r.clean_shutdown[d] for d, r in first.items())
+    for d in dirs:
+        load_logs([d], LoaderConfig(), now_ms=NOW)
+    assert changed(s2, tree_state(fresh_real_corpus)) == []
+
+
+def test_dry_run_changes_no_byte_and_reports_what_a_load_does(fresh_real_corpus: Path, tmp_path: Path) -> None:
+    dirs = [str(d) for d in corpus_data_dirs(fresh_real_corpus)]
+    before = tree_state(fresh_real_corpus)
+    dry = [load_logs([d], LoaderConfig(dry_run=True), now_ms=NOW) for d in dirs]
+    assert changed(before, tree_state(fresh_real_corpus)) == []
+    real = [load_logs([d], LoaderConfig(), now_ms=NOW) for d in dirs]
+    assert changed(before, tree_state(fresh_real_corpus)) != []  # the real load did recover something
+    for a, b in zip(dry, real):
+        assert a.to_json()["logs"] == b.to_json()["logs"]
+        assert a.clean_shutdown == b.clean_shutdown
+
+
+def _corrupt_broker(tmp_path: Path) -> tuple[Path, PartitionBuilder]:
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d).std3()
+    log10 = bytearray(pb.read("00000000000000000010.log"))
+    log10[72 * 4 + 40] ^= 0xFF  # a flipped byte inside batch 14: CRC fails
+    pb.write("00000000000000000010.log", bytes(log10))
+    return d, pb
+
+
+def test_dry_run_on_a_corrupt_unclean_log_matches_the_real_load(tmp_path: Path) -> None:
+    d, pb = _corrupt_broker(tmp_path)
+    before = tree_state(d)
+    dry = load_logs([str(d)], LoaderConfig(dry_run=True), now_ms=NOW)
+    assert changed(before, tree_state(d)) == []
+    real = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert changed(before, tree_state(d)) != []
+    log = real.logs[TopicPartition("t", 0)]
+    assert log.log_end_offset == 14 and log.truncated_bytes == 720 - 72 * 4
+    assert dry.to_json()["logs"] == real.to_json()["logs"]
+
+
+def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
+    d, _ = _corrupt_broker(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, "-m", "mploader", "load", "--json", "--now-ms", str(NOW), str(d)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    (log,) = doc["logs"]
+    assert (log["topic"], log["partition"], log["log_end_offset"]) == ("t", 0, 14)
+    assert log["recovered_segments"] == [0, 10] and log["truncated_bytes"] == 432
+    assert [s["base_offset"] for s in log["segments"]] == [0, 10]
+    assert doc["clean_shutdown"] == {str(d): False} and doc["offline_dirs"] == {}
+    human = subprocess.run([sys.executable, "-m", "mploader", "load", str(d)], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert human.returncode == 0 and "1 partitions" in human.stdout
+    usage = subprocess.run([sys.executable, "-m", "mploader", "load", "--workers", "0", str(d)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert usage.returncode == 2
+    (tmp_path / "lost+found").mkdir()
+    (d / "lost+found").mkdir()
+    fatal = subprocess.run([sys.executable, "-m", "mploader", "load", str(d)], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert fatal.returncode == 1 and "lost+found" in fatal.stderr
+
+
+def test_offline_dir_exit_status(tmp_path: Path) -> None:
+    d = data_dir(tmp_path, clean=True)
+    PartitionBuilder(d).segment(0, B(0))
+    (d / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 1\n")  # count says 2: IOException class
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, "-m", "mploader", "load", str(d)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 1 and "OFFLINE" in out.stdout
+
+
+def test_bad_data_dirs_are_reported_with_their_path(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    r = load_logs([str(a_file)], LoaderConfig(), now_ms=NOW)
+    assert str(a_file) in r.offline_dirs and "not a directory" in r.offline_dirs[str(a_file)]
+    with pytest.raises(StartupFailedError, match="duplicate log directory"):
+        load_logs([str(tmp_path), str(tmp_path) + "/."], LoaderConfig(), now_ms=NOW)
+    missing = tmp_path / "missing"
+    r = load_logs([str(missing)], LoaderConfig(dry_run=True), now_ms=NOW)
+    assert str(missing) in r.offline_dirs and not missing.exists()
+
+
+def test_symlinked_partition_dir_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    PartitionBuilder(outside, dirname="t-0").segment(0, B(0))
+    d = data_dir(tmp_path, clean=True)
+    (d / "t-0").symlink_to(outside / "t-0")
+    with pytest.raises(StartupFailedError, match="symbolic link"):
+        load_logs([str(d)], LoaderConfig(), now_ms=NOW)
