@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence, TextIO
 
-from .generate import Callback, GenerateSummary
+from .format.compression import CODEC_NAMES, UnsupportedCodecError, available_codecs
+from .generate import FAULT_KINDS, Callback, GenerateSummary, GeneratorConfig, generate
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -94,22 +95,25 @@ class ProgressBar(Callback):
 
 
 def _add_generate_arguments(p: argparse.ArgumentParser) -> None:
-    from .format.compression import CODEC_NAMES
-    from .generate import FAULT_KINDS, GeneratorConfig
-
     d = GeneratorConfig()
     p.add_argument("out_dir", metavar="OUT_DIR",
-                   help="where to write the data dirs (data-0, data-1, ...) and manifest.json; must be absent or empty")
-    p.add_argument("--dirs", type=int, dest="data_dirs", metavar="N", help=f"number of data dirs (log.dirs) [{d.data_dirs}]")
+                   help="where to write the data dirs (data-0, data-1, ...) and manifest.json; "
+                        "must be absent or empty")
+    p.add_argument("--dirs", type=int, dest="data_dirs", metavar="N",
+                   help=f"number of data dirs (log.dirs) [{d.data_dirs}]")
     p.add_argument("--topics", type=int, metavar="N", help=f"number of topics [{d.topics}]")
     p.add_argument("--partitions", type=int, dest="partitions_per_topic", metavar="N",
                    help=f"partitions per topic [{d.partitions_per_topic}]")
     p.add_argument("--size", type=parse_size, dest="total_bytes", metavar="SIZE",
                    help=f"total .log bytes, e.g. 60MB, 10GB, 2GiB [{format_bytes(d.total_bytes)}]")
-    p.add_argument("--segment-bytes", type=parse_size, metavar="SIZE", help=f"log.segment.bytes [{d.segment_bytes}]")
-    p.add_argument("--batch-bytes", type=parse_size, metavar="SIZE", help=f"size of a full producer batch [{d.batch_bytes}]")
-    p.add_argument("--records-per-batch", type=int, metavar="N", help=f"records in a full batch [{d.records_per_batch}]")
-    p.add_argument("--index-interval-bytes", type=parse_size, metavar="SIZE", help=f"log.index.interval.bytes [{d.index_interval_bytes}]")
+    p.add_argument("--segment-bytes", type=parse_size, metavar="SIZE",
+                   help=f"log.segment.bytes [{d.segment_bytes}]")
+    p.add_argument("--batch-bytes", type=parse_size, metavar="SIZE",
+                   help=f"size of a full producer batch [{d.batch_bytes}]")
+    p.add_argument("--records-per-batch", type=int, metavar="N",
+                   help=f"records in a full batch [{d.records_per_batch}]")
+    p.add_argument("--index-interval-bytes", type=parse_size, metavar="SIZE",
+                   help=f"log.index.interval.bytes [{d.index_interval_bytes}]")
     p.add_argument("--compression", choices=list(CODEC_NAMES.values()),
                    help=f"producer compression.type [{d.compression}]")
     ending = p.add_mutually_exclusive_group()
@@ -118,7 +122,7 @@ def _add_generate_arguments(p: argparse.ArgumentParser) -> None:
     ending.add_argument("--unclean", dest="clean_shutdown", action="store_false",
                         help="end as after a crash (the default)")
     p.add_argument("--faults", type=int, metavar="N", help=f"number of faults to inject [{d.faults}]")
-    p.add_argument("--fault-kinds", metavar="KINDS", type=lambda s: tuple(k.strip() for k in s.split(",") if k.strip()),
+    p.add_argument("--fault-kinds", metavar="KINDS", type=_fault_kinds,
                    help=f"comma-separated subset of: {', '.join(FAULT_KINDS)}")
     p.add_argument("--seed", type=int, metavar="N", help=f"seed of every random choice [{d.seed}]")
     p.add_argument("--start-time-ms", type=int, dest="start_timestamp_ms", metavar="MS",
@@ -132,6 +136,14 @@ def _add_generate_arguments(p: argparse.ArgumentParser) -> None:
                       help="no progress bar (default when stderr is not a terminal)")
 
 
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault kinds {', '.join(unknown)}; known: {', '.join(FAULT_KINDS)}")
+    return kinds
+
+
 _GENERATE_FIELDS = (
     "data_dirs", "topics", "partitions_per_topic", "total_bytes", "segment_bytes", "batch_bytes",
     "records_per_batch", "index_interval_bytes", "compression", "clean_shutdown", "faults", "fault_kinds",
@@ -140,9 +152,6 @@ _GENERATE_FIELDS = (
 
 
 def _run_generate(args: argparse.Namespace) -> int:
-    from .format.compression import UnsupportedCodecError, available_codecs
-    from .generate import GeneratorConfig, generate
-
     changes = {k: getattr(args, k) for k in _GENERATE_FIELDS if getattr(args, k) is not None}
     try:
         config = GeneratorConfig(**changes)

@@ -31,6 +31,7 @@ import logging
 import os
 import pickle
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from typing import Sequence
@@ -60,9 +61,12 @@ class InlineSource:
         self._lock = threading.Lock()
 
     def scan(self, task: SegmentTask) -> SegmentScan:
+        t0 = time.perf_counter()
         result = scan_segment(task)
+        elapsed = time.perf_counter() - t0
         with self._lock:
             self.stats.segments_scanned += 1
+            self.stats.scan_seconds += elapsed
         return result
 
 

@@ -164,8 +164,13 @@ class GeneratorConfig:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """One injected fault.  ``valid_end``: for data faults, the byte position in ``file`` where the
-    valid prefix of the segment now ends (Kafka's recovery of that segment truncates there)."""
+    """One injected fault.
+
+    ``valid_end`` (data faults only): the byte position in ``file`` where the valid prefix of the
+    segment now ends, i.e. where a CRC walk of it stops and where Kafka truncates it *if* it
+    recovers that segment (unclean shutdown and the segment at or past the recovery point's
+    segment, or a missing ``.index``).  Later segments of the partition are untouched here; Kafka
+    deletes them when a recovery truncated bytes (LOADING.md §6.6)."""
 
     kind: str
     dir: str  # data dir name, relative to the output directory
@@ -1118,13 +1123,15 @@ class _Generator:
         for d in self.dir_names:
             path = self.out_dir / d
             offsets = self.dir_offsets[d]
-            _write_file(path / checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.offset_checkpoint_bytes(offsets["recovery"]))
+            _write_file(path / checkpoint.RECOVERY_POINT_CHECKPOINT,
+                        checkpoint.offset_checkpoint_bytes(offsets["recovery"]))
             _write_file(path / checkpoint.LOG_START_OFFSET_CHECKPOINT,
                         checkpoint.offset_checkpoint_bytes(offsets["log_start"]))
             _write_file(path / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
                         checkpoint.offset_checkpoint_bytes(offsets["replication"]))
             if cfg.clean_shutdown:
-                _write_file(path / checkpoint.CLEAN_SHUTDOWN_MARKER, checkpoint.clean_shutdown_marker_bytes(cfg.broker_epoch))
+                _write_file(path / checkpoint.CLEAN_SHUTDOWN_MARKER,
+                            checkpoint.clean_shutdown_marker_bytes(cfg.broker_epoch))
         self.manifest.close()
 
 

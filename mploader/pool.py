@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
@@ -34,6 +35,7 @@ Descriptor = tuple  # ("ok", pid, end, valid, stop, detail, rows, fatal, fatal_e
 
 def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
     """Runs in a worker: scan, write the batch table into the parent's block, return a descriptor."""
+    t0 = time.perf_counter()
     try:
         scan = scan_segment(task)
     except OSError as e:
@@ -51,7 +53,7 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor
     else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
         spill = scan.batches.tobytes()
     return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, scan.fatal,
-            scan.fatal_exception, spill)
+            scan.fatal_exception, spill, time.perf_counter() - t0)
 
 
 @dataclass(slots=True)
@@ -186,6 +188,7 @@ class PoolEngine(Engine):
             pend = self._pending.pop(_key(task), None)
         if pend is None:
             return self._inline.scan(task)
+        t0 = time.perf_counter()
         try:
             fresh = _stat(task.path) == pend.stat
             parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
@@ -195,6 +198,7 @@ class PoolEngine(Engine):
         with self._lock:
             self._remaining[data_dir] -= 1
             self.stats.segments_scanned += 1
+            self.stats.wait_seconds += time.perf_counter() - t0
         self._update_gauges(data_dir)
         if not fresh:  # the file changed since planning (e.g. a swap was completed): scan it again
             return self._inline.scan(task)
@@ -218,7 +222,9 @@ class PoolEngine(Engine):
         if desc[0] == "oserror":
             _, _, err, msg, filename = desc
             raise OSError(err, msg, filename)
-        _, pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill = desc
+        _, pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill, seconds = desc
+        with self._lock:
+            self.stats.scan_seconds += seconds
         if spill is not None:
             table = np.frombuffer(spill, BATCH_TABLE).copy()
         else:

@@ -264,6 +264,29 @@ class ProducerStateManager:
         current = self.producers.get(producer_id) or ProducerEntry(producer_id)
         return AppendInfo(current)
 
+    def append_data_batch(self, pid: int, epoch: int, base_offset: int, last_offset: int, base_sequence: int,
+                          max_timestamp: int, transactional: bool, path: str) -> None:
+        """prepareUpdate + append + update for one data batch, without the working copy.
+
+        The net effect of Kafka's three steps on the stored entry for a data batch: a new epoch
+        clears the retained batches, the batch's metadata is appended (5 kept), the last timestamp
+        moves, and a transactional batch opens a transaction if none is open."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = ProducerEntry(pid)
+            self._add_producer(entry)
+        delta = _int32(last_offset - base_offset)
+        entry.maybe_update_epoch(epoch)
+        entry.add_batch_metadata(BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp))
+        entry.last_timestamp = max_timestamp
+        if entry.current_txn_first_offset is not None and not transactional:
+            raise StartupFailedError(path, "InvalidTxnStateException",
+                                     f"non-transactional batch at offset {base_offset} from producer {pid} "
+                                     "while its transaction is open")
+        if entry.current_txn_first_offset is None and transactional:
+            entry.current_txn_first_offset = base_offset
+            self.ongoing[base_offset] = pid
+
     def update(self, info: AppendInfo) -> None:
         current = self.producers.get(info.producer_id)
         if current is not None:

@@ -9,6 +9,7 @@ segment's files are rewritten.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from .disk import Disk
 from .epoch_cache import LeaderEpochCache
 from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
-from .producer_state import ProducerStateManager
+from .producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from .scan import Marker, SegmentScan, Stop
 from .segment import Segment
 
@@ -57,12 +58,13 @@ def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, 
     n = len(rows)
     chosen: list[int] = []
     last = 0
+    positions = pos.tolist()
     while n:
-        i = int(np.searchsorted(pos, last + interval, side="right"))
+        i = bisect.bisect_right(positions, last + interval)
         if i >= n:
             break
         chosen.append(i)
-        last = int(pos[i])
+        last = positions[i]
     ts = rows["max_timestamp"]
     running = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
     prev = np.concatenate(([-1], running[:-1])) if n else running
@@ -213,24 +215,30 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
         for i in np.flatnonzero((ple >= 0) & (ple > prev)):
             epochs.assign(int(ple[i]), int(rows["base_offset"][i]))
     # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
-    for i in np.flatnonzero(v2 & (rows["producer_id"] >= 0)):
-        row = rows[i]
-        marker = int(row["marker"])
-        if marker == Marker.INVALID:
-            break  # InvalidRecordException: caught by recover, after the epoch assignment
-        if marker == Marker.FATAL:
-            break  # raised by the caller once the segment's state is written
-        info = psm.prepare_update(int(row["producer_id"]))
-        completed = info.append(row, path)
-        psm.update(info)
-        if completed is not None:
-            lso = psm.last_stable_offset(completed)
-            if completed.is_aborted:
-                if txn_entries and completed.last_offset <= txn_entries[-1][2]:
-                    raise StartupFailedError(path, "IllegalArgumentException",
-                                             "transaction index offsets must increase")
-                txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
-            psm.complete_txn(completed, path)
+    idx = np.flatnonzero(v2 & (rows["producer_id"] >= 0))
+    if idx.size:
+        sel = rows[idx]
+        columns = zip(idx.tolist(), sel["producer_id"].tolist(), sel["marker"].tolist(),
+                      sel["producer_epoch"].tolist(), sel["base_offset"].tolist(), sel["last_offset"].tolist(),
+                      sel["base_sequence"].tolist(), sel["max_timestamp"].tolist(), sel["attributes"].tolist())
+        for i, pid, marker, epoch, base, last, base_seq, max_ts, attributes in columns:
+            if marker == Marker.NONE and not attributes & ATTR_CONTROL:
+                psm.append_data_batch(pid, epoch, base, last, base_seq, max_ts, bool(attributes & ATTR_TRANSACTIONAL),
+                                      path)
+                continue
+            if marker in (Marker.INVALID, Marker.FATAL):
+                break  # InvalidRecordException (caught by recover, after the epoch assignment) / fatal
+            info = psm.prepare_update(pid)
+            completed = info.append(rows[i], path)
+            psm.update(info)
+            if completed is not None:
+                lso = psm.last_stable_offset(completed)
+                if completed.is_aborted:
+                    if txn_entries and completed.last_offset <= txn_entries[-1][2]:
+                        raise StartupFailedError(path, "IllegalArgumentException",
+                                                 "transaction index offsets must increase")
+                    txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
+                psm.complete_txn(completed, path)
     last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
     if last_v2.size:
         psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1

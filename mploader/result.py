@@ -95,6 +95,8 @@ class LoadStats:
     inline_fallbacks: int = 0  # ... and scanned in the parent after the retry died too
     pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
     workers_per_dir: int = 1
+    scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
+    wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
 

@@ -50,7 +50,6 @@ LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_SIZE_FIELD = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 V2_HEADER_BYTES = 61  # what DefaultFileChannelRecordBatch loads to read lastOffset / maxTimestamp
-_PREFIX = struct.Struct(">qib")  # offset, size; magic read separately at +16
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -65,83 +64,110 @@ _DELETE_ORDER = (names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SU
 
 
 class _Log:
-    """The old segment's bytes, cut into entries exactly as FileLogInputStream cuts them."""
+    """The old segment's bytes, cut into entries exactly as FileLogInputStream cuts them.
+
+    Per entry: position, size, magic, the offset field, and the two values Kafka loads from
+    the batch header when it needs them (lastOffset, maxTimestamp).  Where loading that header
+    throws in Kafka, ``bad_last`` / ``bad_ts`` mark the entry; the error is raised only when the
+    split actually reads the value, in Kafka's order.
+    """
 
     def __init__(self, path: str, data: bytes):
         self.path = path
         self.data = data
-        self.size = len(data)
+        self.size = size = len(data)
         pos: list[int] = []
-        sizes: list[int] = []
-        magics: list[int] = []
-        offsets: list[int] = []
-        p, end = 0, self.size
+        p = 0
         self.corrupt_at: int | None = None  # position of a size field below 14 (iteration raises there)
-        while p < end - HEADER_SIZE_UP_TO_MAGIC:
-            off, size = struct.unpack_from(">qi", data, p)
-            if size < MIN_SIZE_FIELD:
+        unpack = _I32.unpack_from
+        while p < size - HEADER_SIZE_UP_TO_MAGIC:
+            n = unpack(data, p + 8)[0]
+            if n < MIN_SIZE_FIELD:
                 self.corrupt_at = p
                 break
-            if p > end - LOG_OVERHEAD - size:
+            if p > size - LOG_OVERHEAD - n:
                 break  # torn last entry: iteration ends silently
             pos.append(p)
-            sizes.append(LOG_OVERHEAD + size)
-            magics.append(struct.unpack_from(">b", data, p + 16)[0])
-            offsets.append(off)
-            p += LOG_OVERHEAD + size
-        self.pos, self.sizes, self.magics, self.offsets = pos, sizes, magics, offsets
-        self.framed_end = p  # end of the last complete entry
+            p += LOG_OVERHEAD + n
+        self.pos = np.array(pos, dtype=np.int64)
+        self.n = len(pos)
+        buf = np.frombuffer(data, np.uint8)
+        self.sizes = LOG_OVERHEAD + _gather(buf, self.pos + 8, ">i4")
+        self.csum = np.concatenate(([0], np.cumsum(self.sizes)))  # csum[i] = bytes before entry i
+        self.magics = buf[self.pos + 16].view(np.int8) if self.n else np.empty(0, np.int8)
+        self.offsets = _gather(buf, self.pos, ">i8")
+        v2 = self.magics >= 2
+        self.bad_last = v2 & (self.pos + V2_HEADER_BYTES > size)
+        ok = v2 & ~self.bad_last
+        with np.errstate(over="ignore"):
+            self.last = self.offsets.copy()  # legacy: the offset field, no load
+            self.last[ok] = self.offsets[ok] + _gather(buf, self.pos[ok] + 23, ">i4")  # Java long arithmetic
+        self.ts = np.full(self.n, -1, np.int64)  # v0: RecordBatch.NO_TIMESTAMP
+        self.ts[ok] = _gather(buf, self.pos[ok] + 35, ">i8")
+        m1 = self.magics == 1
+        self.ts[m1] = _gather(buf, self.pos[m1] + 18, ">i8")
+        # legacy header: LegacyRecord.headerSize(magic) accepts only 0 and 1
+        self.bad_ts = self.bad_last | (~v2 & (self.magics != 0) & ~m1)
 
     def __len__(self) -> int:
-        return len(self.pos)
+        return self.n
 
-    def _v2_header(self, i: int) -> None:
+    def raise_bad_last(self, i: int) -> None:
         """DefaultFileChannelRecordBatch.loadBatchHeader reads 61 bytes whatever the batch size."""
-        if self.pos[i] + V2_HEADER_BYTES > self.size:
-            raise StartupFailedError(self.path, "KafkaException",
-                                     f"failed to load the record batch header at position {self.pos[i]}: "
-                                     f"end of file after {self.size - self.pos[i]} of {V2_HEADER_BYTES} bytes")
+        p = int(self.pos[i])
+        raise StartupFailedError(self.path, "KafkaException",
+                                 f"failed to load the record batch header at position {p}: "
+                                 f"end of file after {self.size - p} of {V2_HEADER_BYTES} bytes")
 
-    def last_offset(self, i: int) -> int:
-        if self.magics[i] >= 2:
-            self._v2_header(i)
-            return self.offsets[i] + _I32.unpack_from(self.data, self.pos[i] + 23)[0]
-        return self.offsets[i]  # legacy: the offset field, no load
-
-    def max_timestamp(self, i: int) -> int:
-        p, magic = self.pos[i], self.magics[i]
-        if magic >= 2:
-            self._v2_header(i)
-            return _I64.unpack_from(self.data, p + 35)[0]
-        if magic == 0:
-            return -1  # RecordBatch.NO_TIMESTAMP
-        if magic == 1:
-            return _I64.unpack_from(self.data, p + 18)[0]
-        # LegacyFileChannelRecordBatch.headerSize() -> LegacyRecord.headerSize(magic)
+    def raise_bad_ts(self, i: int) -> None:
+        if self.bad_last[i]:
+            self.raise_bad_last(i)
         raise StartupFailedError(self.path, "IllegalArgumentException",
-                                 f"invalid magic {magic} of the legacy entry at position {p}")
+                                 f"invalid magic {int(self.magics[i])} of the legacy entry at position "
+                                 f"{int(self.pos[i])}")
 
     def base_offset(self, i: int) -> int:
         """FileChannelRecordBatch.baseOffset(): v2 the offset field; legacy the first inner offset."""
+        p = int(self.pos[i])
         if self.magics[i] >= 2:
-            return self.offsets[i]
+            return int(self.offsets[i])
+        codec = self.data[p + 17] & legacy.ATTR_CODEC_MASK
+        if codec > 4:  # CompressionType.forId
+            raise StartupFailedError(self.path, "IllegalArgumentException",
+                                     f"unknown compression type id {codec} of the legacy entry at {p}")
         try:
-            return legacy.inner_offsets(self.data, self.pos[i], self.path)[0]
+            return legacy.inner_offsets(self.data, p, self.path)[0]
         except InvalidRecordError as e:
             raise StartupFailedError(self.path, "InvalidRecordException", str(e)) from e
         except CorruptRecordError as e:
             raise StartupFailedError(self.path, "CorruptRecordException", str(e)) from e
 
+    def fits(self, base: int) -> np.ndarray:
+        """AbstractIndex.canAppendOffset(lastOffset) for an index at ``base``, per entry."""
+        with np.errstate(over="ignore"):
+            rel = self.last - np.int64(base)
+        return (rel >= 0) & (rel <= INT32_MAX)
+
     def raise_if_corrupt(self) -> None:
         if self.corrupt_at is not None:
-            size = struct.unpack_from(">i", self.data, self.corrupt_at + 8)[0]
+            size = _I32.unpack_from(self.data, self.corrupt_at + 8)[0]
             raise StartupFailedError(self.path, "CorruptRecordException",
                                      f"record size {size} below the minimum {MIN_SIZE_FIELD} at byte "
                                      f"{self.corrupt_at} of an overflowed segment")
 
 
-def _fits(offset: int, base: int) -> bool:
-    return 0 <= offset - base <= INT32_MAX
+def _gather(buf: np.ndarray, starts: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian integers at byte positions ``starts`` of ``buf``, as int64."""
+    width = np.dtype(dtype).itemsize
+    if not len(starts):
+        return np.empty(0, np.int64)
+    raw = buf[starts[:, None] + np.arange(width)]
+    return np.ascontiguousarray(raw).view(dtype).ravel().astype(np.int64)
+
+
+def _first(mask: np.ndarray, start: int = 0) -> int | None:
+    hits = np.flatnonzero(mask[start:])
+    return start + int(hits[0]) if hits.size else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -155,17 +181,17 @@ def _index_after_aborted_recovery(old: _Log, base: int, interval: int) -> tuple[
     ``interval`` bytes passed since the last entry; it stops (raising the overflow) at the first
     batch whose lastOffset does not fit.  ``hasOverflow`` then looks at that in-memory index.
     """
-    last: tuple[int, int] | None = None
+    stop = _first(~old.fits(base) | old.bad_last)
+    limit = len(old) if stop is None else stop
+    pos = old.pos[:limit]
+    entry: tuple[int, int] | None = None
     last_entry_pos = 0
-    for i in range(len(old)):
-        lo = old.last_offset(i)
-        if not _fits(lo, base):
-            break
-        p = old.pos[i]
-        if p - last_entry_pos > interval:
-            last = (lo, p)
-            last_entry_pos = p
-    return last
+    while True:
+        i = int(np.searchsorted(pos, last_entry_pos + interval, side="right"))
+        if i >= limit:
+            return entry
+        last_entry_pos = int(pos[i])
+        entry = (int(old.last[i]), last_entry_pos)
 
 
 def has_overflow(disk: Disk, segment: Segment, cfg: EffectiveConfig) -> bool:
@@ -179,20 +205,21 @@ def _has_overflow(old: _Log, base: int, interval: int) -> bool:
     the offset index that the aborted recovery holds in memory."""
     entry = _index_after_aborted_recovery(old, base, interval)
     target, start = entry if entry is not None else (base, 0)
-    # translateOffset(target): the first batch from the index position whose lastOffset >= target
-    first = next((i for i in range(len(old)) if old.pos[i] >= start), None)
-    hit = None
-    if first is not None:
-        for i in range(first, len(old)):
-            if old.last_offset(i) >= target:
-                hit = i
-                break
-    old.raise_if_corrupt()  # the iteration (to the hit, then lastBatch() to the end) meets it
+    n = len(old)
+    # translateOffset(target): from the index position, the first batch whose lastOffset >= target
+    first = int(np.searchsorted(old.pos, start, side="left"))
+    hit = _first(old.last >= target, first) if first < n else None
+    bad = _first(old.bad_last[: n if hit is None else hit + 1], first) if first < n else None
+    if bad is not None:
+        old.raise_bad_last(bad)
+    old.raise_if_corrupt()  # the iteration (to the end, or lastBatch() from the hit) meets it
     if hit is None:
         next_offset = base
     else:
-        next_offset = old.last_offset(len(old) - 1) + 1
-    return next_offset > base and not _fits(next_offset - 1, base)
+        if old.bad_last[n - 1]:
+            old.raise_bad_last(n - 1)
+        next_offset = int(old.last[n - 1]) + 1
+    return next_offset > base and not 0 <= next_offset - 1 - base <= INT32_MAX
 
 
 # ------------------------------------------------------------------------------------------------
@@ -289,35 +316,39 @@ class _Indexes:
 
 
 def _append_from_file(old: _Log, first: int, idx: _Indexes) -> int:
-    """LogSegment.appendFromFile(old, position of entry ``first``): returns the index after the copied entries."""
-    seg = idx.seg
-    capacity = COPY_BUFFER_BYTES  # a fresh GrowableBufferSupplier per new segment
-    j = first
+    """LogSegment.appendFromFile(old, position of entry ``first``): returns the index after the copied entries.
+
+    Per chunk (appendChunkFromFile) Kafka looks at the batches one by one: lastOffset (header
+    load), canConvertToRelativeOffset, the copy-buffer bound, then maxTimestamp of an accepted
+    batch; the batch that ends a chunk has been looked at too.  The same decisions, per chunk.
+    """
     n = len(old)
-    while True:
-        # appendChunkFromFile: select the batches of one chunk
-        chunk = 0
-        k = j
-        max_ts, ts_offset, largest = LONG_MIN, LONG_MIN, LONG_MIN
-        while k < n:
-            lo = old.last_offset(k)
-            idx.offset_index()  # canConvertToRelativeOffset materialises the offset index
-            if not _fits(lo, seg.base):
-                break
-            if chunk != 0 and chunk + old.sizes[k] >= capacity:
-                break
-            ts = old.max_timestamp(k)
-            if ts > max_ts:
-                max_ts, ts_offset = ts, lo
-            largest = lo
-            chunk += old.sizes[k]
-            k += 1
-        if chunk == 0:
-            break
+    capacity = COPY_BUFFER_BYTES  # a fresh GrowableBufferSupplier per new segment
+    stop = _first(~old.fits(idx.seg.base) | old.bad_last, first)
+    stop = n if stop is None else stop  # entries [first, stop) fit the new segment's indexes
+    csum = old.csum
+    j = first
+    while j < n:
+        if j >= stop:
+            if old.bad_last[j]:
+                old.raise_bad_last(j)
+            idx.offset_index()
+            break  # nothing appendable: the chunk is empty
+        idx.offset_index()  # canConvertToRelativeOffset materialises the offset index
+        # batch j is taken unconditionally, each next one while the chunk stays below the capacity
+        t = int(np.searchsorted(csum, csum[j] + capacity, side="left"))
+        e = min(max(j + 1, t - 1), stop)
+        bad = _first(old.bad_ts[j:e])
+        if bad is not None:
+            old.raise_bad_ts(j + bad)
+        if e < n and old.bad_last[e]:
+            old.raise_bad_last(e)  # the batch that ends the chunk is looked at first
+        chunk = int(csum[e] - csum[j])
+        a = j + int(np.argmax(old.ts[j:e]))  # the first batch with the largest timestamp
         if capacity < chunk:
             capacity = chunk  # one batch larger than the buffer: a buffer of its size, kept for later chunks
-        idx.append_chunk(largest, max_ts, ts_offset, chunk)
-        j = k
+        idx.append_chunk(int(old.last[e - 1]), int(old.ts[a]), int(old.last[a]), chunk)
+        j = e
     return j
 
 

@@ -37,6 +37,7 @@ from mploader.pool import worker_scan as _real_worker_scan
 # loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks),
 # and segments_scanned (the pool counts collected prefetches, plus an inline re-scan of a file
 # that changed after planning, so it is a count of scans done, not of scans Phase 2 asked for).
+# Any other stats field whose name contains "seconds" is a timing too and is left out as well.
 ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
                           "worker_restarts", "inline_fallbacks")
 
@@ -123,7 +124,7 @@ def result_digest(result: Any, root: str | os.PathLike[str]) -> dict[str, Any]:
     data set's root path replaced by ``<root>`` (two copies of a data set live in different places)."""
     j = result.to_json()
     stats = j.pop("stats")
-    j["stats"] = {k: v for k, v in stats.items() if k not in ENGINE_DEPENDENT_STATS}
+    j["stats"] = {k: v for k, v in stats.items() if k not in ENGINE_DEPENDENT_STATS and "seconds" not in k}
     j["details"] = [log_details(lg) for lg in sorted(result.all_logs(), key=lambda l: (l.topic, l.partition, l.dir))]
     return _plain(relabel(j, root))
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from pathlib import Path
 
@@ -395,6 +394,32 @@ def test_faults_land_where_the_manifest_says(faulty):
             if path not in faulted_logs:
                 data = path.read_bytes()
                 assert len(data) == s["size"] and len(read_batches(data)) == len(s["batches"])
+
+
+@pytest.mark.parametrize("changes", [
+    dict(segment_bytes=4096, batch_bytes=4096, index_interval_bytes=0),  # one batch per segment at most
+    dict(max_index_size=64, index_interval_bytes=0, batch_bytes=600, records_per_batch=3),  # indexes fill up
+    dict(data_dirs=1, topics=1, partitions_per_topic=1, records_per_batch=1, compression="gzip"),
+    dict(total_bytes=0, clean_shutdown=True),  # one batch per partition
+    dict(idempotent_fraction=0.0, transactional_fraction=1.0, idempotent_producers=0),
+])
+def test_edge_configs_still_write_what_kafka_would(tmp_path, changes):
+    cfg = SMALL.replace(**{"total_bytes": 150_000, **changes})
+    generate(tmp_path / "b", cfg)
+    m = read_manifest(tmp_path / "b")
+    max_offset_entries, max_time_entries = cfg.max_index_size // 8, cfg.max_index_size // 12
+    for p in all_partitions(m):
+        assert p["batch_count"] >= 1
+        for s in p["segments"]:
+            data = seg_file(tmp_path / "b", p, s["base_offset"], ".log").read_bytes()
+            batches = read_batches(data)
+            assert [row_of(pos, h, data) for pos, h in batches] == s["batches"]
+            assert len(data) <= cfg.segment_bytes or len(batches) == 1
+            trimmed = cfg.clean_shutdown or not s["active"]
+            offs, times = expected_indexes(batches, cfg.index_interval_bytes, final_time_entry=trimmed)
+            assert s["offset_index"] == [list(e) for e in offs] and s["time_index"] == [list(e) for e in times]
+            assert len(offs) <= max_offset_entries and len(times) <= max_time_entries
+        list(replay(tmp_path / "b", p))  # producer state replays without surprises
 
 
 def test_same_seed_same_bytes(tmp_path):

@@ -202,8 +202,7 @@ class OffsetIndex(_Index):
 
     def lookup(self, target: int) -> tuple[int, int]:
         """``(offset, position)`` of the largest entry <= target, else ``(base, 0)``."""
-        # int32 relative keys: largest_lower_bound_slot then uses this index's 1024-entry warm section
-        slot = largest_lower_bound_slot(self._slots()["relative_offset"], target - self.base_offset)
+        slot = largest_lower_bound_slot(self._slots()["relative_offset"], target, 8, self.base_offset)
         return self._parse(slot) if slot >= 0 else (self.base_offset, 0)
 
     def append(self, offset: int, position: int) -> None:
@@ -218,7 +217,7 @@ class OffsetIndex(_Index):
 
     def truncate_to(self, offset: int) -> None:
         rel = self._slots()["relative_offset"]
-        slot = largest_lower_bound_slot(rel, offset - self.base_offset)
+        slot = largest_lower_bound_slot(rel, offset, 8, self.base_offset)
         self._truncate_slot(slot, int(rel[slot]) if slot >= 0 else 0, offset)
 
     def sanity_check(self) -> None:
@@ -253,7 +252,7 @@ class TimeIndex(_Index):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """``(timestamp, offset)`` of the largest entry with timestamp <= target, else ``(-1, base)``."""
-        slot = largest_lower_bound_slot(self._slots()["timestamp"].astype(np.int64), timestamp)
+        slot = largest_lower_bound_slot(self._slots()["timestamp"], timestamp, 12)
         return self._parse(slot) if slot >= 0 else (NO_TIMESTAMP, self.base_offset)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -280,10 +279,9 @@ class TimeIndex(_Index):
         self.last_entry = (timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:
-        # searched by offset (the entry's value); int64 keys keep this index's 682-entry warm section
-        offsets = self._slots()["relative_offset"].astype(np.int64) + self.base_offset
-        slot = largest_lower_bound_slot(offsets, offset)
-        self._truncate_slot(slot, int(offsets[slot]) - self.base_offset if slot >= 0 else 0, offset)
+        rel = self._slots()["relative_offset"]  # searched by offset (the entry's value), not timestamp
+        slot = largest_lower_bound_slot(rel, offset, 12, self.base_offset)
+        self._truncate_slot(slot, int(rel[slot]) if slot >= 0 else 0, offset)
 
     def sanity_check(self) -> None:
         last_ts, last_off = self.last_entry

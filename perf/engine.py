@@ -1,0 +1,320 @@
+"""Benchmark of the Phase 1 engines against this machine's own limits, measured side by side in one run.
+
+    .venv/bin/python perf/engine.py [--size 600MB] [--batch-bytes 1024] [--workers 1,2] [--clean-segments 100000]
+
+Builds its data with ``mploader generate`` (one data dir, ~1 KiB batches, every segment past the
+recovery point: a full unclean recovery), warms the page cache, then measures in this order:
+
+* the ceiling: bare processes walking the same files with one ``unpack_from`` per header and
+  CRC-32C per batch (1 process, then N processes splitting the files);
+* mploader N=1 (inline) and N=k (process pool), alternately, each repeated;
+* a thread-pool engine (the seed KIP's design, in Python) and a serial loop over kafka-python's reader;
+* optionally a clean-shutdown load of many small segments (seconds and parent memory per segment).
+
+It prints a Markdown table; ``--report perf/README.md`` replaces the section between the
+``<!-- engine:begin -->`` / ``<!-- engine:end -->`` markers with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import Pool
+from pathlib import Path
+
+import psutil
+from crc32c import crc32c
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mploader import LoaderConfig, load_logs  # noqa: E402
+from mploader.cli import parse_size  # noqa: E402
+from mploader.engine import DirPlan, Engine, InlineSource, plan_segment_scans  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
+import mploader.manager as manager  # noqa: E402
+from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
+
+HEADER = struct.Struct(">qiibI")
+
+
+# --------------------------------------------------------------------------------------------
+# The ceiling: the least Python can do per batch
+
+
+def bare_walk(paths: list[str]) -> tuple[int, int]:
+    """Walk + CRC-32C every v2 batch of the files; returns (batches, bytes)."""
+    batches = nbytes = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        mv = memoryview(data)
+        p, end = 0, len(data)
+        up = HEADER.unpack_from
+        while p < end - 17:
+            _, size, _, _, crc = up(data, p)
+            total = size + 12
+            if crc32c(mv[p + 21 : p + total]) != crc:
+                raise SystemExit(f"{path}: bad CRC at {p} in the benchmark data")
+            p += total
+            batches += 1
+        nbytes += end
+    return batches, nbytes
+
+
+def bare_parallel(paths: list[str], n: int) -> float:
+    """Seconds for n processes to walk all the files (split by size, pool started beforehand)."""
+    groups: list[list[str]] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for p in sorted(paths, key=os.path.getsize, reverse=True):
+        i = sizes.index(min(sizes))
+        groups[i].append(p)
+        sizes[i] += os.path.getsize(p)
+    with Pool(n) as pool:
+        pool.map(abs, range(n))  # start the workers before timing
+        t0 = time.perf_counter()
+        pool.map(bare_walk, groups)
+        return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------------
+# The KIP's design in Python: a thread pool scanning segments ahead of Phase 2
+
+
+class ThreadSource(InlineSource):
+    def __init__(self, engine: "ThreadEngine"):
+        super().__init__(engine.stats)
+        self.engine = engine
+
+    def scan(self, task: SegmentTask) -> SegmentScan:
+        fut = self.engine.futures.pop(task.path, None)
+        if fut is None or task.end is not None or task.start:
+            return super().scan(task)
+        return fut.result()
+
+
+class ThreadEngine(Engine):
+    workers_per_dir = 2
+
+    def __init__(self, stats, threads: int):  # type: ignore[no-untyped-def]
+        super().__init__(stats)
+        self.pool = ThreadPoolExecutor(threads)
+        self.futures: dict[str, object] = {}
+        self._source = ThreadSource(self)
+
+    def source(self, data_dir: str) -> ThreadSource:  # type: ignore[override]
+        return self._source
+
+    def prefetch(self, dirs: list[DirPlan]) -> None:  # type: ignore[override]
+        for plan in dirs:
+            for task in sorted(plan_segment_scans(plan), key=lambda t: -os.path.getsize(t.path)):
+                self.futures[task.path] = self.pool.submit(scan_segment, task)
+
+    def close(self, kill: bool = False) -> None:
+        self.pool.shutdown()
+
+
+def load_with_threads(dirs: list[str], threads: int) -> float:
+    original = manager.make_engine
+    manager.make_engine = lambda cfg, d, stats, metrics=None, progress=None: ThreadEngine(stats, threads)
+    try:
+        t0 = time.perf_counter()
+        load_logs(dirs, LoaderConfig())
+        return time.perf_counter() - t0
+    finally:
+        manager.make_engine = original
+
+
+def kafka_python_serial(paths: list[str], budget_s: float) -> tuple[float, int]:
+    """Seconds per byte-budget of kafka-python's reader validating every batch CRC (serial)."""
+    from kafka.record.memory_records import MemoryRecords
+
+    nbytes = 0
+    t0 = time.perf_counter()
+    for path in paths:
+        data = Path(path).read_bytes()
+        records = MemoryRecords(data)
+        while True:
+            batch = records.next_batch()
+            if batch is None:
+                break
+            if not batch.validate_crc():
+                raise SystemExit(f"kafka-python finds a bad CRC in {path}")
+        nbytes += len(data)
+        if time.perf_counter() - t0 > budget_s:
+            break
+    return time.perf_counter() - t0, nbytes
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def warm(paths: list[str]) -> None:
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def timed_load(dirs: list[str], workers: int | str) -> tuple[float, dict]:
+    gc.collect()
+    t0 = time.perf_counter()
+    r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers))
+    dt = time.perf_counter() - t0
+    return dt, {"scan": r.stats.scan_seconds, "wait": r.stats.wait_seconds, "bytes": r.stats.bytes_read,
+                "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
+                "scanned": r.stats.segments_scanned}
+
+
+def reset_recovery_points(data_dirs: list[str]) -> None:
+    """Recovery point 0 everywhere (an empty checkpoint): every byte is recovered."""
+    for d in data_dirs:
+        Path(d, "recovery-point-offset-checkpoint").write_text("0\n0\n")
+        Path(d, ".kafka_cleanshutdown").unlink(missing_ok=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=parse_size, default=parse_size("600MB"))
+    ap.add_argument("--batch-bytes", type=parse_size, default=1024)
+    ap.add_argument("--segment-bytes", type=parse_size, default=parse_size("64MiB"))
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--workers", default="1,2", help="comma-separated process counts; the first is the baseline")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--clean-segments", type=int, default=0, help="also time a clean load of this many segments")
+    ap.add_argument("--clean-partitions", type=int, default=3000)
+    ap.add_argument("--out", default=str(ROOT / "perf" / "out" / "engine"))
+    ap.add_argument("--report", default=None, help="write the table into this Markdown file")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    workers = [int(w) for w in args.workers.split(",")]
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    cmd = "python perf/engine.py " + " ".join(sys.argv[1:])
+    say(f"`{cmd}` on {psutil.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")
+    t0 = time.perf_counter()
+    gen = generate(out / "unclean", GeneratorConfig(
+        data_dirs=1, topics=1, partitions_per_topic=args.partitions, total_bytes=args.size,
+        segment_bytes=args.segment_bytes, batch_bytes=args.batch_bytes, records_per_batch=1,
+        idempotent_fraction=0.3, transactional_fraction=0.1, nonzero_start_fraction=0.0,
+        delete_records_fraction=0.0, clean_shutdown=False, faults=0, seed=1))
+    dirs = list(gen.data_dirs)
+    reset_recovery_points(dirs)
+    paths = sorted(str(p) for d in dirs for p in Path(d).rglob("*.log"))
+    total = sum(os.path.getsize(p) for p in paths)
+    say(f"data: {gen.batches:,} batches in {len(paths)} segments, {total / 1e9:.2f} GB "
+        f"(generated in {time.perf_counter() - t0:.1f} s), every segment recovered")
+    say("")
+    say("| what | seconds | GB/s | us/batch | vs baseline |")
+    say("|---|---|---|---|---|")
+    warm(paths)
+    t = time.perf_counter()
+    batches, _ = bare_walk(paths)
+    bare1 = time.perf_counter() - t
+    say(f"| bare walk+CRC, 1 process | {bare1:.2f} | {total / bare1 / 1e9:.2f} | {bare1 / batches * 1e6:.2f} | 1.00x |")
+    bare_n = {}
+    for n in workers[1:]:
+        warm(paths)
+        bare_n[n] = bare_parallel(paths, n)
+        say(f"| bare walk+CRC, {n} processes (the ceiling) | {bare_n[n]:.2f} | {total / bare_n[n] / 1e9:.2f} | | "
+            f"{bare1 / bare_n[n]:.2f}x |")
+    results: dict[int, list[tuple[float, dict]]] = {w: [] for w in workers}
+    for _ in range(args.repeat):
+        for w in workers:
+            warm(paths)
+            results[w].append(timed_load(dirs, w))
+    base = min(r[0] for r in results[workers[0]])
+    for w in workers:
+        best, info = min(results[w], key=lambda r: r[0])
+        label = "inline" if w == 1 else f"{w} worker processes"
+        say(f"| mploader load, {label} | {best:.2f} | {total / best / 1e9:.2f} | {best / batches * 1e6:.2f} | "
+            f"{base / best:.2f}x |")
+        if w == 1:
+            scan = info["scan"]
+            say(f"| - of which Phase 1 scans | {scan:.2f} | {total / scan / 1e9:.2f} | {scan / batches * 1e6:.2f} | "
+                f"{scan / bare1:.2f}x the bare walk |")
+            say(f"| - of which Phase 2 + fixed costs | {best - scan:.2f} | | | {(best - scan) / scan:.0%} of Phase 1 |")
+        else:
+            say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B for "
+                f"{info['scanned']} scans |")
+    for n in workers[1:]:
+        best = min(r[0] for r in results[n])
+        say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
+            f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
+    threads = max(workers)
+    warm(paths)
+    tt = min(load_with_threads(dirs, threads) for _ in range(args.repeat))
+    best_n = min(r[0] for r in results[max(workers)])
+    say(f"| thread-pool engine, {threads} threads (KIP design) | {tt:.2f} | {total / tt / 1e9:.2f} | | "
+        f"mploader {max(workers)} workers is {tt / best_n:.2f}x faster |")
+    kp_s, kp_bytes = kafka_python_serial(paths, budget_s=20.0)
+    kp_full = kp_s * total / kp_bytes
+    say(f"| serial kafka-python reader (extrapolated from {kp_bytes / 1e6:.0f} MB) | {kp_full:.2f} | "
+        f"{kp_bytes / kp_s / 1e9:.3f} | | mploader {max(workers)} workers is {kp_full / best_n:.1f}x faster |")
+    if args.clean_segments:
+        say("")
+        clean_load(out, args, workers, say)
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+    if args.report:
+        replace_section(Path(args.report), "engine", lines)
+
+
+def clean_load(out: Path, args: argparse.Namespace, workers: list[int], say) -> None:  # type: ignore[no-untyped-def]
+    n_seg = args.clean_segments
+    parts = args.clean_partitions
+    topics = max(1, parts // 100)
+    t0 = time.perf_counter()
+    gen = generate(out / "clean", GeneratorConfig(
+        data_dirs=1, topics=topics, partitions_per_topic=parts // topics, total_bytes=n_seg * 300,
+        segment_bytes=300, batch_bytes=200, records_per_batch=1, clean_shutdown=True, faults=0, seed=2,
+        idempotent_fraction=0.0, transactional_fraction=0.0))
+    dirs = list(gen.data_dirs)
+    say(f"clean-shutdown load: {gen.segments:,} segments in {gen.partitions:,} partitions "
+        f"(generated in {time.perf_counter() - t0:.0f} s)")
+    say("")
+    say("| workers | seconds | segments/s | parent RSS growth per segment | descriptor bytes per segment |")
+    say("|---|---|---|---|---|")
+    marker = Path(dirs[0], ".kafka_cleanshutdown")
+    content = marker.read_bytes()
+    for w in workers:
+        marker.write_bytes(content)
+        gc.collect()
+        rss0 = psutil.Process().memory_info().rss
+        t = time.perf_counter()
+        r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=w))
+        dt = time.perf_counter() - t
+        rss = psutil.Process().memory_info().rss - rss0
+        segs = sum(len(lg.segments) for lg in r.logs.values())
+        say(f"| {w} | {dt:.2f} | {segs / dt:,.0f} | {max(rss, 0) / segs:.0f} B | "
+            f"{r.stats.pickled_bytes / segs:.0f} B (no scans: nothing to describe) |")
+        del r
+
+
+def replace_section(path: Path, name: str, lines: list[str]) -> None:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = path.read_text() if path.exists() else ""
+    block = "\n".join([begin, *lines, end])
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
