@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence, TextIO
 
+from .cli_load import add_load_arguments, run_load
 from .format.compression import CODEC_NAMES, UnsupportedCodecError, available_codecs
 from .generate import FAULT_KINDS, Callback, GenerateSummary, GeneratorConfig, generate
 
@@ -204,7 +205,7 @@ COMMANDS: dict[str, Command] = {
         "write realistic Kafka data dirs (with faults and a ground-truth manifest)",
         _add_generate_arguments, _run_generate,
     ),
-    # "load": Command("load and recover data dirs as Kafka's start-up does", _add_load_arguments, _run_load),
+    "load": Command("load and recover data dirs as a Kafka broker's start-up does", add_load_arguments, run_load),
 }
 
 

@@ -126,8 +126,8 @@ def summary_lines(result: LoadResult) -> list[str]:
 
 
 def run_load(args: argparse.Namespace) -> int:
-    if args.verbose:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="mploader: %(levelname)s: %(message)s", stream=sys.stderr)
     try:
         cfg = LoaderConfig(
             num_recovery_threads_per_data_dir=args.recovery_threads,

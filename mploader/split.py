@@ -26,6 +26,7 @@ end state is observable.  Every change goes through the :class:`Disk`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -218,8 +219,12 @@ def _has_overflow(old: _Log, base: int, interval: int) -> bool:
     else:
         if old.bad_last[n - 1]:
             old.raise_bad_last(n - 1)
-        next_offset = int(old.last[n - 1]) + 1
-    return next_offset > base and not 0 <= next_offset - 1 - base <= INT32_MAX
+        next_offset = _long(int(old.last[n - 1]) + 1)  # RecordBatch.nextOffset(), Java long arithmetic
+    return next_offset > base and not 0 <= _long(next_offset - 1 - base) <= INT32_MAX
+
+
+def _long(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,6 +443,18 @@ def split_overflowed_segment(disk: Disk, segment: Segment, cfg: EffectiveConfig,
             _delete_cleaned(disk, segment.dir, base, deleted)
         raise
 
+    bases = [s.base for s in plan]
+    if len(set(bases)) < len(bases):
+        # Offsets that go backwards can give two new segments the same base: creating the second
+        # deleted the first one's .cleaned files, so replaceSegments' rename of the first to .swap
+        # fails (NoSuchFileException, an IOException) and Kafka's cleanup deletes every new file.
+        for base in dict.fromkeys(created):
+            _delete_cleaned(disk, segment.dir, base, deleted)
+        dup = next(b for b in bases if bases.count(b) > 1)
+        path = _file(segment.dir, dup, names.LOG_SUFFIX, names.CLEANED_SUFFIX)
+        raise FileNotFoundError(errno.ENOENT, f"two segments split from {segment.log_path} have base offset {dup} "
+                                              "(Kafka: NoSuchFileException renaming it to .swap)", path)
+
     mtime_ns = _mtime_ms(disk, segment.log_path) * 1_000_000
     new_segments: list[Segment] = []
     for s in plan:
@@ -463,14 +480,15 @@ def split_overflowed_segment(disk: Disk, segment: Segment, cfg: EffectiveConfig,
     return new_segments
 
 
-def _rename_suffix(disk: Disk, seg: Segment, old_extra: str, new_extra: str, *, log_required: bool) -> None:
-    """LogSegment.changeFileSuffixes: each of the four files that exists is renamed."""
+def _rename_suffix(disk: Disk, seg: Segment, old_extra: str, new_extra: str) -> None:
+    """LogSegment.changeFileSuffixes of a new segment: its .log, .index and .timeindex must exist
+    (a missing one is a NoSuchFileException); its .txnindex only if it exists (never, here)."""
     for sfx in _SEGMENT_SUFFIXES:
         src = _file(seg.dir, seg.base_offset, sfx, old_extra)
         if disk.exists(src):
             disk.rename(src, _file(seg.dir, seg.base_offset, sfx, new_extra))
-        elif sfx == names.LOG_SUFFIX and log_required:
-            raise FileNotFoundError(src)
+        elif sfx != names.TXN_INDEX_SUFFIX:
+            raise FileNotFoundError(errno.ENOENT, "NoSuchFileException", src)
 
 
 def _replace_segments(disk: Disk, old: Segment, new: list[Segment], in_segment_map: bool,
@@ -478,7 +496,7 @@ def _replace_segments(disk: Disk, old: Segment, new: list[Segment], in_segment_m
     """LocalLog.replaceSegments(new, [old]) with the old segment's delete done at once."""
     ordered = sorted(new, key=lambda s: s.base_offset)
     for seg in reversed(ordered):  # .cleaned -> .swap, highest base first
-        _rename_suffix(disk, seg, names.CLEANED_SUFFIX, names.SWAP_SUFFIX, log_required=True)
+        _rename_suffix(disk, seg, names.CLEANED_SUFFIX, names.SWAP_SUFFIX)
     if in_segment_map:
         # deleteSegmentFiles(async): rename to *.deleted now; mploader deletes at once
         renamed = []
@@ -491,7 +509,7 @@ def _replace_segments(disk: Disk, old: Segment, new: list[Segment], in_segment_m
             if disk.delete(src + names.DELETED_SUFFIX) and deleted is not None:
                 deleted.append(os.path.basename(src))
     for seg in ordered:  # .swap -> final names, lowest base first
-        _rename_suffix(disk, seg, names.SWAP_SUFFIX, "", log_required=True)
+        _rename_suffix(disk, seg, names.SWAP_SUFFIX, "")
     disk.sync_dir(old.dir)
 
 

@@ -17,7 +17,7 @@ from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
 from mploader.format.log import iter_entries
 from tests.conftest import corpus_data_dirs
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
-from tests.treehash import changed, tree_state
+from mploader.fingerprint import changed, tree_state
 
 
 def kafka_python_valid_prefix(data: bytes) -> int:

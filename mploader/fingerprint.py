@@ -1,4 +1,4 @@
-"""Fingerprints of directory trees: what a load changed, byte for byte.
+"""Fingerprints of directory trees: what a load changed, byte for byte (tests, demo, perf).
 
 Content-exact and fast on sparse files: only non-zero 64 KiB blocks inside data
 extents (SEEK_DATA/SEEK_HOLE) are hashed, with their offsets, so a hole and
