@@ -36,7 +36,7 @@ class Disk:
         names = set()
         with os.scandir(directory) as it:
             for e in it:
-                if e.is_file(follow_symlinks=False) or (e.is_symlink() and os.path.isfile(e.path)):
+                if e.is_file(follow_symlinks=False) or e.is_symlink():  # links are the loader's to refuse
                     names.add(e.name)
         if self._overlay:
             prefix = os.path.join(directory, "")

@@ -32,6 +32,7 @@ from .segment import Segment, read_next_offset, resize_indexes, translate_offset
 log = logging.getLogger(__name__)
 
 INT64_MAX = 2**63 - 1
+MAX_SEGMENT_BYTES = 2**31 - 1  # FileRecords refuses to open a larger .log
 
 
 class ScanSource(Protocol):
@@ -205,6 +206,10 @@ class LogLoader:
         min_cleaned = INT64_MAX
         for name in self.disk.list_files(self.dir):
             check_readable(self.path(name))
+            if os.path.islink(self.path(name)):
+                raise StartupFailedError(self.path(name), "KafkaException",
+                                         "a file in a partition directory is a symbolic link; mploader does not "
+                                         "follow links out of a data dir: replace the link by the file itself")
             if name.endswith(names.DELETED_SUFFIX) and not name.endswith(names.CHECKPOINT_DELETED_SUFFIX):
                 self._delete(name)
             elif name.endswith(names.CLEANED_SUFFIX):
@@ -263,6 +268,10 @@ class LogLoader:
                 if not self.disk.exists(seg.log_path):
                     # a non-padded "5.log" makes Kafka open (create) the padded name
                     self.disk.write(seg.log_path, b"")
+                if self.disk.size(seg.log_path) > MAX_SEGMENT_BYTES:
+                    raise StartupFailedError(seg.log_path, "KafkaException",
+                                             f"segment of {self.disk.size(seg.log_path)} bytes is larger than the "
+                                             f"maximum segment size of {MAX_SEGMENT_BYTES} bytes")
                 time_index_missing = not self.disk.exists(seg.time_index_path)
                 if self._needs_load_time_recovery(seg, time_index_missing):
                     try:

@@ -178,3 +178,60 @@ def test_symlinked_partition_dir_is_refused(tmp_path: Path) -> None:
     (d / "t-0").symlink_to(outside / "t-0")
     with pytest.raises(StartupFailedError, match="symbolic link"):
         load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+
+
+def test_symlinked_segment_file_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_bytes(B(0))
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).segment(0, B(0))
+    (pb.path / "00000000000000000001.log").symlink_to(outside)
+    with pytest.raises(StartupFailedError, match="symbolic link") as e:
+        load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert "00000000000000000001.log" in str(e.value)
+    assert outside.read_bytes() == B(0)
+
+
+def test_log_over_2_gib_fails_like_kafka(tmp_path: Path) -> None:
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).segment(0, B(0))
+    with open(pb.file(0, ".log"), "r+b") as f:
+        f.truncate(2**31)  # sparse: one byte over Integer.MAX_VALUE
+    with pytest.raises(StartupFailedError, match="larger than the maximum segment size") as e:
+        load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert e.value.kafka_exception == "KafkaException" and "00000000000000000000.log" in str(e.value)
+
+
+def test_index_longer_than_max_index_size(tmp_path: Path) -> None:
+    """Kafka opens an existing index at whatever length it has; the active segment's indexes are
+    resized to segment.index.bytes at the end of the load (entries past it are cut), others stay."""
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).std3()
+    big = pb.read("00000000000000000000.timeindex") + bytes(4000)
+    pb.write("00000000000000000000.timeindex", big)
+    pb.write("00000000000000000020.index", bytes(2000))
+    load_logs([str(d)], LoaderConfig(max_index_size=1000), now_ms=NOW)
+    assert pb.read("00000000000000000000.timeindex") == big
+    assert pb.read("00000000000000000020.index") == bytes(1000)
+    assert len(pb.read("00000000000000000020.timeindex")) == 996
+
+
+def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, monkeypatch) -> None:
+    """A segment listed but gone when opened (deleted by something else mid-load): Kafka's
+    IOException; the partition is not loaded and the data dir goes offline, other partitions load."""
+    from mploader.disk import Disk
+
+    d = data_dir(tmp_path, clean=False)
+    PartitionBuilder(d, topic="a").std3()
+    gone = PartitionBuilder(d, topic="b").std3()
+    real_exists = Disk.exists
+
+    def exists_then_vanish(self, path):  # type: ignore[no-untyped-def]
+        if path == str(gone.file(10, ".timeindex")) and gone.file(10, ".log").exists():
+            gone.file(10, ".log").unlink()  # the segment was opened; its file goes before it is read
+        return real_exists(self, path)
+
+    monkeypatch.setattr(Disk, "exists", exists_then_vanish)
+    r = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert TopicPartition("a", 0) in r.logs and TopicPartition("b", 0) not in r.logs
+    assert str(d) in r.offline_dirs and "00000000000000000010.log" in r.offline_dirs[str(d)]
