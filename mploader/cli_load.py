@@ -91,7 +91,7 @@ class _ProgressLine(Progress):
         width = 30
         filled = int(width * self.done / self.total) if self.total else width
         self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] partitions {self.done}/{self.total}"
-                          f" | segments scanned in workers {self.segments} ({format_bytes(self.nbytes)})")
+                          f" | segments scanned {self.segments} ({format_bytes(self.nbytes)})")
         self.stream.flush()
 
 

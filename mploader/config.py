@@ -12,9 +12,6 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_FILE_DELETE_DELAY_MS = 60_000
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
-IndexCheck = Literal["kafka", "sanity", "full"]
-
-
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     """Per-topic values (Kafka's topic-level overrides); None = the broker default."""
@@ -56,8 +53,6 @@ class LoaderConfig:
     ``remote_log_storage_system_enable``         remote.log.storage.system.enable
     ``topic_overrides``                          {topic: TopicConfig}
     ``dry_run``                                  compute and report everything; change no byte on disk
-    ``index_check``                              "kafka" (default), "sanity" or "full" (ARCHITECTURE.md)
-    ``verify``                                   CRC-check every segment, not only those recovered
     """
 
     num_recovery_threads_per_data_dir: int = 1
@@ -72,8 +67,6 @@ class LoaderConfig:
     record_version: int = 2
     topic_overrides: Mapping[str, TopicConfig] = field(default_factory=dict)
     dry_run: bool = False
-    index_check: IndexCheck = "kafka"
-    verify: bool = False
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
@@ -85,8 +78,6 @@ class LoaderConfig:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.max_index_size < 4:
             raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
-        if self.index_check not in ("kafka", "sanity", "full"):
-            raise ValueError('index_check must be "kafka", "sanity" or "full"')
         if self.record_version not in (0, 1, 2):
             raise ValueError("record_version must be 0, 1 or 2")
 

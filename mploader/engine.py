@@ -56,8 +56,10 @@ CHUNK_BYTES = 64 * 1024 * 1024
 class InlineSource:
     """Scans on the calling thread."""
 
-    def __init__(self, stats: LoadStats):
+    def __init__(self, stats: LoadStats, progress: Progress | None = None, data_dir: str = ""):
         self.stats = stats
+        self.progress = progress
+        self.data_dir = data_dir
         self._lock = threading.Lock()
 
     def scan(self, task: SegmentTask) -> SegmentScan:
@@ -67,6 +69,8 @@ class InlineSource:
         with self._lock:
             self.stats.segments_scanned += 1
             self.stats.scan_seconds += elapsed
+        if self.progress is not None:
+            self.progress.segments_scanned(self.data_dir, 1, result.bytes_read)
         return result
 
 
@@ -75,12 +79,13 @@ class Engine:
 
     workers_per_dir = 1
 
-    def __init__(self, stats: LoadStats):
+    def __init__(self, stats: LoadStats, progress: Progress | None = None):
         self.stats = stats
+        self.progress = progress
         self._inline = InlineSource(stats)
 
     def source(self, data_dir: str) -> InlineSource:
-        return self._inline
+        return InlineSource(self.stats, self.progress, data_dir)
 
     def prefetch(self, dirs: Sequence["DirPlan"]) -> None:
         """Inline: nothing to do ahead of time."""
@@ -125,7 +130,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str], stats: LoadStats, metri
                 progress: Progress | None = None) -> Engine:
     n = workers_per_dir(cfg, len(data_dirs))
     if n <= 1 or not data_dirs:
-        return Engine(stats)
+        return Engine(stats, progress)
     from .pool import PoolEngine
 
     return PoolEngine(stats, n, data_dirs, metrics, progress)

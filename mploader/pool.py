@@ -95,10 +95,9 @@ class PoolSource:
 class PoolEngine(Engine):
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES):
-        super().__init__(stats)
+        super().__init__(stats, progress)
         self.workers_per_dir = workers
         self.metrics = metrics
-        self.progress = progress
         self.chunk_bytes = chunk_bytes
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[tuple, _Pending] = {}

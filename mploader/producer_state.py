@@ -21,8 +21,7 @@ from .disk import Disk
 from .errors import CorruptSnapshotError, StartupFailedError
 from .format import names
 from .format.records import last_sequence
-from .format.snapshot import ProducerSnapshotEntry, java_hashmap_capacity, java_hashmap_order, parse_snapshot, \
-    snapshot_bytes
+from .format.snapshot import JavaLongHashMap, ProducerSnapshotEntry, java_hashmap_order, parse_snapshot, snapshot_bytes
 from .result import ProducerInfo
 from .scan import Marker
 
@@ -149,8 +148,8 @@ class ProducerStateManager:
         self.disk = disk
         self.dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
-        self.producers: dict[int, ProducerEntry] = {}  # insertion order = HashMap insertion order
-        self.max_producers = 0  # a HashMap's table never shrinks
+        self.producers: dict[int, ProducerEntry] = {}
+        self._table = JavaLongHashMap()  # Kafka's HashMap: its iteration order makes the snapshot bytes
         self.ongoing: dict[int, int] = {}  # first offset -> producer id
         self.unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
         self.map_end_offset = 0
@@ -177,9 +176,7 @@ class ProducerStateManager:
     def take_snapshot(self) -> None:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
-            cap = java_hashmap_capacity(self.max_producers)
-            order = java_hashmap_order(list(self.producers), cap)
-            data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in order])
+            data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in self._table.order()])
             self.disk.write(os.path.join(self.dir, name), data, fsync=True, truncate=False)
             self.snapshots[self.map_end_offset] = name
             self.snapshots = dict(sorted(self.snapshots.items()))
@@ -205,9 +202,11 @@ class ProducerStateManager:
 
     def _add_producer(self, entry: ProducerEntry) -> None:
         self.producers[entry.producer_id] = entry
-        self.max_producers = max(self.max_producers, len(self.producers))
+        self._table.put(entry.producer_id)
 
     def _clear(self) -> None:
+        for pid in self.producers:
+            self._table.remove(pid)  # HashMap.clear() keeps the table's length
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()

@@ -175,7 +175,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         if limit < len(rows) and (plan.failed_at_row is None):
             raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
         raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
-    if plan.final_time_failed:
+    if plan.final_time_failed:  # recover() truncated the log and trimmed the offset index first
+        if scan.valid_bytes < disk.size(path):
+            disk.set_size(path, scan.valid_bytes)
         disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
         _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
                            cfg.max_index_size, 12)

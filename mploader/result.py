@@ -53,8 +53,6 @@ class LoadedLog:
     recovered_segments: list[int] = field(default_factory=list)  # base offsets, in recovery order
     truncated_bytes: int = 0
     deleted_files: list[str] = field(default_factory=list)  # names inside the partition dir
-    created_files: list[str] = field(default_factory=list)
-    index_problems: list[str] = field(default_factory=list)  # stricter index modes only
 
     @property
     def topic(self) -> str:

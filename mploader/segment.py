@@ -9,6 +9,7 @@ garbage index gives the same answers it gives Kafka.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,11 @@ from .disk import Disk
 from .errors import StartupFailedError
 from .format import names
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
+from .format.records import HEADER_SIZE_UP_TO_MAGIC
 from .scan import SegmentScan, SegmentTask, Stop, scan_buffer
+
+_ENTRY_PREFIX = struct.Struct(">qiib")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -113,15 +118,27 @@ def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -
 
 
 def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int = 0) -> tuple[int, int] | None:
-    """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset."""
+    """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset.
+
+    Like Kafka's searchForOffsetWithSize it reads headers from the index's position on and stops at
+    the first hit: entries after it are never looked at."""
     _, pos = offset_index_lookup(disk, seg, offset)
-    walk = walk_from(disk, seg, max(pos, start_position))
-    _raise_if_corrupt(walk)
-    hits = np.flatnonzero(walk.batches["last_offset"] >= offset)
-    if not hits.size:
-        return None
-    row = walk.batches[hits[0]]
-    return int(row["position"]), int(row["size"])
+    size = disk.size(seg.log_path)
+    buf = disk.view(seg.log_path)
+    p = max(pos, start_position)
+    while p < size - HEADER_SIZE_UP_TO_MAGIC:
+        base, length, _, magic = _ENTRY_PREFIX.unpack_from(buf, p)
+        if length < 14:
+            raise StartupFailedError(seg.log_path, "CorruptRecordException",
+                                     f"size field {length} below the minimum 14 at byte {p} of an unrecovered segment")
+        total = length + 12
+        if p > size - total:
+            return None
+        last = base + _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0] if magic >= 2 and p + 27 <= size else base
+        if last >= offset:
+            return p, total
+        p += total
+    return None
 
 
 def read_next_offset(disk: Disk, seg: Segment) -> int:

@@ -102,21 +102,18 @@ def _plain(obj: Any) -> Any:
 
 
 def log_details(lg: Any) -> dict[str, Any]:
-    """Every field of a LoadedLog (``deleted_files`` / ``created_files`` sorted)."""
-    return {
-        "topic_partition": [lg.topic_partition.topic, lg.topic_partition.partition],
-        "dir": lg.dir, "data_dir": lg.data_dir, "kind": lg.kind.value, "clean_shutdown": lg.clean_shutdown,
-        "log_start_offset": lg.log_start_offset, "recovery_point": lg.recovery_point,
-        "loader_recovery_point": lg.loader_recovery_point, "log_end_offset": lg.log_end_offset,
-        "segments": [dataclasses.asdict(s) for s in lg.segments],
-        "leader_epochs": None if lg.leader_epochs is None else [list(e) for e in lg.leader_epochs],
-        "producers": {str(pid): dataclasses.asdict(p) for pid, p in sorted(lg.producers.items())},
-        "recovered_segments": list(lg.recovered_segments),
-        "truncated_bytes": lg.truncated_bytes,
-        "deleted_files": sorted(lg.deleted_files),
-        "created_files": sorted(lg.created_files),
-        "index_problems": list(lg.index_problems),
-    }
+    """Every field of a LoadedLog, whatever fields it has (lists of file names sorted)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(lg):
+        v = getattr(lg, f.name)
+        if f.name == "topic_partition":
+            v = [v.topic, v.partition]
+        elif f.name == "producers":
+            v = {str(pid): dataclasses.asdict(p) for pid, p in sorted(v.items())}
+        elif f.name.endswith("_files"):  # deleted_files (and any other list of names)
+            v = sorted(v)
+        out[f.name] = v
+    return out
 
 
 def result_digest(result: Any, root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -127,7 +127,7 @@ def check(base, sizes, rel_offsets, timestamps, interval, max_index_size):
     assert plan_outcome(base, rows, interval, max_index_size) == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments())
 # full offset index meets a non-increasing offset: Kafka's full check comes first (IllegalArgument, fatal)
 @example((0, [100] * 5, [0, 1, 2, 3, 3], [-1] * 5, 0, 24))

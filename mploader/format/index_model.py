@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import numpy as np
 
@@ -70,6 +71,10 @@ class CorruptIndexException(KafkaIndexError):
     kafka_exception = "CorruptIndexException"
 
 
+def _read_if_exists(path: str | os.PathLike[str]) -> bytes | None:
+    return Path(path).read_bytes() if os.path.exists(path) else None
+
+
 def java_round_down(n: int, factor: int) -> int:
     """``factor * (n / factor)`` with Java's int division (towards zero: -1 -> 0)."""
     q = abs(n) // factor
@@ -98,8 +103,7 @@ class _Index:
     @classmethod
     def open(cls, path: str | os.PathLike[str], base_offset: int, max_index_size: int):
         """Open the file Kafka's way (creating it only in memory if it is missing)."""
-        data = open(path, "rb").read() if os.path.exists(path) else None
-        return cls(base_offset, max_index_size, data)
+        return cls(base_offset, max_index_size, _read_if_exists(path))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         with open(path, "wb") as f:
@@ -312,7 +316,7 @@ class TransactionIndex:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], start_offset: int) -> "TransactionIndex":
-        return cls(start_offset, open(path, "rb").read() if os.path.exists(path) else None)
+        return cls(start_offset, _read_if_exists(path))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         if self._data is not None:
