@@ -70,6 +70,38 @@ def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, 
     prev = np.concatenate(([-1], running[:-1])) if n else running
     holder = np.maximum.accumulate(np.where(ts > prev, np.arange(n), -1)) if n else running
     last_off = rows["last_offset"]
+    plan = _plan_vectorised(base, pos, last_off, running, holder, chosen, offset_slots, time_slots)
+    if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
+        plan = _plan_sequential(base, pos, last_off, running, holder, chosen, offset_slots, time_slots, path)
+    if plan.failed_at_row is None and n:
+        _final_time_entry(plan, base, last_off, running, holder, time_slots, path)
+    return plan
+
+
+def _plan_vectorised(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
+                     chosen: list[int], offset_slots: int, time_slots: int) -> IndexPlan | None:
+    """All indexed batches at once; None when any of Kafka's append checks would trip."""
+    if not chosen:
+        return IndexPlan(np.zeros(0, np.int64), np.zeros(0, np.int64), [], [], None)
+    ch = np.array(chosen, np.int64)
+    offs = last_off[ch]
+    if len(ch) > offset_slots or np.any(np.diff(offs) <= 0):
+        return None
+    mts = running[ch]
+    mts_off = np.where(holder[ch] >= 0, last_off[np.maximum(holder[ch], 0)], base)
+    appended = mts > np.concatenate(([-1], mts[:-1]))
+    if int(np.count_nonzero(appended[:-1])) >= time_slots - 1:
+        return None
+    last_app = np.maximum.accumulate(np.concatenate(([-1], np.where(appended, np.arange(len(ch)), -1)[:-1])))
+    has = last_app >= 0
+    if np.any(mts_off[has] < mts_off[last_app[has]]):
+        return None
+    return IndexPlan(offs - base, pos[ch].astype(np.int64), mts[appended].tolist(),
+                     (mts_off[appended] - base).tolist(), None)
+
+
+def _plan_sequential(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
+                     chosen: list[int], offset_slots: int, time_slots: int, path: str) -> IndexPlan:
     o_rel: list[int] = []
     o_pos: list[int] = []
     t_ts: list[int] = []
@@ -97,19 +129,22 @@ def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, 
         if mts > (t_ts[-1] if t_ts else -1):
             t_ts.append(mts)
             t_rel.append(mts_off - base)
-    plan = IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), t_ts, t_rel, failed)
-    if failed is None and n:
-        # the final entry, with the full check skipped
-        mts = int(running[-1])
-        mts_off = int(last_off[holder[-1]]) if holder[-1] >= 0 else base
-        if t_ts and mts_off - base < t_rel[-1]:
-            plan.final_time_failed = True
-        elif mts > (t_ts[-1] if t_ts else -1):
-            if len(t_ts) >= time_slots:
-                raise StartupFailedError(path, "BufferOverflowException", "time index has no slot for its final entry")
-            t_ts.append(mts)
-            t_rel.append(mts_off - base)
-    return plan
+    return IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), t_ts, t_rel, failed)
+
+
+def _final_time_entry(plan: IndexPlan, base: int, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
+                      time_slots: int, path: str) -> None:
+    """The time entry recover() appends after the loop, with the full check skipped."""
+    t_ts, t_rel = plan.time_ts, plan.time_rel
+    mts = int(running[-1])
+    mts_off = int(last_off[holder[-1]]) if holder[-1] >= 0 else base
+    if t_ts and mts_off - base < t_rel[-1]:
+        plan.final_time_failed = True
+    elif mts > (t_ts[-1] if t_ts else -1):
+        if len(t_ts) >= time_slots:
+            raise StartupFailedError(path, "BufferOverflowException", "time index has no slot for its final entry")
+        t_ts.append(mts)
+        t_rel.append(mts_off - base)
 
 
 def _index_bytes(rel: np.ndarray | list[int], second: np.ndarray | list[int], dtype: np.dtype) -> bytes:

@@ -1,0 +1,800 @@
+"""Generated data dirs with injected faults, checked against the generator's manifest (truncation point,
+log end offset, rebuilt index bytes).
+
+``mploader generate`` writes broker data dirs, injects faults and writes a manifest with the ground truth
+(every batch's position, offsets, producer fields; every segment's index entries; every snapshot's
+producers; where valid data ends after each data fault).  Each test here generates a small broker,
+loads it with mploader, and compares the outcome with an outcome computed *independently* from the
+manifest and the files as they were before the load, by a test-side model of LOADING.md §6-§10 (the
+``Model`` class below: which segments are recovered and when, where each is truncated, which later
+segments go, the log end offset as ``readNextOffset`` computes it from the index and the raw bytes,
+the §7.1 index rebuild, the aborted-transaction index, the producer-state snapshots Kafka reads,
+deletes and writes, the leader-epoch cache).  Nothing of mploader's loader is called to compute an
+expectation; only the generator and its manifest are used.
+
+The model restates the spec, so a disagreement is either an mploader bug, a generator/manifest bug
+or a model bug: the model cross-checks itself against the manifest where both describe the same thing
+(index entries of untouched segments, ``valid_end`` of data faults against a CRC walk of the damaged
+file, snapshot contents against the manifest's snapshot lines, aborted transactions of untouched
+segments against the manifest's ``txn_index``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+
+from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
+from mploader.generate import DATA_FAULTS, FAULT_KINDS, GeneratorConfig, generate, read_manifest
+from tests.kafkadir import expected_indexes, parse_offset_checkpoint_text
+
+GEN = GeneratorConfig(
+    data_dirs=2, topics=2, partitions_per_topic=3, total_bytes=360_000, segment_bytes=20 * 1024,
+    batch_bytes=2048, records_per_batch=4, index_interval_bytes=1024, transactional_fraction=0.4,
+    idempotent_fraction=0.4, abort_fraction=0.4, max_transaction_batches=3, leader_epoch_changes=4,
+    producer_restart_probability=0.02, delete_records_fraction=0.3, faults=6,
+)
+NOW = GEN.start_timestamp_ms + 3_600_000  # an hour later: no producer is close to expiring
+EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+OFFSET_INDEX_FULL = GEN.max_index_size // 8 * 8  # 10485760: the active segment's .index after the load
+TIME_INDEX_FULL = GEN.max_index_size // 12 * 12  # 10485756
+INT64_MAX = 2**63 - 1
+BIG = b"<a preallocated index, not read>"  # stands for a file larger than BIG_FILE
+BIG_FILE = 1 << 20  # files larger than this (preallocated indexes) are not read before the load
+
+# ------------------------------------------------------------------------------------------------
+# Raw bytes, read the way Kafka reads them (FORMATS.md §4, §5, §8, §9, §11, §12)
+
+
+class Fatal(Exception):
+    """The model says Kafka's start-up fails; ``args[0]`` is Kafka's exception name."""
+
+
+class Undetermined(Exception):
+    """The model cannot tell what Kafka does here (a garbage index position inside a batch)."""
+
+
+def name(base: int, suffix: str) -> str:
+    return f"{base:020d}{suffix}"
+
+
+def walk(data: bytes, start: int, end: int):
+    """FileLogInputStream over ``data[start:end]``: yields ``(position, size, last_offset)``; raises
+    Fatal on a size field below 14 (CorruptRecordException outside recovery)."""
+    p = start
+    while p + 17 < end:
+        size = struct.unpack_from(">i", data, p + 8)[0]
+        if size < 14:
+            raise Fatal("CorruptRecordException")
+        if p + 12 + size > end:
+            return
+        base = struct.unpack_from(">q", data, p)[0]
+        last = base + struct.unpack_from(">i", data, p + 23)[0] if data[p + 16] >= 2 else base
+        yield p, 12 + size, last
+        p += 12 + size
+
+
+def crc_valid_end(data: bytes) -> int:
+    """Where LogSegment.recover stops (§7.3) on v2 data: the end of the CRC-valid prefix."""
+    p = 0
+    while p + 17 < len(data):
+        size = struct.unpack_from(">i", data, p + 8)[0]
+        if size < 14 or p + 12 + size > len(data):
+            break
+        if data[p + 16] < 2 or 12 + size < 61:
+            break
+        crc = struct.unpack_from(">I", data, p + 17)[0]
+        if crc32c(data[p + 21 : p + 12 + size]) != crc:
+            break
+        p += 12 + size
+    return p
+
+
+def index_entries(data: bytes | None) -> list[tuple[int, int]]:
+    """Offset-index slots as Kafka counts them (every whole 8 bytes), relative offset and position."""
+    if not data:
+        return []
+    return list(struct.iter_unpack(">ii", data[: len(data) // 8 * 8]))
+
+
+def largest_lower_bound(keys: list[int], target: int) -> int:
+    """AbstractIndex.largestLowerBoundSlotFor, with the warm section of the last 8 KiB searched first."""
+    n = len(keys)
+    if n == 0:
+        return -1
+
+    def search(lo: int, hi: int) -> int:
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if keys[mid] > target:
+                hi = mid - 1
+            elif keys[mid] < target:
+                lo = mid
+            else:
+                return mid
+        return lo
+
+    hot = max(0, n - 1 - 8192 // 8)
+    if keys[hot] < target:
+        return search(hot, n - 1)
+    if keys[0] > target:
+        return -1
+    return search(0, hot)
+
+
+def varint(data: bytes, p: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = data[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), p
+
+
+def marker_coordinator_epoch(data: bytes, pos: int) -> int:
+    """The coordinator epoch of the end-transaction marker record of the control batch at ``pos``."""
+    p = pos + 61
+    _length, p = varint(data, p)
+    p += 1  # attributes
+    _ts, p = varint(data, p)
+    _od, p = varint(data, p)
+    key_len, p = varint(data, p)
+    p += key_len
+    _value_len, p = varint(data, p)
+    return struct.unpack_from(">hi", data, p)[1]
+
+
+SNAP_ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordEpoch, txnFirst
+
+
+def parse_snapshot(data: bytes) -> dict[int, tuple] | None:
+    """A producer snapshot's entries by producer id, or None when Kafka finds it corrupt (FORMATS.md §12)."""
+    if len(data) < 10 or struct.unpack_from(">h", data, 0)[0] != 1:
+        return None
+    if struct.unpack_from(">I", data, 2)[0] != crc32c(data[6:]):
+        return None
+    n = struct.unpack_from(">i", data, 6)[0]
+    if n < 0 or len(data) != 10 + SNAP_ENTRY.size * n:
+        return None
+    out = {}
+    for i in range(n):
+        e = SNAP_ENTRY.unpack_from(data, 10 + SNAP_ENTRY.size * i)
+        out[e[0]] = e[1:]
+    return out
+
+
+def txn_entries_bytes(entries: list[tuple[int, int, int, int]]) -> bytes:
+    return b"".join(struct.pack(">hqqqq", 0, *e) for e in entries)
+
+
+def rebuilt_indexes(base: int, rows: list[dict], interval: int) -> tuple[bytes, bytes, list, list]:
+    """LOADING.md §7.1 over manifest rows: trimmed .index and .timeindex bytes, and their entries."""
+    offsets: list[tuple[int, int]] = []
+    times: list[tuple[int, int]] = []
+    max_ts, max_ts_off = -1, base
+    last_indexed = 0
+    for r in rows:
+        if r["max_timestamp"] > max_ts:
+            max_ts, max_ts_off = r["max_timestamp"], r["last_offset"]
+        if r["position"] - last_indexed > interval:
+            offsets.append((r["last_offset"], r["position"]))
+            if max_ts > (times[-1][0] if times else -1):
+                times.append((max_ts, max_ts_off))
+            last_indexed = r["position"]
+    if max_ts > (times[-1][0] if times else -1):
+        times.append((max_ts, max_ts_off))
+    oi = b"".join(struct.pack(">ii", o - base, p) for o, p in offsets)
+    ti = b"".join(struct.pack(">qi", t, o - base) for t, o in times)
+    return oi, ti, offsets, times
+
+
+def last_sequence(base_sequence: int, delta: int) -> int:
+    return (base_sequence + delta) % 2**31
+
+
+# ------------------------------------------------------------------------------------------------
+# The model of one partition's load
+
+
+@dataclass
+class MSeg:
+    base: int
+    rows: list[dict]  # the manifest's rows for this segment (as generated)
+    data: bytes  # the .log bytes as the model's Kafka sees them now
+    index: bytes | None  # None: no file
+    tindex: bytes | None
+    txn: bytes | None
+    by_pos: dict[int, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_pos = {r["position"]: r for r in self.rows}
+
+
+@dataclass
+class Snap:
+    producers: dict[int, tuple] | None  # None: corrupt
+    written: bool  # True: written by the load (its content is checked), False: the generator's file
+
+
+class PSM:
+    """ProducerStateManager (LOADING.md §8): producers, map end offset, snapshot files it knows of."""
+
+    def __init__(self, model: "Model") -> None:
+        self.m = model
+        self.snaps: set[int] = set(model.snaps)  # lists the snapshot files on disk
+        self.producers: dict[int, list] = {}
+        self.map_end = 0
+        self.last_snap = 0
+
+    def take_snapshot(self) -> None:
+        if self.map_end > self.last_snap:
+            assert self.map_end not in self.m.snaps, "a snapshot written over an existing file"
+            self.m.snaps[self.map_end] = Snap({p: tuple(e) for p, e in self.producers.items()}, True)
+            self.snaps.add(self.map_end)
+            self.last_snap = self.map_end
+
+    def delete(self, off: int) -> None:
+        self.snaps.discard(off)
+        self.m.snaps.pop(off, None)
+
+    def truncate_and_reload(self, log_start: int, log_end: int) -> None:
+        for off in sorted(self.snaps):
+            if off > log_end or off <= log_start:
+                self.delete(off)
+        if log_end != self.map_end:
+            self.producers = {}
+            while self.snaps:
+                off = max(self.snaps)
+                snap = self.m.snaps[off]
+                if snap.producers is None:  # corrupt: deleted, try the next older one
+                    self.m.corrupt_snapshots_read.append(off)
+                    self.delete(off)
+                    continue
+                for pid, e in snap.producers.items():
+                    if e[6] < 0 and NOW - e[4] >= EXPIRATION_MS:
+                        continue  # expired
+                    self.producers[pid] = list(e)
+                self.map_end = self.last_snap = off
+                return
+            self.map_end = self.last_snap = log_start
+            self.m.loads_from_log_start.append(log_start)
+        else:
+            self.map_end = max(self.map_end, log_start)
+            self.last_snap = max(self.snaps) if self.snaps else log_start
+
+    def apply(self, r: dict, seg: MSeg) -> tuple[int, int, int, bool] | None:
+        """§8.1/§8.2 for one batch (origin REPLICATION); returns a completed transaction."""
+        pid = r["producer_id"]
+        if pid < 0:
+            return None
+        e = self.producers.get(pid)
+        if e is None:
+            # epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordinatorEpoch, txnFirstOffset
+            e = self.producers[pid] = [-1, -1, -1, 0, -1, -1, -1]
+        if e[0] != r["producer_epoch"]:
+            e[0] = r["producer_epoch"]
+            e[1], e[2], e[3] = -1, -1, 0
+        if r["control"] is None:
+            if e[6] >= 0 and not r["transactional"]:
+                raise Fatal("InvalidTxnStateException")
+            e[1] = last_sequence(r["base_sequence"], r["last_offset"] - r["base_offset"])
+            e[2] = r["last_offset"]
+            e[3] = r["last_offset"] - r["base_offset"]
+            e[4] = r["max_timestamp"]
+            if r["transactional"] and e[6] < 0:
+                e[6] = r["base_offset"]
+            return None
+        completed = (pid, e[6], r["base_offset"], r["control"] == "ABORT") if e[6] >= 0 else None
+        e[5] = self.m.coordinator_epochs[(seg.base, r["position"])]
+        e[4] = r["max_timestamp"]
+        e[6] = -1
+        return completed
+
+    def lso_for(self, pid: int, last: int) -> int:
+        others = [e[6] for p, e in self.producers.items() if p != pid and e[6] >= 0]
+        return min(others) if others else last + 1
+
+
+class Model:
+    """LogLoader.load for one generated partition (LOADING.md §6), on the files as they were before the
+    load.  Attributes after :meth:`run`: the expected outcome."""
+
+    def __init__(self, part: dict, faults: list[dict], before: dict[str, bytes | int], *, clean: bool,
+                 rp_ckpt: int, lso_ckpt: int, interval: int) -> None:
+        self.part = part
+        self.faults = faults
+        self.before = before
+        self.clean = clean
+        self.rp_ckpt = rp_ckpt
+        self.lso_ckpt = lso_ckpt
+        self.interval = interval
+        self.files = set(before)  # names on disk
+        self.removed: set[str] = set()  # names the load removes (besides snapshots)
+        self.recovered: list[int] = []
+        self.truncated = 0
+        self.deleted_segments: list[int] = []
+        self.corrupt_snapshots_read: list[int] = []
+        self.loads_from_log_start: list[int] = []
+        self.uncertain_producers = ""  # why producer state cannot be predicted (damaged batches read)
+        self.txn_written: dict[int, list] = {}  # segment base -> aborted txns appended by its last recovery
+        self.coordinator_epochs: dict[tuple[int, int], int] = {}
+        self.segs: dict[int, MSeg] = {}
+        for s in part["segments"]:
+            base = s["base_offset"]
+            logname = name(base, ".log")
+            if logname not in before:
+                continue
+            data = before[logname]
+            for r in s["batches"]:
+                if r["control"] is not None and r["position"] + r["size"] <= len(data):
+                    self.coordinator_epochs[(base, r["position"])] = marker_coordinator_epoch(data, r["position"])
+
+            def get(sfx: str, base: int = base) -> bytes | None:
+                v = before.get(name(base, sfx))
+                return BIG if isinstance(v, int) else v
+
+            self.segs[base] = MSeg(base, s["batches"], data, get(".index"), get(".timeindex"), get(".txnindex"))
+        # snapshots on disk before the load: contents parsed here (the generator's, or corrupt)
+        self.snaps: dict[int, Snap] = {}
+        for fname, data in before.items():
+            if fname.endswith(".snapshot"):
+                self.snaps[int(fname.split(".")[0])] = Snap(parse_snapshot(data), False)
+        self.epochs = [tuple(e) for e in part["leader_epoch_checkpoint"]]
+
+    # ---- helpers
+
+    def sorted_segs(self) -> list[MSeg]:
+        return [self.segs[b] for b in sorted(self.segs)]
+
+    @staticmethod
+    def values(segs: list[MSeg], start: int, end: int) -> list[MSeg]:
+        """LogSegments.values(from, to) (§10.4)."""
+        if start == end:
+            return []
+        if end < start:
+            raise Fatal("IllegalArgumentException")
+        floor = [s.base for s in segs if s.base <= start]
+        lo = floor[-1] if floor else None
+        return [s for s in segs if (lo is None or s.base >= lo) and s.base < end]
+
+    def translate(self, seg: MSeg, target: int) -> tuple[int, int] | None:
+        """LogSegment.translateOffset (§10.2): (position, lastOffset) of the first batch with lastOffset >= target."""
+        if seg.index is BIG:
+            raise Undetermined(f"lookup in the untrimmed index of segment {seg.base}")
+        entries = index_entries(seg.index)
+        slot = largest_lower_bound([seg.base + rel for rel, _ in entries], target)
+        pos = max(entries[slot][1], 0) if slot >= 0 else 0
+        if pos < len(seg.data) and pos not in seg.by_pos and not any(
+                p == pos for p, _, _ in walk(seg.data, 0, len(seg.data))):
+            raise Undetermined(f"index position {pos} of segment {seg.base} is inside a batch")
+        for p, _size, last in walk(seg.data, pos, len(seg.data)):
+            if last >= target:
+                return p, last
+        return None
+
+    def read_next_offset(self, seg: MSeg) -> int:
+        """LogSegment.readNextOffset (§10.1)."""
+        if seg.index is BIG:
+            raise Undetermined(f"lookup in the untrimmed index of segment {seg.base}")
+        entries = index_entries(seg.index)
+        last_offset = seg.base + entries[-1][0] if entries else seg.base
+        hit = self.translate(seg, last_offset)
+        if hit is None:
+            return seg.base
+        batches = list(walk(seg.data, hit[0], len(seg.data)))
+        return batches[-1][2] + 1 if batches else seg.base
+
+    def read_rows(self, seg: MSeg, start_offset: int, max_pos: int) -> list[dict]:
+        """LogSegment.read(start, MAX, maxPosition) for loadProducersFromRecords: manifest rows of the batches read."""
+        hit = self.translate(seg, start_offset)
+        if hit is None:
+            return []
+        if max_pos < hit[0]:
+            raise Fatal("IllegalArgumentException")
+        rows = []
+        for p, size, _last in walk(seg.data, hit[0], max_pos):
+            r = seg.by_pos.get(p)
+            if r is None or r["size"] != size:
+                raise Undetermined(f"batch at {p} of segment {seg.base} is not in the manifest")
+            if crc_valid_end(seg.data[p : p + size]) != size:
+                self.uncertain_producers = f"producer state is rebuilt from damaged batch {p} of segment {seg.base}"
+            rows.append(r)
+        return rows
+
+    # ---- §6.14 rebuildProducerState
+
+    def rebuild(self, psm: PSM, segs: list[MSeg], log_start: int, last_offset: int, reload_clean: bool) -> None:
+        to_snap = ([segs[-2].base] if len(segs) > 1 else []) + ([segs[-1].base] if segs else []) + [last_offset]
+        if not psm.snaps and reload_clean:
+            for o in to_snap:
+                psm.map_end = o
+                psm.take_snapshot()
+            return
+        empty_before = not psm.producers and psm.map_end >= last_offset
+        psm.truncate_and_reload(log_start, last_offset)
+        if last_offset > psm.map_end and not empty_before:
+            floor = [s for s in segs if s.base <= last_offset]
+            seg_of_last = floor[-1] if floor else None
+            for seg in self.values(segs, psm.map_end, last_offset):
+                start = max(seg.base, psm.map_end, log_start)
+                psm.map_end = start
+                if seg.base in to_snap:
+                    psm.take_snapshot()
+                max_pos = len(seg.data)
+                if seg is seg_of_last:
+                    hit = self.translate(seg, last_offset)
+                    max_pos = hit[0] if hit is not None else max_pos
+                for r in self.read_rows(seg, start, max_pos):
+                    done = psm.apply(r, seg)
+                    # completed transactions only move to "unreplicated"; no txn index on this path
+                    del done
+        psm.map_end = last_offset
+        psm.take_snapshot()
+
+    # ---- §7 LogSegment.recover and §6.5 recoverSegment
+
+    def recover(self, seg: MSeg, psm: PSM) -> int:
+        valid = crc_valid_end(seg.data)
+        kept = [r for r in seg.rows if r["position"] + r["size"] <= valid]
+        assert sum(r["size"] for r in kept) == valid, f"segment {seg.base}: valid end {valid} is not a batch boundary"
+        oi, ti, _, _ = rebuilt_indexes(seg.base, kept, self.interval)
+        assert (oi, ti) == expected_indexes(seg.base, seg.data[:valid], self.interval)  # two test-side rules agree
+        aborted = []
+        for r in kept:
+            if self.epochs == [] or r["leader_epoch"] > self.epochs[-1][0]:
+                self.assign_epoch(r["leader_epoch"], r["base_offset"])
+            done = psm.apply(r, seg)
+            if done is not None:
+                pid, first, last, is_abort = done
+                if is_abort:
+                    aborted.append((pid, first, last, psm.lso_for(pid, last)))
+            psm.map_end = r["last_offset"] + 1
+        truncated = len(seg.data) - valid
+        seg.data = seg.data[:valid]
+        seg.index, seg.tindex = oi, ti
+        if seg.txn is not None or aborted:
+            seg.txn = txn_entries_bytes(aborted)
+        self.txn_written[seg.base] = aborted
+        return truncated
+
+    def recover_segment(self, seg: MSeg, segs_in_map: list[MSeg]) -> int:
+        psm = PSM(self)
+        self.rebuild(psm, segs_in_map, self.lso_ckpt, seg.base, reload_clean=False)
+        t = self.recover(seg, psm)
+        psm.take_snapshot()
+        if seg.base not in self.recovered:
+            self.recovered.append(seg.base)
+        self.truncated += t
+        return t
+
+    def assign_epoch(self, epoch: int, start: int) -> None:
+        if self.epochs and self.epochs[-1][0] == epoch and start >= self.epochs[-1][1]:
+            return
+        while self.epochs and (self.epochs[-1][0] >= epoch or self.epochs[-1][1] >= start):
+            self.epochs.pop()
+        self.epochs.append((epoch, start))
+
+    def delete_segment(self, seg: MSeg) -> None:
+        del self.segs[seg.base]
+        self.deleted_segments.append(seg.base)
+        for sfx in (".log", ".index", ".timeindex", ".txnindex"):
+            if name(seg.base, sfx) in self.files:
+                self.files.discard(name(seg.base, sfx))
+                self.removed.add(name(seg.base, sfx))
+        if seg.base in self.main.snaps:  # removeAndMarkSnapshotForDeletion: only snapshots the main PSM lists
+            self.main.delete(seg.base)
+
+    # ---- §6 LogLoader.load
+
+    def run(self) -> None:
+        self.main = PSM(self)  # UnifiedLog.apply lists the snapshots before the loader runs
+        # §6.1 temp files
+        min_cleaned = INT64_MAX
+        swaps = []
+        for f in sorted(self.files):
+            if f.endswith(".deleted") and not f.endswith(".checkpoint.deleted"):
+                self.files.discard(f)
+                self.removed.add(f)
+            elif f.endswith(".cleaned"):
+                min_cleaned = min(min_cleaned, int(f.split(".")[0]))
+            elif f.endswith(".swap"):
+                swaps.append(f)
+        for f in swaps:
+            if int(f.split(".")[0]) >= min_cleaned:
+                self.files.discard(f)
+                self.removed.add(f)
+            else:
+                raise Undetermined("a swap file to complete")  # the generator never leaves one
+        for f in sorted(self.files):
+            if f.endswith(".cleaned"):
+                self.files.discard(f)
+                self.removed.add(f)
+        # §6.3 loadSegmentFiles
+        for f in sorted(self.files):
+            if f.endswith((".index", ".timeindex", ".txnindex")) and name(int(f.split(".")[0]), ".log") not in self.files:
+                self.files.discard(f)
+                self.removed.add(f)
+        loaded: list[MSeg] = []
+        for seg in self.sorted_segs():
+            if name(seg.base, ".index") not in self.files:
+                self.recover_segment(seg, list(loaded))
+                self.files.update({name(seg.base, ".index"), name(seg.base, ".timeindex")})
+            else:
+                if name(seg.base, ".timeindex") not in self.files:
+                    seg.tindex = b""
+                    self.files.add(name(seg.base, ".timeindex"))
+                txn = [struct.unpack_from(">hqqqq", seg.txn, i) for i in range(0, len(seg.txn or b"") // 34 * 34, 34)]
+                if any(e[3] < seg.base for e in txn):
+                    self.recover_segment(seg, list(loaded))
+            if seg.txn is not None:
+                self.files.add(name(seg.base, ".txnindex"))
+            loaded.append(seg)
+        # §6.6 recoverLog
+        if not self.clean:
+            unflushed = self.values(self.sorted_segs(), self.rp_ckpt, INT64_MAX)
+            for i, seg in enumerate(unflushed):
+                t = self.recover_segment(seg, self.sorted_segs())
+                if seg.txn is not None:
+                    self.files.add(name(seg.base, ".txnindex"))
+                if t > 0:
+                    for later in unflushed[i + 1 :]:
+                        self.delete_segment(later)
+                    break
+        # §6.7
+        leo: int | None = self.read_next_offset(self.sorted_segs()[-1])
+        if leo < self.lso_ckpt:
+            for seg in self.sorted_segs():
+                self.delete_segment(seg)
+            self.epochs = []  # clearAndFlush
+            for off in list(self.main.snaps):  # truncateFullyAndStartAt: the snapshots the main PSM knows of
+                self.main.delete(off)
+            self.main.producers, self.main.last_snap, self.main.map_end = {}, 0, self.lso_ckpt
+            leo = None
+        if not self.segs:
+            self.segs[self.lso_ckpt] = MSeg(self.lso_ckpt, [], b"", None, None, None)
+            self.files.add(name(self.lso_ckpt, ".log"))
+        if self.clean and leo is not None:
+            new_rp = next_offset = leo
+        else:
+            next_offset = leo if leo is not None else self.read_next_offset(self.sorted_segs()[-1])
+            new_rp = min(self.rp_ckpt, next_offset)
+        # §6.9 resizeIndexes of the active segment (entries kept, zero tail)
+        last = self.sorted_segs()[-1]
+        last.index = ((last.index or b"") + bytes(OFFSET_INDEX_FULL))[:OFFSET_INDEX_FULL]
+        last.tindex = ((last.tindex or b"") + bytes(TIME_INDEX_FULL))[:TIME_INDEX_FULL]
+        self.files.update({name(last.base, ".index"), name(last.base, ".timeindex")})
+        # §6.11 leader epochs: truncateFromEnd(LEO), then truncateFromStart(the log-start checkpoint value)
+        self.epochs = [e for e in self.epochs if e[1] < next_offset]
+        removed = [e for e in self.epochs if e[1] <= self.lso_ckpt]
+        if removed:
+            self.epochs = [(removed[-1][0], self.lso_ckpt)] + self.epochs[len(removed):]
+        first_base = min(self.segs)
+        new_log_start = max(self.lso_ckpt, first_base)
+        # §6.13 removeStraySnapshots
+        bases = sorted(self.segs)
+        stray = None
+        for off in sorted(self.snaps):
+            if off not in self.segs:
+                if stray is not None:
+                    self.snaps.pop(stray)
+                stray = off
+        if stray is not None and stray < max(bases):
+            self.snaps.pop(stray)
+        self.main.snaps = set(self.snaps)
+        # §6.14
+        self.rebuild(self.main, self.sorted_segs(), new_log_start, next_offset, reload_clean=self.clean)
+        self.leo = next_offset
+        self.log_start = new_log_start
+        self.loader_recovery_point = new_rp
+        self.recovery_point = max(new_rp, new_log_start)
+        self.producers = {p: tuple(e) for p, e in self.main.producers.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# Running a generated broker through mploader and the model
+
+
+@dataclass
+class Broker:
+    out: Path
+    manifest: dict
+    cfg: GeneratorConfig
+    before: dict[tuple[str, str, int], dict[str, bytes | int]]  # partition -> file name -> bytes (or size)
+
+
+def snapshot_files(directory: Path) -> dict[str, bytes | int]:
+    out: dict[str, bytes | int] = {}
+    for f in os.listdir(directory):
+        p = directory / f
+        size = p.stat().st_size
+        out[f] = size if size > BIG_FILE else p.read_bytes()
+    return out
+
+
+def partition_dir(out: Path, key: tuple[str, str, int]) -> Path:
+    return out / key[0] / f"{key[1]}-{key[2]}"
+
+
+def make_broker(tmp_path: Path, cfg: GeneratorConfig, damage=None) -> Broker:
+    out = tmp_path / "broker"
+    generate(out, cfg)
+    m = read_manifest(out)
+    if damage is not None:
+        damage(out, m)
+    before = {key: snapshot_files(partition_dir(out, key)) for key in m["partitions"]}
+    return Broker(out, m, cfg, before)
+
+
+def faults_of(m: dict, key: tuple[str, str, int]) -> list[dict]:
+    return [f for f in m["faults"] if (f["dir"], f["topic"], f["partition"]) == key]
+
+
+def model_for(b: Broker, key: tuple[str, str, int]) -> Model:
+    part = b.manifest["partitions"][key]
+    d = b.out / key[0]
+    rp = parse_offset_checkpoint_text((d / "recovery-point-offset-checkpoint").read_text())
+    ls = parse_offset_checkpoint_text((d / "log-start-offset-checkpoint").read_text())
+    tp = (key[1], key[2])
+    assert rp[tp] == part["recovery_point"]
+    assert ls.get(tp, 0) == (part["log_start_offset"] if part["log_start_offset"] > part["first_segment_base"] else 0)
+    model = Model(part, faults_of(b.manifest, key), b.before[key], clean=b.cfg.clean_shutdown, rp_ckpt=rp[tp],
+                  lso_ckpt=ls.get(tp, 0), interval=b.cfg.index_interval_bytes)
+    check_manifest_against_files(model, part)
+    return model
+
+
+def check_manifest_against_files(model: Model, part: dict) -> None:
+    """The manifest's claims the model builds on, checked against the damaged files before the load."""
+    data_faults = {f["segment_base"]: f for f in model.faults if f["kind"] in DATA_FAULTS}
+    for s in part["segments"]:
+        seg = model.segs[s["base_offset"]]
+        valid = crc_valid_end(seg.data)
+        f = data_faults.get(seg.base)
+        assert valid == (f["valid_end"] if f else s["size"]), (seg.base, f)
+        kept = [r for r in seg.rows if r["position"] + r["size"] <= valid]
+        _, _, offsets, times = rebuilt_indexes(seg.base, kept, model.interval)
+        if f is None and (not s["active"] or model.clean):  # a rolled or cleanly closed segment: trimmed indexes
+            assert [list(e) for e in offsets] == s["offset_index"]
+            assert [list(e) for e in times] == s["time_index"]
+    gen_snaps = {s["offset"]: {e[0]: tuple(e[1:]) for e in s["producers"]} for s in part["snapshots"]}
+    corrupted = {int(f["file"].split(".")[0]) for f in model.faults if f["kind"] == "corrupt_snapshot"}
+    for off, snap in model.snaps.items():
+        if off in corrupted:
+            assert snap.producers is None, f"snapshot {off} should be corrupt"
+        else:
+            assert snap.producers == gen_snaps[off]
+
+
+def run_load(b: Broker):
+    return load_logs([str(b.out / d) for d in b.manifest["data_dirs"]],
+                     LoaderConfig(index_interval_bytes=b.cfg.index_interval_bytes, max_index_size=b.cfg.max_index_size),
+                     now_ms=NOW)
+
+
+def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> None:
+    where = f"{key} {[(f['kind'], f['file']) for f in model.faults]}"
+    path = partition_dir(b.out, key)
+    assert log.log_end_offset == model.leo, where
+    assert log.log_start_offset == model.log_start, where
+    assert (log.recovery_point, log.loader_recovery_point) == (model.recovery_point, model.loader_recovery_point), where
+    segs = model.sorted_segs()
+    assert [(s.base_offset, s.size_bytes) for s in log.segments] == [(s.base, len(s.data)) for s in segs], where
+    assert log.recovered_segments == model.recovered, where
+    assert log.truncated_bytes == model.truncated, where
+    assert log.leader_epochs == model.epochs, where
+    # the files: which exist, and every byte of the segment files
+    on_disk = set(os.listdir(path))
+    snap_names = {name(o, ".snapshot") for o in model.snaps}
+    expected = {f for f in model.files if not f.endswith(".snapshot")} | snap_names
+    assert on_disk == expected, f"{where}: extra {sorted(on_disk - expected)}, missing {sorted(expected - on_disk)}"
+    for seg in segs:
+        assert (path / name(seg.base, ".log")).read_bytes() == seg.data, (where, seg.base)
+        # the active segment's indexes were resized: entries, then zeros up to the full size (§6.9)
+        assert (path / name(seg.base, ".index")).read_bytes() == seg.index, (where, seg.base)
+        assert (path / name(seg.base, ".timeindex")).read_bytes() == seg.tindex, (where, seg.base)
+        if seg.txn is not None:
+            assert (path / name(seg.base, ".txnindex")).read_bytes() == seg.txn, (where, seg.base)
+    # snapshots: the generator's files untouched, the load's files hold the producer state at their offset
+    for off, snap in model.snaps.items():
+        data = (path / name(off, ".snapshot")).read_bytes()
+        if not snap.written:
+            assert data == b.before[key][name(off, ".snapshot")], (where, off)
+        elif not model.uncertain_producers:
+            assert parse_snapshot(data) == snap.producers, (where, off)
+    # leader-epoch-checkpoint as Kafka leaves it
+    text = "0\n%d\n" % len(model.epochs) + "".join(f"{e} {o}\n" for e, o in model.epochs)
+    assert (path / "leader-epoch-checkpoint").read_text() == text, where
+    # producers
+    if not model.uncertain_producers:
+        got = {pid: (p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.last_timestamp, p.coordinator_epoch,
+                     p.current_txn_first_offset) for pid, p in log.producers.items()}
+        assert got == model.producers, where
+    # what the load reports it deleted (snapshot deletions aside)
+    assert {f for f in log.deleted_files if not f.endswith(".snapshot")} == model.removed, where
+
+
+@dataclass
+class Outcome:
+    models: dict
+    result: object
+    undetermined: dict
+
+
+def load_and_check(b: Broker) -> Outcome:
+    models: dict = {}
+    undetermined: dict = {}
+    fatal = None
+    for key in b.manifest["partitions"]:
+        try:
+            m = model_for(b, key)
+            m.run()
+            models[key] = m
+        except Fatal as e:
+            fatal = e.args[0]
+        except Undetermined as e:
+            undetermined[key] = str(e)
+    if fatal is not None:
+        with pytest.raises(StartupFailedError) as info:
+            run_load(b)
+        assert info.value.kafka_exception == fatal
+        return Outcome(models, None, undetermined)
+    result = run_load(b)
+    assert result.offline_dirs == {}
+    for d in b.manifest["data_dirs"]:
+        assert not (b.out / d / ".kafka_cleanshutdown").exists()
+    assert set(result.logs) == {TopicPartition(k[1], k[2]) for k in b.manifest["partitions"]}
+    for key, m in models.items():
+        check_partition(b, key, m, result.logs[TopicPartition(key[1], key[2])])
+    return Outcome(models, result, undetermined)
+
+
+def untouched_faults(b: Broker, out: Outcome) -> list[dict]:
+    """Faults in segments the load neither read for recovery nor deleted."""
+    hits = []
+    for key, m in out.models.items():
+        for f in m.faults:
+            base = f["segment_base"]
+            if base is not None and base in m.segs and base not in m.recovered and f["kind"] in DATA_FAULTS:
+                hits.append(f)
+    return hits
+
+
+# ------------------------------------------------------------------------------------------------
+# The tests
+
+SEEDS = (1, 2, 3)
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_one_fault_kind(tmp_path, kind, clean):
+    """Faults of a single kind, several per broker: every partition matches the model."""
+    seed = 10 + FAULT_KINDS.index(kind)
+    b = make_broker(tmp_path, GEN.replace(fault_kinds=(kind,), clean_shutdown=clean, seed=seed))
+    assert b.manifest["faults"], "no fault was injected"
+    out = load_and_check(b)
+    assert not out.undetermined, out.undetermined
+    if kind == "zero_tail" and clean:
+        # a zeroed tail in an unrecovered active segment: readNextOffset meets a size field of 0
+        assert out.result is None
+        return
+    assert out.result is not None
+    if kind in DATA_FAULTS and not clean:
+        assert any(m.truncated for m in out.models.values())
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_mixed_faults(tmp_path, seed, clean):
+    kinds = FAULT_KINDS if not clean else tuple(k for k in FAULT_KINDS if k != "zero_tail")
+    b = make_broker(tmp_path, GEN.replace(fault_kinds=kinds, faults=10, clean_shutdown=clean, seed=seed))
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined, out.undetermined
