@@ -45,14 +45,12 @@ from .segment import Segment
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-LONG_MIN = -(2**63)
 COPY_BUFFER_BYTES = 1024 * 1024  # LogSegment.appendChunkFromFile's initial read buffer
 LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_SIZE_FIELD = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 V2_HEADER_BYTES = 61  # what DefaultFileChannelRecordBatch loads to read lastOffset / maxTimestamp
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 # the files of one segment, in the order LogSegment.changeFileSuffixes renames them
 _SEGMENT_SUFFIXES = (names.LOG_SUFFIX, names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX)

@@ -28,7 +28,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from mploader.pool import worker_scan as _real_worker_scan

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,7 +48,6 @@ from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.pool import PoolEngine  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
-from tests import crashy_worker  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import relabel, result_digest, shm_blocks, tree_digest  # noqa: E402
 from tests.kafkadir import NOW, B, PartitionBuilder, batch_facts, data_dir, flip_bit, overwrite_bytes, \
@@ -471,6 +469,44 @@ class TestPoolEngine4(EngineConformance):
     N = 4
 
 
+def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, request) -> None:
+    """PoolEngine.collect() of a chunked segment returns the SegmentScan scan_segment() returns:
+    the same batches, valid end and stop -- and the same ``end`` (the scanned range: the file
+    size), ``bytes_read`` and ``truncated_bytes``, also when the walk stops before the last chunk."""
+    from mploader.engine import DirPlan
+    from mploader.format.names import parse_partition_dir
+    from mploader.scan import SegmentTask, scan_segment
+
+    root, groups = datasets.fresh_copy(CHUNKED, request, "stitch")
+    d = str(root / groups[0][0])
+    partitions = []
+    for name in sorted(os.listdir(d)):
+        if os.path.isdir(os.path.join(d, name)):
+            tp, kind = parse_partition_dir(name)
+            partitions.append((os.path.join(d, name), tp, kind))
+    engine = PoolEngine(LoadStats(), 2, [d], None, chunk_bytes=CHUNK)
+    mismatches = []
+    try:
+        engine.prefetch([DirPlan(d, False, partitions, {})])
+        for path, _, _ in partitions:
+            for f in sorted(os.listdir(path)):
+                if not f.endswith(".log") or os.path.getsize(os.path.join(path, f)) <= CHUNK:
+                    continue
+                task = SegmentTask(os.path.join(path, f), int(f[:20]))
+                pooled, inline = engine.collect(d, task), scan_segment(task)
+                assert (pooled.batches == inline.batches).all() and len(pooled.batches) == len(inline.batches)
+                got = (pooled.start, pooled.end, pooled.valid_bytes, pooled.stop, pooled.bytes_read,
+                       pooled.truncated_bytes)
+                want = (inline.start, inline.end, inline.valid_bytes, inline.stop, inline.bytes_read,
+                        inline.truncated_bytes)
+                if got != want:
+                    mismatches.append(f"{os.path.relpath(task.path, d)}: (start, end, valid, stop, bytes_read, "
+                                      f"truncated) pool {got} != inline {want}")
+    finally:
+        engine.close()
+    assert not mismatches, "\n".join(mismatches)
+
+
 # ------------------------------------------------------------------------------------------------
 # Nothing per batch is pickled
 
@@ -544,10 +580,19 @@ def test_no_block_outlives_a_failed_load(tmp_path, monkeypatch) -> None:
 RESOURCE_TRACKER_WARNINGS = ("resource_tracker", "leaked shared_memory", "leaked semaphore")
 
 
+@dataclass
+class Child:
+    pid: int
+    returncode: int
+    stderr: str
+
+
 def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, now_ms: int, *,
               env: dict[str, str] | None = None, crashy: bool = False, popen: bool = False,
               timeout: float = 120) -> Any:
-    """Load ``dirs`` in a fresh interpreter (tests/crashy_worker.py ``main``)."""
+    """Load ``dirs`` in a fresh interpreter (tests/crashy_worker.py ``main``), in its own session
+    (so that it and its workers can be signalled as a group).  Returns (Child, spec), or
+    (Popen, spec) with ``popen=True``."""
     spec = {"dirs": [str(d) for d in dirs], "root": str(root), "n": n, "now_ms": now_ms,
             "out": str(tmp_path / f"{name}.out.json"), "blocks": str(tmp_path / f"{name}.blocks"),
             "started": str(tmp_path / f"{name}.started"), "crashy": crashy}
@@ -555,11 +600,19 @@ def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, n
     spec_path.write_text(json.dumps(spec))
     argv = [sys.executable, "-c", "import sys; from tests import crashy_worker; crashy_worker.main(sys.argv[1])",
             str(spec_path)]
-    kwargs = dict(env=env or child_env(), cwd=str(_ROOT), text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            env=env or child_env(), cwd=str(_ROOT), text=True)
     if popen:
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                **kwargs), spec
-    return subprocess.run(argv, capture_output=True, timeout=timeout, **kwargs), spec
+        return proc, spec
+    try:
+        _, err = proc.communicate(timeout=timeout)
+        hung = False
+    except subprocess.TimeoutExpired:
+        err = _stop(proc, spec)
+        hung = True
+    if hung:
+        pytest.fail(f"the load hung (still running after {timeout} s):\n{err[-3000:]}")
+    return Child(proc.pid, proc.returncode, err), spec
 
 
 def child_blocks(spec: dict[str, Any]) -> list[str]:
@@ -578,8 +631,7 @@ def test_no_block_and_no_tracker_warning_after_a_load_in_a_fresh_interpreter(dat
     proc, spec = run_child(tmp_path, "ok", [root / d for d in groups[0]], root, 2, GEN_NOW)
     assert proc.returncode == 0, proc.stderr
     assert child_blocks(spec)
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(proc.stderr)
+    assert_child_left_nothing(proc.pid, spec, before, proc.stderr)
     out = json.loads(Path(spec["out"]).read_text())
     ref = datasets.reference(GEN_UNCLEAN, request)
     assert_same_outcome({"results": [{k: v for k, v in out.items() if k != "raw_stats"}], "tree": tree_digest(root)},
@@ -592,24 +644,39 @@ def test_no_block_and_no_tracker_warning_after_a_failed_load_in_a_fresh_interpre
     proc, spec = run_child(tmp_path, "fatal", [d], tmp_path / "data", 2, NOW)
     assert proc.returncode != 0 and "StartupFailedError" in proc.stderr, proc.stderr
     assert child_blocks(spec)
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(proc.stderr)
+    assert_child_left_nothing(proc.pid, spec, before, proc.stderr)
 
 
 # ---- KeyboardInterrupt
 
 
 def _stop(proc: subprocess.Popen, spec: dict[str, Any]) -> str:
-    """Kill a child that did not exit (and its workers), and remove the blocks it left."""
+    """Kill a child that did not exit (and its workers), and remove what the kill leaves in
+    /dev/shm: its shared-memory blocks and loky's semaphores (``sem.loky-<pid>-*``)."""
     os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate()
     time.sleep(0.5)  # the loky workers notice their parent is gone
-    for n in child_blocks(spec):
+    leftovers = [f"/dev/shm/{n}" for n in child_blocks(spec)] + [str(p) for p in child_semaphores(proc.pid)]
+    for path in leftovers:
         try:
-            os.unlink(f"/dev/shm/{n}")
+            os.unlink(path)
         except FileNotFoundError:
             pass
     return err
+
+
+def child_semaphores(pid: int) -> list[Path]:
+    """loky's named semaphores of process ``pid`` still in /dev/shm."""
+    return sorted(Path("/dev/shm").glob(f"sem.loky-{pid}-*"))
+
+
+def assert_child_left_nothing(pid: int, spec: dict[str, Any], before: set[str], stderr: str) -> None:
+    """After a child exited: none of its blocks, no new psm_ block, none of its loky semaphores,
+    and no resource-tracker warning."""
+    assert_no_new_blocks(before, child_blocks(spec))
+    left = child_semaphores(pid)
+    assert not left, f"named semaphores of the load outlived it: {left}"
+    assert_no_tracker_warnings(stderr)
 
 
 def _final_state(outcome: Outcome) -> list[Any]:
@@ -647,8 +714,7 @@ def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets
     exited_after = time.monotonic() - t1
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
     assert not os.path.exists(spec["out"])
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(err)
+    assert_child_left_nothing(proc.pid, spec, before, err)
     # the rerun (pool engine) vs one uninterrupted load (the session's inline reference)
     rerun = load_copy(BIGGER_DS, root, groups, 2)
     ref = datasets.reference(BIGGER_DS, request)
@@ -692,8 +758,7 @@ def test_keyboard_interrupt_stops_the_load_promptly(datasets, request, tmp_path,
                     f"0.6 s each on 2 workers); stderr:\n{err[-2000:]}")
     assert "KeyboardInterrupt" in err, err[-3000:]
     assert time.monotonic() - t1 < PROMPT_S
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(err)
+    assert_child_left_nothing(proc.pid, spec, before, err)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -701,20 +766,19 @@ def test_keyboard_interrupt_stops_the_load_promptly(datasets, request, tmp_path,
 
 
 def _crash_run(datasets: DataSets, request: pytest.FixtureRequest, tmp_path: Path, label: str,
-               **crashy: str) -> tuple[subprocess.CompletedProcess, dict[str, Any], Path]:
+               **crashy: str) -> tuple[Child, dict[str, Any], Path]:
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, label)
     env = child_env(**{f"CRASHY_{k.upper()}": v for k, v in crashy.items()},
                     CRASHY_LOG=str(tmp_path / "crashes.log"))
     before = shm_blocks()
     proc, spec = run_child(tmp_path, label, [root / d for d in groups[0]], root, 2, GEN_NOW, env=env, crashy=True,
                            timeout=120)
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(proc.stderr)
+    assert_child_left_nothing(proc.pid, spec, before, proc.stderr)
     assert (tmp_path / "crashes.log").exists(), "no worker ran crashy_scan on a matching task"
     return proc, spec, root
 
 
-def _assert_conforms(proc: subprocess.CompletedProcess, spec: dict[str, Any], root: Path, ref: Outcome) -> dict:
+def _assert_conforms(proc: Child, spec: dict[str, Any], root: Path, ref: Outcome) -> dict:
     assert proc.returncode == 0, f"the load failed:\n{proc.stderr[-4000:]}"
     out = json.loads(Path(spec["out"]).read_text())
     stats = out.pop("raw_stats")
@@ -754,8 +818,7 @@ def test_a_task_whose_worker_always_dies_is_scanned_inline(tmp_path) -> None:
     env = child_env(CRASHY_MODE="exit", CRASHY_MATCH="/t-0/", CRASHY_LOG=str(tmp_path / "crashes.log"))
     before = shm_blocks()
     proc, spec = run_child(tmp_path, "always1", [d], tmp_path / "data", 2, NOW, env=env, crashy=True)
-    assert_no_new_blocks(before, child_blocks(spec))
-    assert_no_tracker_warnings(proc.stderr)
+    assert_child_left_nothing(proc.pid, spec, before, proc.stderr)
     stats = _assert_conforms(proc, spec, tmp_path / "data", Outcome(ref.results, tree_digest(ref_root), []))
     assert stats["worker_restarts"] == 2 and stats["inline_fallbacks"] == 1, stats
     assert len((tmp_path / "crashes.log").read_text().splitlines()) == 2

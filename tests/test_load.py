@@ -235,3 +235,48 @@ def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, mo
     r = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
     assert TopicPartition("a", 0) in r.logs and TopicPartition("b", 0) not in r.logs
     assert str(d) in r.offline_dirs and "00000000000000000010.log" in r.offline_dirs[str(d)]
+
+
+class _CountScans:
+    """A Progress that counts Phase 1 scans per segment file (every scan reports here)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.scans = 0
+
+    def start(self, partitions_per_dir):  # type: ignore[no-untyped-def]
+        pass
+
+    def partition_done(self, data_dir, partition):  # type: ignore[no-untyped-def]
+        pass
+
+    def segments_scanned(self, data_dir, segments, nbytes):  # type: ignore[no-untyped-def]
+        self.scans += segments
+        self.bytes += nbytes
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_segment_kafka_recovers_twice_is_read_once(tmp_path: Path, workers: int) -> None:
+    """SCENARIOS 33 (LOADING.md §16a): Kafka recovers S(10) in the load phase and again in recoverLog,
+    reading its bytes twice; mploader scans each segment once and keeps every effect of the two passes
+    (S(20) kept, the hole at 15..19, the snapshot set)."""
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d).std3()
+    log10 = bytearray(pb.read("00000000000000000010.log"))
+    log10[360 + 65] ^= 0x01
+    pb.write("00000000000000000010.log", bytes(log10))
+    (pb.path / "00000000000000000010.index").unlink()
+    sizes = {b: len(pb.segments[b]) for b in (0, 10, 20)}
+    counter = _CountScans()
+    r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=workers), now_ms=NOW,
+                  progress=counter)  # type: ignore[arg-type]
+    log = r.logs[TopicPartition("t", 0)]
+    assert [s.base_offset for s in log.segments] == [0, 10, 20] and log.log_end_offset == 30
+    assert sorted(log.recovered_segments) == [0, 10, 20]
+    assert counter.scans == 3 and r.stats.segments_scanned == 3  # Kafka: 4 reads (S(10) twice)
+    assert counter.bytes == r.stats.bytes_read == sum(sizes.values())  # every byte read once
+    assert sorted(f for f in pb.files() if f.endswith(".snapshot")) == [
+        "00000000000000000010.snapshot", "00000000000000000020.snapshot", "00000000000000000030.snapshot"]

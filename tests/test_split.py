@@ -233,3 +233,30 @@ def test_dry_run_changes_nothing_and_reports_the_same(tmp_path):
     assert [s.base_offset for s in a.segments] == [s.base_offset for s in b.segments] == [0, M, 2 * M + 1, 3 * M]
     assert a.log_end_offset == b.log_end_offset == 4 * M
     assert [s.size_bytes for s in a.segments] == [s.size_bytes for s in b.segments]
+
+
+def test_two_new_segments_with_one_base_fail_like_kafkas_rename(tmp_path):
+    # bases 0, M+5, 2M+20, then M+5 again: Kafka's second createNewCleanedSegment(M+5) deletes the first
+    # one's .cleaned files, so replaceSegments' rename of that one fails (NoSuchFileException) and all go
+    data = small(0) + small(M + 5) + small(2 * M + 20) + small(M + 5)
+    pb = PartitionBuilder(tmp_path / "d")
+    pb.segment(0, indexes=False)
+    pb.write(name(0, ".log"), data)
+
+    with pytest.raises(FileNotFoundError):
+        split_overflowed_segment(Disk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True)
+    assert pb.files() == {name(0, ".log")}
+    assert pb.read(name(0, ".log")) == data
+
+
+def test_old_segment_in_the_map_loses_all_its_files(tmp_path):
+    pb = PartitionBuilder(tmp_path / "d")
+    pb.segment(0, indexes=False)
+    data = small(0) + small(M + 1)
+    pb.write(name(0, ".log"), data).write(name(0, ".index"), b"\0" * 80).write(name(0, ".txnindex"), b"")
+    deleted: list[str] = []
+
+    split_overflowed_segment(Disk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True, deleted=deleted)
+
+    assert pb.files() == {name(b, s) for b in (0, M + 1) for s in (".log", ".index", ".timeindex")}
+    assert sorted(deleted) == [name(0, ".index"), name(0, ".log"), name(0, ".txnindex")]
