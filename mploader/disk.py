@@ -28,16 +28,22 @@ class Disk:
     def __init__(self, dry_run: bool = False):
         self.dry_run = dry_run
         self._overlay: dict[str, _Virtual] = {}
+        self._links: dict[str, set[str]] = {}
 
     # ---- reading -----------------------------------------------------------------------
 
     def list_files(self, directory: str) -> list[str]:
         """Names of the regular files in ``directory`` (unsorted, like Java's listFiles)."""
         names = set()
+        links = set()
         with os.scandir(directory) as it:
             for e in it:
-                if e.is_file(follow_symlinks=False) or e.is_symlink():  # links are the loader's to refuse
+                if e.is_symlink():  # links are the loader's to refuse
+                    links.add(e.name)
                     names.add(e.name)
+                elif e.is_file(follow_symlinks=False):
+                    names.add(e.name)
+        self._links[directory] = links
         if self._overlay:
             prefix = os.path.join(directory, "")
             for path, v in self._overlay.items():
@@ -47,6 +53,10 @@ class Disk:
                     else:
                         names.add(path[len(prefix):])
         return list(names)
+
+    def symlinks(self, directory: str) -> set[str]:
+        """Names of the symbolic links the last listing of ``directory`` met."""
+        return self._links.get(directory, set())
 
     def exists(self, path: str) -> bool:
         v = self._overlay.get(path)
@@ -88,7 +98,9 @@ class Disk:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mm.madvise(mmap.MADV_RANDOM)  # lookups touch a few pages: no read-ahead of a sparse zero tail
+        return mm
 
     def overlay_size(self, path: str) -> int | None:
         """The size a dry run gave ``path`` (None when the file is as on disk)."""

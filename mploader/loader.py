@@ -20,7 +20,7 @@ from .disk import Disk
 from .epoch_cache import LeaderEpochCache
 from .errors import CheckpointNumberFormatError, InvalidFileNameError, StartupFailedError
 from .format import checkpoint, names
-from .format.index import TXN_ENTRY
+from .format.index import parse_txn_index, txn_index_problem
 from .format.names import DirKind, TopicPartition
 from .producer_state import ProducerStateManager
 from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
@@ -170,8 +170,12 @@ class LogLoader:
         )
 
     def _write_epoch_cache(self) -> None:
+        """Kafka rewrites the checkpoint whenever the cache changed; the last write is what stays.  Bytes
+        equal to the file's are not written again (same outcome, no fsync)."""
         if self.epochs is not None and self.epochs.dirty:
-            self.disk.write_atomically(self.epochs.path, checkpoint.leader_epoch_checkpoint_bytes(self.epochs.entries))
+            data = checkpoint.leader_epoch_checkpoint_bytes(self.epochs.entries)
+            if not self.disk.exists(self.epochs.path) or self.disk.read(self.epochs.path) != data:
+                self.disk.write_atomically(self.epochs.path, data)
 
     def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
         """LogLoader.retryOnOffsetOverflow (LOADING.md §11): split the overflowed segment, run ``fn`` again."""
@@ -206,7 +210,7 @@ class LogLoader:
         min_cleaned = INT64_MAX
         for name in self.disk.list_files(self.dir):
             check_readable(self.path(name))
-            if os.path.islink(self.path(name)):
+            if name in self.disk.symlinks(self.dir):
                 raise StartupFailedError(self.path(name), "KafkaException",
                                          "a file in a partition directory is a symbolic link; mploader does not "
                                          "follow links out of a data dir: replace the link by the file itself")
@@ -256,47 +260,49 @@ class LogLoader:
 
     def _load_segment_files(self) -> None:
         self.segments.clear()
-        for name in sorted(self.disk.list_files(self.dir)):
+        listing = sorted(self.disk.list_files(self.dir))
+        present = set(listing)  # what exists, kept up to date by this pass (saves a stat per question)
+        for name in listing:
             if names.is_index_file(name):
                 base = self._offset_of(name)
-                if not self.disk.exists(self.path(names.segment_file_name(base, names.LOG_SUFFIX))):
+                if names.segment_file_name(base, names.LOG_SUFFIX) not in present:
                     log.info("%s: deleting orphaned index file %s", self.dir, name)
                     self._delete(name)
+                    present.discard(name)
             elif names.is_log_file(name):
                 base = self._offset_of(name)
                 seg = Segment(self.dir, base)
-                if not self.disk.exists(seg.log_path):
+                log_name = names.segment_file_name(base, names.LOG_SUFFIX)
+                if log_name not in present:
                     # a non-padded "5.log" makes Kafka open (create) the padded name
                     self.disk.write(seg.log_path, b"")
-                if self.disk.size(seg.log_path) > MAX_SEGMENT_BYTES:
+                    present.add(log_name)
+                size = self.disk.size(seg.log_path)
+                if size > MAX_SEGMENT_BYTES:
                     raise StartupFailedError(seg.log_path, "KafkaException",
-                                             f"segment of {self.disk.size(seg.log_path)} bytes is larger than the "
-                                             f"maximum segment size of {MAX_SEGMENT_BYTES} bytes")
-                time_index_missing = not self.disk.exists(seg.time_index_path)
-                if self._needs_load_time_recovery(seg, time_index_missing):
+                                             f"segment of {size} bytes is larger than the maximum segment size "
+                                             f"of {MAX_SEGMENT_BYTES} bytes")
+                if self._needs_load_time_recovery(seg, present):
                     try:
                         self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
                     except InvalidOffsetError as e:  # only recoverLog catches it
                         raise StartupFailedError(seg.log_path, "InvalidOffsetException", str(e)) from e
                 self.segments[base] = seg
 
-    def _needs_load_time_recovery(self, seg: Segment, time_index_missing: bool) -> bool:
-        """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex)."""
-        if not self.disk.exists(seg.index_path):
+    def _needs_load_time_recovery(self, seg: Segment, present: set[str]) -> bool:
+        """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex).
+
+        A missing ``.timeindex`` next to an existing ``.index`` is created empty (not rebuilt)."""
+        prefix = names.filename_prefix(seg.base_offset)
+        if prefix + names.INDEX_SUFFIX not in present:
             return True
-        if time_index_missing:
+        if prefix + names.TIME_INDEX_SUFFIX not in present:
             self.disk.write(seg.time_index_path, b"")
-        if self.disk.exists(seg.txn_index_path):
-            data = self.disk.read(seg.txn_index_path)
-            entries = np.frombuffer(data, TXN_ENTRY, count=len(data) // TXN_ENTRY.itemsize)
-            if len(entries):
-                first = np.frombuffer(data, np.int8, count=len(entries) * 34)[::34]
-                bad = np.flatnonzero(first > 0)
-                if bad.size:
-                    raise StartupFailedError(seg.txn_index_path, "KafkaException",
-                                             f"transaction index entry {int(bad[0])} has an unknown version")
-                if np.any(entries["last_offset"] < seg.base_offset):
-                    return True
+            present.add(prefix + names.TIME_INDEX_SUFFIX)
+        if prefix + names.TXN_INDEX_SUFFIX in present:
+            path = seg.txn_index_path
+            entries = parse_txn_index(self.disk.read(path), path, seg.base_offset)
+            return txn_index_problem(path, seg.base_offset, entries) is not None
         return False
 
     def _recover_segment(self, seg: Segment) -> int:

@@ -224,14 +224,14 @@ def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, mo
     d = data_dir(tmp_path, clean=False)
     PartitionBuilder(d, topic="a").std3()
     gone = PartitionBuilder(d, topic="b").std3()
-    real_exists = Disk.exists
+    real_size = Disk.size
 
-    def exists_then_vanish(self, path):  # type: ignore[no-untyped-def]
-        if path == str(gone.file(10, ".timeindex")) and gone.file(10, ".log").exists():
-            gone.file(10, ".log").unlink()  # the segment was opened; its file goes before it is read
-        return real_exists(self, path)
+    def size_after_vanish(self, path):  # type: ignore[no-untyped-def]
+        if path == str(gone.file(10, ".log")) and gone.file(10, ".log").exists():
+            gone.file(10, ".log").unlink()  # listed a moment ago, gone when the loader opens it
+        return real_size(self, path)
 
-    monkeypatch.setattr(Disk, "exists", exists_then_vanish)
+    monkeypatch.setattr(Disk, "size", size_after_vanish)
     r = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
     assert TopicPartition("a", 0) in r.logs and TopicPartition("b", 0) not in r.logs
     assert str(d) in r.offline_dirs and "00000000000000000010.log" in r.offline_dirs[str(d)]

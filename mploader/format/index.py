@@ -188,7 +188,11 @@ def read_txn_index(path: str | os.PathLike[str], base_offset: int | None = None)
     :func:`txn_index_problem`, and recovery truncates the file).
     """
     with open(path, "rb") as f:
-        data = f.read()
+        return parse_txn_index(f.read(), os.fspath(path), base_offset)
+
+
+def parse_txn_index(data: bytes, path: str | None = None, base_offset: int | None = None) -> np.ndarray:
+    """:func:`read_txn_index` on bytes already read."""
     entries = entries_from_bytes(data, TXN_ENTRY)
     if len(entries):
         first_bytes = np.frombuffer(data, np.int8, count=len(entries) * 34)[::34]
@@ -201,7 +205,7 @@ def read_txn_index(path: str | os.PathLike[str], base_offset: int | None = None)
         if bad_at.size:
             i = int(bad_at[0])
             raise StartupFailedError(
-                os.fspath(path), "KafkaException",
+                path, "KafkaException",
                 f"transaction index entry {i} (byte {i * 34}) has version byte {int(first_bytes[i])}; only 0 is known",
             )
     return entries
