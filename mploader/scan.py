@@ -234,7 +234,7 @@ def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],
         t["size"] = h["size"].astype(np.int64) + 12
         t["attributes"] = h["attributes"]
         t["base_offset"] = t["last_offset"] = h["offset"]
-        t["max_timestamp"] = np.where(h["magic"] == 1, h["timestamp"], -1)
+        t["max_timestamp"] = np.where(h["magic"] != 0, h["timestamp"], -1)  # Kafka reads it for any magic but 0
         for name in ("partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "coordinator_epoch",
                      "marker_timestamp"):
             t[name] = -1

@@ -788,7 +788,8 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
                      p.current_txn_first_offset) for pid, p in log.producers.items()}
         assert got == model.producers, where
     # what the load reports it deleted (snapshot deletions aside)
-    assert {f for f in log.deleted_files if not f.endswith(".snapshot")} == model.removed, where
+    assert {f for f in log.deleted_files if not f.endswith(".snapshot")} == \
+        {f for f in model.removed if not f.endswith(".snapshot")}, where
 
 
 @dataclass
@@ -845,9 +846,6 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
     clean = b.cfg.clean_shutdown
     for key, part in b.manifest["partitions"].items():
         faults = faults_of(b.manifest, key)
-        if len(faults) != 1:
-            continue
-        (f,) = faults
         log = out.result.logs[TopicPartition(key[1], key[2])]
         path = partition_dir(b.out, key)
         before = b.before[key]
@@ -855,50 +853,66 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
         bases = sorted(segs)
         last = segs[bases[-1]]
         layout = [(s.base_offset, s.size_bytes) for s in log.segments]
-        if f["kind"] in DATA_FAULTS:
-            seg = segs[f["segment_base"]]
-            rows = seg["batches"]
-            kept = [r for r in rows if r["position"] + r["size"] <= f["valid_end"]]
-            if clean or f["segment_base"] < floor_base(part, part["recovery_point"]):
-                # a segment Kafka does not read: not one byte changes
-                assert (path / f["file"]).read_bytes() == before[f["file"]], key
-                assert f["segment_base"] not in log.recovered_segments and log.truncated_bytes == 0, key
-                assert [b_ for b_, _ in layout] == bases, key
-                if seg is last and f["kind"] == "torn_tail":
+        if faults and all(f["kind"] in DATA_FAULTS for f in faults):
+            # one data fault per segment at most; the first damaged segment recoverLog reads is cut at its
+            # valid_end, every later segment goes; damaged segments it does not read keep every byte
+            by_base = {f["segment_base"]: f for f in faults}
+            rp_floor = floor_base(part, part["recovery_point"])
+            cut = None if clean else next((x for x in bases if x >= rp_floor and x in by_base), None)
+            for base, f in by_base.items():
+                if cut is not None and base > cut:
+                    assert not (path / f["file"]).exists(), key
+                    seen.add("later damaged segment deleted")
+                elif base == cut:
+                    assert log.recovered_segments[-1] == base, key
+                    assert layout[-1] == (base, f["valid_end"]), key
+                    assert log.truncated_bytes == len(before[f["file"]]) - f["valid_end"], key
+                    kept = [r for r in segs[base]["batches"] if r["position"] + r["size"] <= f["valid_end"]]
+                    assert log.log_end_offset == (kept[-1]["last_offset"] + 1 if kept else base), key
+                    for later in bases[bases.index(base) + 1 :]:
+                        assert not (path / name(later, ".log")).exists(), key
+                        seen.add("later segments deleted")
+                    seen.add("truncated at valid_end")
+                else:  # a segment Kafka does not read: not one byte changes
+                    assert (path / f["file"]).read_bytes() == before[f["file"]], key
+                    assert base not in log.recovered_segments, key
+                    seen.add("unread damaged segment untouched")
+            if cut is None:
+                assert log.truncated_bytes == 0 and [x for x, _ in layout] == bases, key
+                active_fault = by_base.get(bases[-1])
+                if active_fault is None:
+                    assert log.log_end_offset == part["log_end_offset"], key
+                elif active_fault["kind"] == "torn_tail":
                     # readNextOffset skips the torn batch; if the index's last entry is that very batch,
                     # translateOffset finds no batch and the log ends at the segment's base offset
-                    indexed = seg["offset_index"][-1][0] if seg["offset_index"] else None
-                    torn = rows[-1]
-                    expect = seg["base_offset"] if indexed == torn["last_offset"] else torn["base_offset"]
-                    assert log.log_end_offset == expect, key
-                    seen.add("clean torn tail: " + ("LEO = segment base" if indexed == torn["last_offset"]
-                                                    else "LEO = torn batch base"))
-                elif f["kind"] == "flipped_byte" and seg is not last:
-                    assert log.log_end_offset == part["log_end_offset"], key
-                    seen.add("unread flipped byte")
-            else:
-                # recovered by recoverLog: cut at valid_end, every later segment deleted
-                assert log.recovered_segments[-1] == f["segment_base"], key
-                assert layout[-1] == (f["segment_base"], f["valid_end"]), key
-                assert log.truncated_bytes == len(before[f["file"]]) - f["valid_end"], key
-                assert log.log_end_offset == (kept[-1]["last_offset"] + 1 if kept else f["segment_base"]), key
-                for later in bases[bases.index(f["segment_base"]) + 1 :]:
-                    assert not (path / name(later, ".log")).exists(), key
-                    seen.add("later segments deleted")
-                seen.add("truncated at valid_end")
+                    torn = last["batches"][-1]
+                    indexed = last["offset_index"][-1][0] if last["offset_index"] else None
+                    at_base = indexed == torn["last_offset"]
+                    assert log.log_end_offset == (last["base_offset"] if at_base else torn["base_offset"]), key
+                    seen.add("clean torn tail: LEO = " + ("segment base" if at_base else "torn batch base"))
+            continue
+        if len(faults) != 1:
+            continue
+        (f,) = faults
+        if False:
+            pass
         elif f["kind"] == "missing_index" and f["file"].endswith(".index"):
+            # recovered while the segment files are loaded; the rebuilt index is the generator's (recovery rule)
             base = f["segment_base"]
             assert base in log.recovered_segments, key
-            if base != bases[-1]:
-                s = segs[base]
-                idx = b"".join(struct.pack(">ii", o - base, p_) for o, p_ in s["offset_index"])
-                assert (path / f["file"]).read_bytes() == idx, key  # the generator wrote the recovery rule
-                seen.add("missing .index rebuilt")
-        elif f["kind"] == "missing_index":  # a .timeindex
+            idx = b"".join(struct.pack(">ii", o - base, p_) for o, p_ in segs[base]["offset_index"])
+            size = OFFSET_INDEX_FULL if base == bases[-1] else len(idx)
+            assert_file(path / f["file"], idx, size, str(key))
+            seen.add("missing .index rebuilt")
+        elif f["kind"] == "missing_index":  # a .timeindex: created empty, not rebuilt, unless recovered
             base = f["segment_base"]
-            if base not in log.recovered_segments and base != bases[-1]:
-                assert (path / f["file"]).read_bytes() == b"", key
+            if base not in log.recovered_segments:
+                assert_file(path / f["file"], b"", TIME_INDEX_FULL if base == bases[-1] else 0, str(key))
                 seen.add("missing .timeindex created empty")
+            elif base != bases[-1]:
+                tidx = b"".join(struct.pack(">qi", t, o - base) for t, o in segs[base]["time_index"])
+                assert_file(path / f["file"], tidx, len(tidx), str(key))
+                seen.add("missing .timeindex rebuilt")
         elif f["kind"] in ("corrupt_index", "truncated_index"):
             base = f["segment_base"]
             if f["file"].endswith(".txnindex"):
@@ -914,14 +928,33 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
             seen.add(f["kind"] + " removed")
             if ".swap" in "".join(f["files"]):
                 seen.add("swap files at or above the lowest .cleaned offset removed")
-        elif f["kind"] == "corrupt_snapshot" and clean and int(f["file"].split(".")[0]) == part["log_end_offset"]:
-            # the clean load reads the snapshot at the LEO: corrupt, so it is deleted and an older one is used
-            final = {s["offset"]: s for s in part["snapshots"]}[part["log_end_offset"]]
-            got = {pid: (p_.epoch, p_.last_sequence, p_.last_offset, p_.offset_delta, p_.last_timestamp,
-                         p_.coordinator_epoch, p_.current_txn_first_offset) for pid, p_ in log.producers.items()}
-            assert got == {e[0]: tuple(e[1:]) for e in final["producers"]}, key
-            assert (path / f["file"]).read_bytes() != before[f["file"]], key
-            seen.add("corrupt LEO snapshot replaced")
+        elif f["kind"] == "corrupt_snapshot":
+            off = int(f["file"].split(".")[0])
+            log_start = max(part["log_start_offset"] if part["log_start_offset"] > part["first_segment_base"] else 0,
+                            part["first_segment_base"])
+            read_at = part["log_end_offset"] if clean else floor_base(part, part["recovery_point"])
+            if off <= log_start:  # rebuildProducerState deletes snapshots at or below the log start
+                assert not (path / f["file"]).exists(), key
+                seen.add("corrupt snapshot at the log start deleted")
+            elif off == read_at:
+                # the first snapshot Kafka loads: corrupt, so deleted, an older one loaded, and the state
+                # at this offset written again
+                data = (path / f["file"]).read_bytes()
+                assert data != before[f["file"]] and parse_snapshot(data) is not None, key
+                if clean:
+                    final = {s["offset"]: s for s in part["snapshots"]}[off]
+                    assert parse_snapshot(data) == {e[0]: tuple(e[1:]) for e in final["producers"]}, key
+                    got = {pid: (p_.epoch, p_.last_sequence, p_.last_offset, p_.offset_delta, p_.last_timestamp,
+                                 p_.coordinator_epoch, p_.current_txn_first_offset)
+                           for pid, p_ in log.producers.items()}
+                    assert got == parse_snapshot(data), key
+                seen.add("corrupt snapshot read, replaced")
+            elif off > read_at:  # unclean: truncateAndReload drops snapshots past the recovered segment
+                assert not (path / f["file"]).exists(), key
+                seen.add("corrupt snapshot past the recovery point deleted unread")
+            else:  # a snapshot no producer-state rebuild reaches: not one byte changes
+                assert (path / f["file"]).read_bytes() == before[f["file"]], key
+                seen.add("unread corrupt snapshot untouched")
     return seen
 
 
@@ -962,3 +995,168 @@ def test_mixed_faults(tmp_path, seed, clean):
     out = load_and_check(b)
     assert out.result is not None and not out.undetermined, out.undetermined
     direct_checks(b, out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Targeted damage on top of a generated broker: the model still decides, and the point of each test is
+# asserted from the manifest as well
+
+
+def add_fault(m: dict, key: tuple[str, str, int], kind: str, file: str, **kw) -> None:
+    m["faults"].append({"kind": kind, "dir": key[0], "topic": key[1], "partition": key[2], "file": file,
+                        "segment_base": kw.get("segment_base"), "batch": kw.get("batch"),
+                        "position": kw.get("position"), "valid_end": kw.get("valid_end"), "detail": "test",
+                        "files": kw.get("files", [])})
+
+
+def set_recovery_point(out: Path, m: dict, key: tuple[str, str, int], rp: int) -> None:
+    m["partitions"][key]["recovery_point"] = rp
+    d = out / key[0]
+    entries = parse_offset_checkpoint_text((d / "recovery-point-offset-checkpoint").read_text())
+    entries[(key[1], key[2])] = rp
+    (d / "recovery-point-offset-checkpoint").write_text(
+        "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())))
+
+
+def flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
+    """LOADING.md §6.3/§16a: a damaged segment without its .index is recovered (and truncated) while the
+    segment files are loaded; that truncation does not delete the later segments, and recoverLog's second
+    recovery finds nothing left to cut -- the log keeps an offset gap.  The same damage with the .index
+    present and the segment in recoverLog's range deletes every later segment."""
+    plan: dict[tuple[str, str, int], tuple[str, dict, dict]] = {}
+    variants = ["no index, recovered twice", "no index, below the recovery point", "index, recovered",
+                "index, below the recovery point"]
+
+    def damage(out: Path, m: dict) -> None:
+        candidates = [(k, p) for k, p in m["partitions"].items() if len(p["segments"]) >= 3]
+        for (key, part), variant in zip(candidates, variants * 2):
+            seg = part["segments"][1]
+            row = seg["batches"][len(seg["batches"]) // 2]
+            path = partition_dir(out, key)
+            flip(path / seg["file"], row["position"] + 40)  # inside the CRC-covered header
+            add_fault(m, key, "flipped_byte", seg["file"], segment_base=seg["base_offset"], position=row["position"] + 40,
+                      valid_end=row["position"])
+            if variant.startswith("no index"):
+                (path / name(seg["base_offset"], ".index")).unlink()
+                add_fault(m, key, "missing_index", name(seg["base_offset"], ".index"), segment_base=seg["base_offset"])
+            rp = seg["base_offset"] if variant.endswith("twice") or variant.endswith(", recovered") \
+                else part["segments"][-1]["base_offset"]
+            set_recovery_point(out, m, key, max(rp, part["log_start_offset"]))
+            plan[key] = (variant, seg, row)
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=7, total_bytes=480_000), damage)
+    assert {v for v, _, _ in plan.values()} == set(variants)
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    for key, (variant, seg, row) in plan.items():
+        part = b.manifest["partitions"][key]
+        log = out.result.logs[TopicPartition(key[1], key[2])]
+        bases = [s["base_offset"] for s in part["segments"]]
+        later = bases[2:]
+        layout = [(s.base_offset, s.size_bytes) for s in log.segments]
+        if variant.startswith("no index"):
+            assert layout[1] == (seg["base_offset"], row["position"])
+            assert [x for x, _ in layout] == bases  # later segments kept: an offset gap after the cut
+            assert log.log_end_offset == part["log_end_offset"]
+            assert log.truncated_bytes == seg["size"] - row["position"]
+            if variant.endswith("twice"):
+                assert log.recovered_segments[:1] == [seg["base_offset"]] and set(later) <= set(log.recovered_segments)
+            else:
+                assert log.recovered_segments == [seg["base_offset"], bases[-1]]
+        elif variant == "index, recovered":
+            assert layout == [(bases[0], part["segments"][0]["size"]), (seg["base_offset"], row["position"])]
+            assert log.log_end_offset == row["base_offset"]
+            assert log.recovered_segments == [seg["base_offset"]]
+        else:
+            assert [x for x, _ in layout] == bases and log.truncated_bytes == 0
+            assert seg["base_offset"] not in log.recovered_segments
+            assert (partition_dir(b.out, key) / seg["file"]).read_bytes() == b.before[key][seg["file"]]
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
+def test_corrupt_snapshot_is_deleted_when_loaded_and_an_older_one_used(tmp_path, clean):
+    """LOADING.md §8.5: the first snapshot a producer-state rebuild loads is the latest at or below its
+    target (the LEO after a clean shutdown, the base of the first recovered segment after a crash); a
+    corrupt one is deleted and the next older one loaded, then the batches after it are read.  A corrupt
+    snapshot no rebuild reaches stays as it is."""
+    targets: dict[tuple[str, str, int], tuple[int, int | None]] = {}
+
+    def damage(out: Path, m: dict) -> None:
+        for key, part in m["partitions"].items():
+            offsets = sorted(s["offset"] for s in part["snapshots"])
+            log_start = max(part["log_start_offset"], part["first_segment_base"])
+            if clean:
+                read_at = part["log_end_offset"]
+            else:
+                floor = floor_base(part, part["recovery_point"])
+                read_at = max([o for o in offsets if o <= floor], default=None)
+            if read_at is None or read_at <= log_start:
+                continue
+            # a second corrupt snapshot, with a valid one between it and the first: the fallback stops there
+            unread = [o for o in offsets if log_start < o < read_at]
+            other = unread[0] if len(unread) >= 2 else None
+            for off in (read_at, other):
+                if off is not None:
+                    flip(partition_dir(out, key) / name(off, ".snapshot"), 4)  # inside the CRC
+                    add_fault(m, key, "corrupt_snapshot", name(off, ".snapshot"))
+            targets[key] = (read_at, other)
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=21, clean_shutdown=clean, total_bytes=480_000), damage)
+    assert len(targets) >= 3
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    untouched = 0
+    for key, (read_at, other) in targets.items():
+        model = out.models[key]
+        path = partition_dir(b.out, key)
+        assert model.corrupt_snapshots_read[:1] == [read_at]
+        snap = path / name(read_at, ".snapshot")
+        assert not snap.exists() or snap.read_bytes() != b.before[key][snap.name]
+        if snap.exists():
+            assert parse_snapshot(snap.read_bytes()) is not None
+        if other is not None:
+            assert (path / name(other, ".snapshot")).read_bytes() == b.before[key][name(other, ".snapshot")]
+            untouched += 1
+        if clean:  # the producers are those the generator's snapshot at the LEO held
+            final = {s["offset"]: s for s in b.manifest["partitions"][key]["snapshots"]}[read_at]
+            log = out.result.logs[TopicPartition(key[1], key[2])]
+            got = {pid: (p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.last_timestamp,
+                         p.coordinator_epoch, p.current_txn_first_offset) for pid, p in log.producers.items()}
+            assert got == {e[0]: tuple(e[1:]) for e in final["producers"]}
+    assert untouched >= 1
+
+
+def test_interrupted_swap_is_completed(tmp_path):
+    """LOADING.md §6.2: a complete set of .swap files replaces the range [its base, its next offset): the
+    old segment's files and the producer snapshot in that range are deleted, the .swap files renamed."""
+    swapped: dict[tuple[str, str, int], int] = {}
+
+    def damage(out: Path, m: dict) -> None:
+        for key, part in m["partitions"].items():
+            if len(part["segments"]) < 3:
+                continue
+            base = part["segments"][1]["base_offset"]
+            path = partition_dir(out, key)
+            for sfx in (".log", ".index", ".timeindex", ".txnindex"):
+                if (path / name(base, sfx)).exists():
+                    (path / (name(base, sfx) + ".swap")).write_bytes((path / name(base, sfx)).read_bytes())
+            swapped[key] = base
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=3, total_bytes=480_000, clean_shutdown=True), damage)
+    assert swapped
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    for key, base in swapped.items():
+        path = partition_dir(b.out, key)
+        log = out.result.logs[TopicPartition(key[1], key[2])]
+        assert not [f for f in os.listdir(path) if f.endswith(".swap")]
+        assert not (path / name(base, ".snapshot")).exists()  # in the replaced range
+        assert (path / name(base, ".log")).read_bytes() == b.before[key][name(base, ".log")]
+        assert base in [s.base_offset for s in log.segments]
+        assert name(base, ".log") in log.deleted_files
