@@ -11,6 +11,10 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_FILE_DELETE_DELAY_MS = 60_000
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+# UnifiedLog.isRemoteLogEnabled: never for internal topics (Topic.isInternal), the remote-log metadata
+# topic or the cluster metadata topic (nor for compacted topics: cleanup.policy is not modelled here)
+NO_REMOTE_STORAGE_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
+                                      "__remote_log_metadata", "__cluster_metadata"})
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
@@ -94,7 +98,8 @@ class LoaderConfig:
             segment_bytes=int(pick("segment_bytes", self.segment_bytes)),  # type: ignore[arg-type]
             preallocate=bool(pick("preallocate", self.preallocate)),
             record_version=int(pick("record_version", self.record_version)),  # type: ignore[arg-type]
-            remote_storage=bool(self.remote_log_storage_system_enable and pick("remote_storage_enable", False)),
+            remote_storage=bool(self.remote_log_storage_system_enable and pick("remote_storage_enable", False)
+                                and topic not in NO_REMOTE_STORAGE_TOPICS),
             file_delete_delay_ms=self.file_delete_delay_ms,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )

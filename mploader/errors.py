@@ -117,3 +117,8 @@ class StartupFailedError(MploaderError, RuntimeError):
         self.kafka_exception = kafka_exception
         where = f"{self.path}: " if self.path else ""
         super().__init__(f"{where}{reason} (Kafka: {kafka_exception}, broker start-up fails)")
+
+
+class LoadInterrupted(MploaderError, KeyboardInterrupt):
+    """The load was interrupted (Ctrl-C): raised in the loading threads so that they stop at the next
+    segment.  Whatever was written is what Kafka itself could have left: a rerun recovers it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -18,7 +19,7 @@ import numpy as np
 from .config import EffectiveConfig
 from .disk import Disk
 from .epoch_cache import LeaderEpochCache
-from .errors import CheckpointNumberFormatError, InvalidFileNameError, StartupFailedError
+from .errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
 from .format import checkpoint, names
 from .format.index import parse_txn_index, txn_index_problem
 from .format.names import DirKind, TopicPartition
@@ -27,7 +28,7 @@ from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from .result import LoadedLog, SegmentInfo
 from .scan import SegmentScan, SegmentTask
 from .testing import check_readable
-from .segment import Segment, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
+from .segment import Segment, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class PartitionContext:
     now_ms: int
     scans: ScanSource
     set_remaining_segments: Callable[[int], None] = lambda n: None
+    cancelled: threading.Event = field(default_factory=threading.Event)  # set on Ctrl-C
     recovered: list[int] = field(default_factory=list)
     truncated_bytes: int = 0
     deleted_files: list[str] = field(default_factory=list)
@@ -131,6 +133,7 @@ class LogLoader:
 
     def load(self) -> LoadedLog:
         ctx = self.ctx
+        self._check_cancelled()
         self._open_epoch_cache()
         self.psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         swaps = self._remove_temp_files_and_collect_swap_files()
@@ -142,7 +145,8 @@ class LogLoader:
             resize_indexes(self.disk, last, self.cfg.max_index_size)
         else:
             if not self.segments:
-                self._new_segment(0)
+                # LogSegment.open(dir, 0, config, time, config.initFileSize(), false): never preallocated
+                self._new_segment(0, preallocate=False)
             new_rp, next_offset = 0, 0
         if self.epochs is not None:
             self.epochs.truncate_from_end(next_offset)
@@ -155,9 +159,14 @@ class LogLoader:
         self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
                                     reload_from_clean_shutdown=ctx.clean_shutdown)
         self._write_epoch_cache()
+        # UnifiedLog constructor (initializeTopicId, keepPartitionMetadataFile in KRaft): an existing
+        # partition.metadata is read after loading; its IOException takes the dir offline, a bad UUID fails start-up
+        metadata = self.path(checkpoint.PARTITION_METADATA)
+        if self.disk.exists(metadata):
+            checkpoint.read_partition_metadata(metadata)
         local_start = max(new_log_start, first_base)
         log_start = new_log_start if self.cfg.remote_storage else local_start
-        segments = [SegmentInfo(s.base_offset, self.disk.size(s.log_path), 0) for s in self._sorted_segments()]
+        segments = [SegmentInfo(s.base_offset, log_size(self.disk, s), 0) for s in self._sorted_segments()]
         nexts = [s.base_offset for s in segments[1:]] + [next_offset]
         return LoadedLog(
             topic_partition=ctx.tp, dir=self.dir, data_dir=ctx.data_dir, kind=ctx.kind,
@@ -305,8 +314,13 @@ class LogLoader:
             return txn_index_problem(path, seg.base_offset, entries) is not None
         return False
 
+    def _check_cancelled(self) -> None:
+        if self.ctx.cancelled.is_set():
+            raise LoadInterrupted(f"{self.dir}: the load was interrupted")
+
     def _recover_segment(self, seg: Segment) -> int:
         """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover."""
+        self._check_cancelled()
         psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
@@ -351,10 +365,12 @@ class LogLoader:
             leo = read_next_offset(self.disk, self._sorted_segments()[-1])
         return min(rp, leo), leo
 
-    def _new_segment(self, base: int) -> None:
-        seg = Segment(self.dir, base)
-        size = self.cfg.segment_bytes if self.cfg.preallocate else 0
-        self.disk.set_size(seg.log_path, size)
+    def _new_segment(self, base: int, preallocate: bool | None = None) -> None:
+        """LogSegment.open(dir, base, ..., initFileSize, preallocate): a preallocated file's FileRecords
+        starts with size 0 (end = 0), so none of its zero bytes is ever read as a batch."""
+        prealloc = self.cfg.preallocate if preallocate is None else preallocate
+        seg = Segment(self.dir, base, records_end=0 if prealloc else None)
+        self.disk.set_size(seg.log_path, self.cfg.segment_bytes if prealloc else 0)
         self.segments[base] = seg
 
     def _delete_segment(self, seg: Segment) -> None:
@@ -409,7 +425,7 @@ class LogLoader:
                 psm.map_end_offset = start
                 if seg.base_offset in to_snapshot:
                     psm.take_snapshot()
-                max_pos = self.disk.size(seg.log_path)
+                max_pos = log_size(self.disk, seg)
                 if seg is seg_of_last:
                     hit = translate_offset(self.disk, seg, last_offset)
                     max_pos = hit[0] if hit is not None else max_pos

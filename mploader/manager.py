@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -33,6 +33,8 @@ from .result import LoadedLog, LoadResult, LoadStats
 
 log = logging.getLogger(__name__)
 
+LOCK_FILE = ".lock"  # LogManager.LockFileName
+
 
 @dataclass(slots=True)
 class _DirState:
@@ -42,6 +44,7 @@ class _DirState:
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)
     offline_reason: str | None = None
     partitions: list[tuple[str, TopicPartition, DirKind]] = field(default_factory=list)
+    validated: bool = False  # passed LogManager.createAndValidateLogDirs (created, a readable directory)
 
 
 def load_logs(
@@ -75,6 +78,10 @@ def load_logs(
         except OSError as e:
             offline[d] = f"{type(e).__name__}: {e}"
             state.offline_reason = offline[d]
+    if states and not any(s.validated for s in states):
+        # LogManager.createAndValidateLogDirs: if (liveLogDirs.isEmpty) { fatal(...); Exit.halt(1) }
+        raise StartupFailedError(None, "Exit.halt(1)", "none of the specified log dirs can be created or validated: "
+                                 + "; ".join(offline.values()))
     live = [s for s in states if s.offline_reason is None or s.partitions]
     engine = make_engine(cfg, [s.path for s in live], stats, metrics, progress)
     stats.workers_per_dir = engine.workers_per_dir
@@ -127,12 +134,19 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
     d = state.path
     if not os.path.exists(d):
         if disk.dry_run:
+            state.validated = True  # Kafka would create it
             raise FileNotFoundError(2, "data directory does not exist (dry run: not created)", d)
         os.makedirs(d)
     if not os.path.isdir(d):
         raise NotADirectoryError(20, "data directory is not a directory", d)
     if not os.access(d, os.R_OK | os.X_OK):
         raise PermissionError(13, "data directory is not readable", d)
+    state.validated = True
+    # LogManager.lockLogDirs: new FileLock(new File(dir, ".lock")) opens it with CREATE (content kept); the
+    # file stays while the broker runs (only a clean LogManager.shutdown or a dir failure deletes it)
+    lock = os.path.join(d, LOCK_FILE)
+    if not disk.exists(lock) and not os.path.lexists(lock):
+        disk.write(lock, b"")
     for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
         p = os.path.join(d, name)
         if not disk.exists(p) and not os.path.lexists(p):
@@ -197,6 +211,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     t_prefetch = time.perf_counter()
     engine.prefetch([DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in states])
     stats.seconds["plan"] = time.perf_counter() - t_prefetch
+    cancel = threading.Event()
     try:
         for s in states:
             prefix = f"log-recovery-{s.path}"
@@ -204,20 +219,24 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             futures = []
             for path, tp, kind in s.partitions:
                 futures.append(pool.submit(_load_one, s, path, tp, kind, cfg, disk, now, metrics, engine, lock,
-                                           remaining, progress, t_prefetch))
+                                           remaining, progress, t_prefetch, cancel))
             pools.append((s, pool, futures))
+        try:
+            wait([f for _, _, futures in pools for f in futures])
+        except KeyboardInterrupt:  # Ctrl-C: loading threads stop at their next segment, queued partitions never start
+            cancel.set()
+            for _, pool, _ in pools:
+                pool.shutdown(wait=False, cancel_futures=True)
+            raise
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:
             for fut in futures:
-                try:
-                    lg = fut.result()
-                except OSError as e:
-                    offline.setdefault(s.path, f"{type(e).__name__}: {e}")
-                    continue
-                except BaseException as e:  # noqa: BLE001 - Kafka waits for every job, then rethrows
-                    first_fatal = first_fatal or e
-                    continue
-                if lg is not None:
+                error = fut.exception()
+                if isinstance(error, OSError):
+                    offline.setdefault(s.path, f"{type(error).__name__}: {error}")
+                elif error is not None:  # Kafka waits for every job, then rethrows
+                    first_fatal = first_fatal or error
+                elif (lg := fut.result()) is not None:
                     loaded.append(lg)
             pool.shutdown()
             if s.offline_reason is not None:
@@ -234,7 +253,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
 
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,
               metrics: MetricsRegistry, engine: Engine, lock: threading.Lock, remaining: dict[str, int],
-              progress: Progress | None, started: float) -> LoadedLog | None:
+              progress: Progress | None, started: float, cancel: threading.Event) -> LoadedLog | None:
     thread_num = threading.current_thread().name.rsplit("_", 1)[-1]
     seg_tags = metrics.tags(dir=s.path, threadNum=thread_num)
     try:
@@ -243,6 +262,7 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
             clean_shutdown=s.clean, recovery_point_checkpoint=s.recovery_points.get(tp, 0),
             log_start_checkpoint=s.log_starts.get(tp, 0), now_ms=now, scans=engine.source(s.path),
             set_remaining_segments=lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n),
+            cancelled=cancel,
         )
         loaded = LogLoader(ctx).load()
         with lock:

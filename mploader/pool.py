@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from typing import Sequence
@@ -23,6 +23,7 @@ from loky.process_executor import BrokenProcessPool
 
 from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, InlineSource, chunk_boundaries, \
     pickled_size, plan_segment_scans, stitch, table_from_block
+from .errors import LoadInterrupted
 from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
 from .result import LoadStats
@@ -104,6 +105,7 @@ class PoolEngine(Engine):
         self._remaining: dict[str, int] = {}
         self._worker_slots: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         for d in data_dirs:
@@ -122,8 +124,8 @@ class PoolEngine(Engine):
     def _executor(self, data_dir: str, fresh: bool = False) -> ProcessPoolExecutor:
         ex = self._executors.get(data_dir)
         if ex is None or fresh:
-            if ex is not None:
-                ex.shutdown(wait=False, kill_workers=True)
+            if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
+                ex.shutdown(wait=True, kill_workers=True)
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir)
             self._executors[data_dir] = ex
         return ex
@@ -147,7 +149,11 @@ class PoolEngine(Engine):
             block, capacity = self._new_block(max(0, end - chunk_task.start))
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
-            fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+            try:
+                fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+            except BrokenProcessPool:  # the replacement broke too (another task's worker died)
+                ex = self._executor(data_dir, fresh=True)
+                fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
         return _Chunk(chunk_task, block, capacity, fut, ex)
 
     # ---- prefetch ------------------------------------------------------------------------------------
@@ -207,14 +213,23 @@ class PoolEngine(Engine):
             scan = SegmentScan(task.path, task.base_offset, task.start, rest.end, rest.valid_bytes, rest.stop,
                                rest.stop_detail, np.concatenate([scan.batches, rest.batches]), rest.fatal,
                                rest.fatal_exception, bytes_read=rest.end - task.start)
+        # like an inline scan, the result describes the task's whole range, whatever chunk it stopped in
+        scan.end = parts[-1].end
+        scan.bytes_read = scan.end - task.start
         if self.progress is not None:
             self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan
 
     def _chunk_result(self, data_dir: str, chunk: _Chunk) -> SegmentScan:
+        if self._closed.is_set():
+            raise LoadInterrupted("the load was interrupted")
         try:
             desc = chunk.future.result()
-        except BrokenProcessPool as e:
+        except (BrokenProcessPool, CancelledError) as e:
+            if self._closed.is_set():
+                raise LoadInterrupted("the load was interrupted") from None
+            return self._after_crash(data_dir, chunk, e)
+        except Exception as e:  # noqa: BLE001 - MemoryError & co. raised inside the worker: the same remedy
             return self._after_crash(data_dir, chunk, e)
         with self._lock:
             self.stats.pickled_bytes += pickled_size(desc)
@@ -236,21 +251,22 @@ class PoolEngine(Engine):
         with self._lock:
             self.stats.worker_restarts += 1
         if not chunk.retried:
-            log.warning("%s: a Phase 1 worker died while scanning %s (%s); retrying on a fresh worker",
-                        data_dir, chunk.task.path, error)
+            log.warning("%s: a Phase 1 worker died or failed while scanning %s (%s: %s); retrying on a fresh "
+                        "worker", data_dir, chunk.task.path, type(error).__name__, error)
             retry = self._submit(data_dir, chunk.task, broken=chunk.executor)
             retry.retried = True
             try:
                 return self._chunk_result(data_dir, retry)
             finally:
                 self._free(retry.block)
-        log.warning("%s: the retry of %s failed too (%s); scanning it in the parent", data_dir, chunk.task.path,
-                    error)
+        log.warning("%s: the retry of %s failed too (%s: %s); scanning it in the parent", data_dir,
+                    chunk.task.path, type(error).__name__, error)
         with self._lock:
             self.stats.inline_fallbacks += 1
         return scan_segment(chunk.task)
 
     def close(self, kill: bool = False) -> None:
+        self._closed.set()
         for pend in list(self._pending.values()):
             for c in pend.chunks:
                 c.future.cancel()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .disk import Disk
-from .errors import CorruptSnapshotError, StartupFailedError
+from .errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
 from .format import names
 from .format.records import last_sequence
 from .format.snapshot import JavaLongHashMap, ProducerSnapshotEntry, java_hashmap_order, parse_snapshot, snapshot_bytes
@@ -162,7 +162,10 @@ class ProducerStateManager:
         out: dict[int, str] = {}
         for name in self.disk.list_files(self.dir):
             if name.endswith(names.SNAPSHOT_SUFFIX):
-                out[names.offset_from_file_name(name)] = name
+                try:
+                    out[names.offset_from_file_name(name)] = name
+                except InvalidFileNameError as e:  # new SnapshotFile(file): Long.parseLong -> start-up fails
+                    raise StartupFailedError(os.path.join(self.dir, name), "NumberFormatException", str(e)) from e
         return dict(sorted(out.items()))
 
     def latest_snapshot_offset(self) -> int | None:

@@ -19,7 +19,7 @@ from .errors import StartupFailedError
 from .format import names
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .format.records import HEADER_SIZE_UP_TO_MAGIC
-from .scan import SegmentScan, SegmentTask, Stop, scan_buffer
+from .scan import SegmentScan, SegmentTask, scan_buffer
 
 _ENTRY_PREFIX = struct.Struct(">qiib")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -30,6 +30,9 @@ class Segment:
     dir: str
     base_offset: int
     suffix: str = ""  # ".swap" for a swap segment being completed
+    # Kafka's FileRecords end: a segment created preallocated in this load (FileRecords.open with
+    # fileAlreadyExists=false and preallocate=true: end = 0) holds no records whatever its file length
+    records_end: int | None = None
 
     def file(self, suffix: str) -> str:
         return os.path.join(self.dir, names.segment_file_name(self.base_offset, suffix) + self.suffix)
@@ -105,9 +108,15 @@ def offset_index_last_offset(disk: Disk, seg: Segment) -> int:
     return seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
 
 
+def log_size(disk: Disk, seg: Segment) -> int:
+    """FileRecords.sizeInBytes: the file length, or 0 for a segment created preallocated in this load."""
+    size = disk.size(seg.log_path)
+    return size if seg.records_end is None else min(size, seg.records_end)
+
+
 def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -> SegmentScan:
     """Entries from ``position`` to ``end`` without CRC checks (Kafka's plain batch iteration)."""
-    size = disk.size(seg.log_path)
+    size = log_size(disk, seg)
     end = size if end is None else min(end, size)
     data = disk.read(seg.log_path, position, end) if position < end else b""
     task = SegmentTask(seg.log_path, seg.base_offset, 0, len(data), check_crc=False)
@@ -123,7 +132,9 @@ def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int 
     Like Kafka's searchForOffsetWithSize it reads headers from the index's position on and stops at
     the first hit: entries after it are never looked at."""
     _, pos = offset_index_lookup(disk, seg, offset)
-    size = disk.size(seg.log_path)
+    size = log_size(disk, seg)
+    if size <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
     buf = disk.view(seg.log_path)
     p = max(pos, start_position)
     while p < size - HEADER_SIZE_UP_TO_MAGIC:
@@ -134,31 +145,60 @@ def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int 
         total = length + 12
         if p > size - total:
             return None
-        last = base + _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0] if magic >= 2 and p + 27 <= size else base
+        last = _last_offset(buf, seg, p, base, magic)
         if last >= offset:
             return p, total
         p += total
     return None
 
 
+def _last_offset(buf: bytes | memoryview, seg: Segment, p: int, base: int, magic: int) -> int:
+    """FileChannelRecordBatch.lastOffset(): a legacy entry's offset; for v2 the 61-byte header is read
+    from the file (loadBatchHeader), whatever the entry's own size: past the end of the file that read
+    fails (EOFException, rethrown as KafkaException)."""
+    if magic < 2:
+        return base
+    if p + 61 > len(buf):
+        raise StartupFailedError(seg.log_path, "KafkaException",
+                                 f"failed to load the record batch header at byte {p}: end of file")
+    return base + _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0]
+
+
 def read_next_offset(disk: Disk, seg: Segment) -> int:
-    """LogSegment.readNextOffset: last batch's lastOffset + 1 from the index's last entry on."""
+    """LogSegment.readNextOffset: last batch's lastOffset + 1 from the index's last entry on.
+
+    Kafka walks the entries with FileLogInputStream (size field only: a corrupt size is fatal, a
+    torn last entry ends the walk, nothing else is checked) and reads the header of the last one."""
     hit = translate_offset(disk, seg, offset_index_last_offset(disk, seg))
     if hit is None:
         return seg.base_offset
-    walk = walk_from(disk, seg, hit[0])
-    _raise_if_corrupt(walk)
-    return int(walk.batches["last_offset"][-1]) + 1 if len(walk.batches) else seg.base_offset
-
-
-def _raise_if_corrupt(walk: SegmentScan) -> None:
-    if walk.stop is Stop.CORRUPT_SIZE:
-        raise StartupFailedError(walk.path, "CorruptRecordException",
-                                 f"{walk.stop_detail} at byte {walk.valid_bytes} of an unrecovered segment")
+    size = log_size(disk, seg)
+    buf = disk.view(seg.log_path)
+    p = hit[0]
+    last: tuple[int, int, int] | None = None
+    while p < size - HEADER_SIZE_UP_TO_MAGIC:
+        base, length, _, magic = _ENTRY_PREFIX.unpack_from(buf, p)
+        if length < 14:
+            raise StartupFailedError(seg.log_path, "CorruptRecordException",
+                                     f"size field {length} below the minimum 14 at byte {p} of an unrecovered segment")
+        total = length + 12
+        if p > size - total:
+            break
+        last = (p, base, magic)
+        p += total
+    if last is None:
+        return seg.base_offset
+    return _last_offset(buf, seg, *last) + 1
 
 
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
-    """AbstractIndex.resize(maxIndexSize): creates a missing file; no-op when already that size."""
+    """AbstractIndex.resize(maxIndexSize): creates a missing file; no-op when already that size.
+
+    Divergence (review, not fixed: tests/test_load.py::test_index_longer_than_max_index_size expects the
+    opposite): Kafka's resize sets the new length and then restores the old write position
+    (``roundDown(file length, entry size)`` for an unrecovered file); a position past the new length
+    throws IllegalArgumentException (Buffer.position) after the file was cut, failing start-up.
+    """
     size = round_down(max_index_size, entry_size)
     if not disk.exists(path) or disk.size(path) != size:
         disk.set_size(path, size)

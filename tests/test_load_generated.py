@@ -171,6 +171,23 @@ def parse_snapshot(data: bytes) -> dict[int, tuple] | None:
     return out
 
 
+def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
+    """leader-epoch-checkpoint (FORMATS.md §14), loaded with LeaderEpochFileCache's assign rule (§9)."""
+    lines = data.decode().split("\n")
+    assert lines[0] == "0" and int(lines[1]) == len([x for x in lines[2:] if x])
+    entries: list[tuple[int, int]] = []
+    for line in lines[2:]:
+        if not line:
+            continue
+        epoch, start = map(int, line.split())
+        if entries and entries[-1][0] == epoch and start >= entries[-1][1]:
+            continue
+        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start):
+            entries.pop()
+        entries.append((epoch, start))
+    return entries
+
+
 def txn_entries_bytes(entries: list[tuple[int, int, int, int]]) -> bytes:
     return b"".join(struct.pack(">hqqqq", 0, *e) for e in entries)
 
@@ -347,7 +364,7 @@ class Model:
         for fname, data in before.items():
             if fname.endswith(".snapshot"):
                 self.snaps[int(fname.split(".")[0])] = Snap(parse_snapshot(data), False)
-        self.epochs = [tuple(e) for e in part["leader_epoch_checkpoint"]]
+        self.epochs = parse_epoch_checkpoint(before["leader-epoch-checkpoint"])
 
     # ---- helpers
 
@@ -1160,3 +1177,89 @@ def test_interrupted_swap_is_completed(tmp_path):
         assert (path / name(base, ".log")).read_bytes() == b.before[key][name(base, ".log")]
         assert base in [s.base_offset for s in log.segments]
         assert name(base, ".log") in log.deleted_files
+
+
+@pytest.mark.parametrize("interval", ["zero", "one batch"])
+def test_index_interval_boundaries(tmp_path, interval):
+    """§7.1: an index entry needs strictly more than index.interval.bytes since the last indexed batch, and
+    the batch at position 0 never gets one.  With the interval equal to the usual batch size, consecutive
+    full batches are exactly one interval apart: only every second one is indexed."""
+    cfg = GEN.replace(fault_kinds=("torn_tail", "flipped_byte", "missing_index"), seed=31)
+    if interval == "zero":
+        cfg = cfg.replace(index_interval_bytes=0)
+    else:
+        probe = make_broker(tmp_path / "probe", cfg.replace(faults=0))
+        sizes = [r["size"] for p in probe.manifest["partitions"].values() for s in p["segments"] for r in s["batches"]]
+        cfg = cfg.replace(index_interval_bytes=max(set(sizes), key=sizes.count))
+    b = make_broker(tmp_path, cfg)
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    assert any(m.recovered for m in out.models.values())
+    exact_distance = 0
+    for p in b.manifest["partitions"].values():
+        for s in p["segments"]:
+            rows = s["batches"]
+            indexed = [0] + [e[1] for e in s["offset_index"]]
+            if interval == "zero":
+                assert indexed[1:] == [r["position"] for r in rows[1:]]
+            exact_distance += sum(1 for r in rows if r["position"] - cfg.index_interval_bytes in indexed)
+    assert interval == "zero" or exact_distance > 10  # batches exactly one interval after an indexed one
+
+
+def test_corrupt_snapshot_deleted_on_load_and_not_written_again(tmp_path):
+    """§8.5/§6.14: the recovery of segment k loads the latest snapshot at or below its base; when the one at
+    its base is missing and the one before is corrupt, that one is deleted and the state is rebuilt from
+    an older snapshot; rebuildProducerState writes snapshots only at the last two segment bases and at its
+    target, so the corrupt snapshot's offset stays without a file."""
+    chosen: dict[tuple[str, str, int], tuple[int, int]] = {}
+
+    def damage(out: Path, m: dict) -> None:
+        for key, part in m["partitions"].items():
+            bases = [s["base_offset"] for s in part["segments"]]
+            snaps = {s["offset"] for s in part["snapshots"]}
+            if len(bases) < 4 or bases[1] not in snaps or bases[2] not in snaps:
+                continue
+            if part["log_start_offset"] >= bases[1]:
+                continue
+            path = partition_dir(out, key)
+            (path / name(bases[2], ".snapshot")).unlink()
+            flip(path / name(bases[1], ".snapshot"), 7)
+            add_fault(m, key, "corrupt_snapshot", name(bases[1], ".snapshot"))
+            set_recovery_point(out, m, key, bases[2])
+            chosen[key] = (bases[1], bases[2])
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=5, total_bytes=700_000), damage)
+    assert chosen
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    for key, (corrupt, recovered) in chosen.items():
+        path = partition_dir(b.out, key)
+        assert out.models[key].corrupt_snapshots_read == [corrupt]
+        assert not (path / name(corrupt, ".snapshot")).exists()
+        assert recovered in out.result.logs[TopicPartition(key[1], key[2])].recovered_segments
+
+
+def test_leader_epoch_checkpoint_behind_delete_records(tmp_path):
+    """§6.11: truncateFromStart(log-start checkpoint) drops the epochs that start at or before the log start
+    and moves the last of them to the log start; a checkpoint written before DeleteRecords still lists
+    them."""
+    touched = []
+
+    def damage(out: Path, m: dict) -> None:
+        for key, part in m["partitions"].items():
+            if part["log_start_offset"] > part["first_segment_base"] and \
+                    part["leader_epochs_in_log"] != part["leader_epoch_checkpoint"]:
+                epochs = part["leader_epochs_in_log"]
+                (partition_dir(out, key) / "leader-epoch-checkpoint").write_text(
+                    "0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs))
+                touched.append(key)
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=4, delete_records_fraction=1.0, leader_epoch_changes=12,
+                                          clean_shutdown=True), damage)
+    assert touched
+    out = load_and_check(b)
+    for key in touched:
+        part = b.manifest["partitions"][key]
+        log = out.result.logs[TopicPartition(key[1], key[2])]
+        assert log.leader_epochs == [tuple(e) for e in part["leader_epoch_checkpoint"]]
+        assert log.leader_epochs[0][1] == part["log_start_offset"]
