@@ -44,7 +44,6 @@ class _DirState:
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)
     offline_reason: str | None = None
     partitions: list[tuple[str, TopicPartition, DirKind]] = field(default_factory=list)
-    validated: bool = False  # passed LogManager.createAndValidateLogDirs (created, a readable directory)
 
 
 def load_logs(
@@ -78,10 +77,6 @@ def load_logs(
         except OSError as e:
             offline[d] = f"{type(e).__name__}: {e}"
             state.offline_reason = offline[d]
-    if states and not any(s.validated for s in states):
-        # LogManager.createAndValidateLogDirs: if (liveLogDirs.isEmpty) { fatal(...); Exit.halt(1) }
-        raise StartupFailedError(None, "Exit.halt(1)", "none of the specified log dirs can be created or validated: "
-                                 + "; ".join(offline.values()))
     live = [s for s in states if s.offline_reason is None or s.partitions]
     engine = make_engine(cfg, [s.path for s in live], stats, metrics, progress)
     stats.workers_per_dir = engine.workers_per_dir
@@ -134,14 +129,12 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
     d = state.path
     if not os.path.exists(d):
         if disk.dry_run:
-            state.validated = True  # Kafka would create it
             raise FileNotFoundError(2, "data directory does not exist (dry run: not created)", d)
         os.makedirs(d)
     if not os.path.isdir(d):
         raise NotADirectoryError(20, "data directory is not a directory", d)
     if not os.access(d, os.R_OK | os.X_OK):
         raise PermissionError(13, "data directory is not readable", d)
-    state.validated = True
     # LogManager.lockLogDirs: new FileLock(new File(dir, ".lock")) opens it with CREATE (content kept); the
     # file stays while the broker runs (only a clean LogManager.shutdown or a dir failure deletes it)
     lock = os.path.join(d, LOCK_FILE)

@@ -253,7 +253,9 @@ class PoolEngine(Engine):
         if not chunk.retried:
             log.warning("%s: a Phase 1 worker died or failed while scanning %s (%s: %s); retrying on a fresh "
                         "worker", data_dir, chunk.task.path, type(error).__name__, error)
-            retry = self._submit(data_dir, chunk.task, broken=chunk.executor)
+            # replace the pool only if it broke: a healthy one still runs other tasks
+            broken = chunk.executor if isinstance(error, BrokenProcessPool) else None
+            retry = self._submit(data_dir, chunk.task, broken=broken)
             retry.retried = True
             try:
                 return self._chunk_result(data_dir, retry)
