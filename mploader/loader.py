@@ -448,6 +448,8 @@ class LogLoader:
             return rows[(rows["position"] >= hit[0]) & (rows["position"] < max_pos)]
         walk = walk_from(self.disk, seg, hit[0], max_pos)
         self.ctx.bytes_scanned += walk.bytes_read
+        if walk.fatal is not None:
+            raise StartupFailedError(seg.log_path, walk.fatal_exception or "KafkaException", walk.fatal)
         if walk.stop.value == "corrupt size":
             raise StartupFailedError(seg.log_path, "CorruptRecordException",
                                      f"{walk.stop_detail} at byte {walk.valid_bytes}")

@@ -78,6 +78,10 @@ def load_logs(
             offline[d] = f"{type(e).__name__}: {e}"
             state.offline_reason = offline[d]
     live = [s for s in states if s.offline_reason is None or s.partitions]
+    if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
+        reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
+        raise StartupFailedError(None, "KafkaException (Exit.halt)",
+                                 f"no usable data directory among those given ({reasons})")
     engine = make_engine(cfg, [s.path for s in live], stats, metrics, progress)
     stats.workers_per_dir = engine.workers_per_dir
     interrupted = False
@@ -145,9 +149,16 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
         if not disk.exists(p) and not os.path.lexists(p):
             disk.write(p, b"")
     marker = os.path.join(d, checkpoint.CLEAN_SHUTDOWN_MARKER)
-    state.clean = os.path.lexists(marker)
-    if state.clean:
-        disk.delete(marker)
+    state.clean = os.path.exists(marker)  # File.exists: follows links (a dangling one counts as absent)
+    if state.clean:  # deleted before any partition loads (KAFKA-10471)
+        if os.path.isdir(marker) and not os.path.islink(marker):
+            if disk.dry_run:
+                if os.listdir(marker):
+                    raise OSError(39, "cannot delete the clean-shutdown marker: a non-empty directory", marker)
+            else:
+                os.rmdir(marker)  # Files.deleteIfExists: an empty directory goes, a non-empty one is an IOException
+        else:
+            disk.delete(marker)
     state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT)
     state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT)
     for entry in sorted(os.scandir(d), key=lambda e: e.name):

@@ -168,8 +168,16 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
             break
         if magic >= 2:
             if total < records.RECORD_BATCH_OVERHEAD:
-                stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
-                break
+                if check:  # ensureValid rejects it
+                    stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
+                    break
+                if p + records.RECORD_BATCH_OVERHEAD > end:  # plain iteration reads 61 header bytes regardless
+                    fatal = (f"v2 entry of {total} bytes at byte {p}: its 61-byte header runs past the end of "
+                             "the file", "KafkaException")
+                    break
+                append(p)  # its header fields come from the bytes that follow, as Kafka reads them
+                p += total
+                continue
             if check and crc32c(mv[p + 21 : p + total]) != crc:
                 stop, detail = Stop.CRC, "record batch CRC mismatch"
                 break

@@ -194,14 +194,20 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
     """AbstractIndex.resize(maxIndexSize): creates a missing file; no-op when already that size.
 
-    Divergence (review, not fixed: tests/test_load.py::test_index_longer_than_max_index_size expects the
-    opposite): Kafka's resize sets the new length and then restores the old write position
-    (``roundDown(file length, entry size)`` for an unrecovered file); a position past the new length
-    throws IllegalArgumentException (Buffer.position) after the file was cut, failing start-up.
+    Kafka sets the new length, then restores the write position: for an index opened as it was
+    (not rebuilt) that is ``roundDown(file length, entry size)``, and a position past the new
+    length throws IllegalArgumentException after the file was cut: start-up fails.  A rebuilt
+    index is trimmed to its entries, which always fit.
     """
     size = round_down(max_index_size, entry_size)
-    if not disk.exists(path) or disk.size(path) != size:
+    exists = disk.exists(path)
+    length = disk.size(path) if exists else 0
+    if not exists or length != size:
         disk.set_size(path, size)
+    if round_down(length, entry_size) > size:
+        raise StartupFailedError(path, "IllegalArgumentException",
+                                 f"index of {length} bytes holds more entries than segment.index.bytes "
+                                 f"({max_index_size}) allows; Kafka cuts it to {size} bytes and fails to start")
 
 
 def resize_indexes(disk: Disk, seg: Segment, max_index_size: int) -> None:

@@ -162,12 +162,17 @@ def test_offline_dir_exit_status(tmp_path: Path) -> None:
 def test_bad_data_dirs_are_reported_with_their_path(tmp_path: Path) -> None:
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("x")
-    r = load_logs([str(a_file)], LoaderConfig(), now_ms=NOW)
+    good = data_dir(tmp_path, clean=True)
+    r = load_logs([str(a_file), str(good)], LoaderConfig(), now_ms=NOW)
     assert str(a_file) in r.offline_dirs and "not a directory" in r.offline_dirs[str(a_file)]
+    assert str(good) not in r.offline_dirs
+    with pytest.raises(StartupFailedError, match="no usable data directory") as e:  # Kafka halts
+        load_logs([str(a_file)], LoaderConfig(), now_ms=NOW)
+    assert str(a_file) in str(e.value)
     with pytest.raises(StartupFailedError, match="duplicate log directory"):
         load_logs([str(tmp_path), str(tmp_path) + "/."], LoaderConfig(), now_ms=NOW)
     missing = tmp_path / "missing"
-    r = load_logs([str(missing)], LoaderConfig(dry_run=True), now_ms=NOW)
+    r = load_logs([str(missing), str(good)], LoaderConfig(dry_run=True), now_ms=NOW)
     assert str(missing) in r.offline_dirs and not missing.exists()
 
 
@@ -203,17 +208,23 @@ def test_log_over_2_gib_fails_like_kafka(tmp_path: Path) -> None:
 
 
 def test_index_longer_than_max_index_size(tmp_path: Path) -> None:
-    """Kafka opens an existing index at whatever length it has; the active segment's indexes are
-    resized to segment.index.bytes at the end of the load (entries past it are cut), others stay."""
+    """Kafka opens an existing index at whatever length it has.  Inactive segments' indexes stay as
+    they are; resizing the active segment's longer index to segment.index.bytes cuts the file and
+    then fails (AbstractIndex.resize restores a write position past the new end): start-up fails."""
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d).std3()
     big = pb.read("00000000000000000000.timeindex") + bytes(4000)
     pb.write("00000000000000000000.timeindex", big)
-    pb.write("00000000000000000020.index", bytes(2000))
     load_logs([str(d)], LoaderConfig(max_index_size=1000), now_ms=NOW)
     assert pb.read("00000000000000000000.timeindex") == big
-    assert pb.read("00000000000000000020.index") == bytes(1000)
+    assert len(pb.read("00000000000000000020.index")) == 1000
     assert len(pb.read("00000000000000000020.timeindex")) == 996
+    pb.write("00000000000000000020.index", bytes(2000))
+    (d / ".kafka_cleanshutdown").write_text("")
+    with pytest.raises(StartupFailedError, match="holds more entries") as e:
+        load_logs([str(d)], LoaderConfig(max_index_size=1000), now_ms=NOW)
+    assert e.value.kafka_exception == "IllegalArgumentException"
+    assert pb.read("00000000000000000020.index") == bytes(1000)
 
 
 def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, monkeypatch) -> None:

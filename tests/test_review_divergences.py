@@ -355,3 +355,24 @@ def test_one_valid_data_dir_is_enough(tmp_path):
     result = load([not_a_dir, d])
 
     assert TP in result.logs and list(result.offline_dirs) == [str(not_a_dir)]
+
+
+# ------------------------------------------------------------------------------------------------
+# readNextOffset never parses records: a control batch Kafka could not interpret (here a null key)
+# in the last segment of a clean shutdown does not end the walk (mploader's walk used to stop there).
+# LogSegment.readNextOffset(): fetchData.records.lastBatch().map(batch -> batch.nextOffset())
+#     (lastBatch() only frames entries; nextOffset() reads the last batch's header)
+
+
+def test_clean_read_next_offset_does_not_parse_control_records(tmp_path):
+    from mploader.format import records
+
+    d = data_dir(tmp_path, clean=True)
+    bad = records.build_batch(1, [records.Record(0, 0, None, b"x")], control=True, transactional=True,
+                              producer_id=5, producer_epoch=0)
+    pb = PartitionBuilder(d).segment(0, B(0), bad, B(2), indexes=False)
+    pb.write(name(0, ".index"), b"").write(name(0, ".timeindex"), b"")
+
+    result = load(d)
+
+    assert result.logs[TP].log_end_offset == 3
