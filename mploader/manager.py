@@ -11,6 +11,7 @@ partitions finished; a :class:`StartupFailedError` fails the whole load.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
@@ -44,6 +45,7 @@ class _DirState:
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)
     offline_reason: str | None = None
     partitions: list[tuple[str, TopicPartition, DirKind]] = field(default_factory=list)
+    lock_fd: int | None = None
 
 
 def load_logs(
@@ -69,14 +71,25 @@ def load_logs(
     dirs = _validate_dirs(data_dirs, disk)
     offline: dict[str, str] = {}
     states: list[_DirState] = []
-    for d in dirs:
-        state = _DirState(d)
-        states.append(state)
-        try:
-            _prepare_dir(state, disk)
-        except OSError as e:
-            offline[d] = f"{type(e).__name__}: {e}"
-            state.offline_reason = offline[d]
+    try:
+        for d in dirs:
+            state = _DirState(d)
+            states.append(state)
+            try:
+                _prepare_dir(state, disk)
+            except OSError as e:
+                offline[d] = f"{type(e).__name__}: {e}"
+                state.offline_reason = offline[d]
+        return _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+    finally:
+        for s in states:
+            if s.lock_fd is not None:
+                os.close(s.lock_fd)  # releases the lock
+
+
+def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
+                   metrics: MetricsRegistry, progress: Progress | None, offline: dict[str, str], stats: LoadStats,
+                   t0: float) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
@@ -144,6 +157,7 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
     lock = os.path.join(d, LOCK_FILE)
     if not disk.exists(lock) and not os.path.lexists(lock):
         disk.write(lock, b"")
+    state.lock_fd = _lock_dir(lock, disk.dry_run)
     for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
         p = os.path.join(d, name)
         if not disk.exists(p) and not os.path.lexists(p):
@@ -175,6 +189,21 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
                                      "partition directory is a symbolic link; mploader does not follow links out "
                                      "of a data dir: move the directory itself into the data dir")
         state.partitions.append((entry.path, tp, kind))
+
+
+def _lock_dir(lock: str, dry_run: bool) -> int | None:
+    """Take the data dir's lock as a broker does (a POSIX record lock, like Java's FileChannel.tryLock), so
+    that mploader and a running broker never work on the same dir.  A dry run only checks it."""
+    if not os.path.exists(lock):
+        return None
+    fd = os.open(lock, os.O_RDONLY if dry_run else os.O_RDWR)
+    try:
+        fcntl.lockf(fd, (fcntl.LOCK_SH if dry_run else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StartupFailedError(lock, "KafkaException", "the data directory is locked by another process (a "
+                                 "running broker?); stop it before loading this directory") from None
+    return fd
 
 
 def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:

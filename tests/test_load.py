@@ -291,3 +291,24 @@ def test_a_segment_kafka_recovers_twice_is_read_once(tmp_path: Path, workers: in
     assert counter.bytes == r.stats.bytes_read == sum(sizes.values())  # every byte read once
     assert sorted(f for f in pb.files() if f.endswith(".snapshot")) == [
         "00000000000000000010.snapshot", "00000000000000000020.snapshot", "00000000000000000030.snapshot"]
+
+
+def test_a_dir_locked_by_a_running_broker_is_refused(tmp_path: Path) -> None:
+    """Like a broker (LogManager.lockLogDirs), mploader takes the data dir's .lock for the load."""
+    d = data_dir(tmp_path, clean=True)
+    PartitionBuilder(d).segment(0, B(0))
+    load_logs([str(d)], LoaderConfig(), now_ms=NOW)  # creates .lock and releases it afterwards
+    assert (d / ".lock").exists()
+    script = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+              "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(30)")
+    holder = subprocess.Popen([sys.executable, "-c", script, str(d / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StartupFailedError, match="locked by another process"):
+            load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+        with pytest.raises(StartupFailedError, match="locked by another process"):
+            load_logs([str(d)], LoaderConfig(dry_run=True), now_ms=NOW)
+    finally:
+        holder.kill()
+        holder.wait()
+    load_logs([str(d)], LoaderConfig(), now_ms=NOW)
