@@ -256,8 +256,29 @@ def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],
     return table
 
 
+_CANONICAL_MARKER = struct.Struct(">BBBBBhhBhiB")  # 17-byte record of a 78-byte marker batch, from byte 61
+
+
+def _canonical_marker(buf: bytes | memoryview | mmap.mmap, pos: int,
+                      header: BatchHeader) -> tuple[int, int, int, None] | None:
+    """The common case without the general record parser: an uncompressed batch holding one 17-byte
+    COMMIT/ABORT record (1-byte varints, no headers).  None for anything else."""
+    if header.size != 78 or header.records_count != 1 or header.compression:
+        return None
+    length, _, ts_delta, off_delta, klen, kversion, ctype, vlen, vversion, coord, nheaders = \
+        _CANONICAL_MARKER.unpack_from(buf, pos + records.RECORD_BATCH_OVERHEAD)
+    if (length, klen, vlen, nheaders) != (32, 8, 12, 0) or ts_delta & 0x80 or off_delta & 0x80 \
+            or kversion < 0 or vversion < 0 or ctype not in (0, 1):
+        return None
+    ts = header.max_timestamp if header.is_log_append_time else header.base_timestamp + ((ts_delta >> 1) ^ -(ts_delta & 1))
+    return ctype, coord, ts, None
+
+
 def _marker(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader,
             path: str) -> tuple[int, int, int, tuple[str, str] | None]:
+    fast = _canonical_marker(buf, pos, header)
+    if fast is not None:
+        return fast
     try:
         m = records.read_end_txn_marker(buf, pos, header, path)
     except InvalidRecordError:

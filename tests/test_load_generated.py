@@ -21,7 +21,6 @@ segments against the manifest's ``txn_index``).
 
 from __future__ import annotations
 
-import copy
 import os
 import struct
 from dataclasses import dataclass, field
@@ -229,6 +228,7 @@ class MSeg:
     index: bytes | None  # None: no file
     tindex: bytes | None
     txn: bytes | None
+    manifest_txn: list | None = None  # the generator's aborted transactions of this segment
     by_pos: dict[int, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -341,6 +341,7 @@ class Model:
         self.corrupt_snapshots_read: list[int] = []
         self.loads_from_log_start: list[int] = []
         self.uncertain_producers = ""  # why producer state cannot be predicted (damaged batches read)
+        self.txn_cross_checked = 0
         self.txn_written: dict[int, list] = {}  # segment base -> aborted txns appended by its last recovery
         self.coordinator_epochs: dict[tuple[int, int], int] = {}
         self.segs: dict[int, MSeg] = {}
@@ -358,7 +359,8 @@ class Model:
                 v = before.get(name(base, sfx))
                 return BIG if isinstance(v, int) else v
 
-            self.segs[base] = MSeg(base, s["batches"], data, get(".index"), get(".timeindex"), get(".txnindex"))
+            self.segs[base] = MSeg(base, s["batches"], data, get(".index"), get(".timeindex"), get(".txnindex"),
+                                   [tuple(e) for e in s["txn_index"]])
         # snapshots on disk before the load: contents parsed here (the generator's, or corrupt)
         self.snaps: dict[int, Snap] = {}
         for fname, data in before.items():
@@ -475,6 +477,10 @@ class Model:
                     aborted.append((pid, first, last, psm.lso_for(pid, last)))
             psm.map_end = r["last_offset"] + 1
         truncated = len(seg.data) - valid
+        if len(kept) == len(seg.rows) and not self.truncated and not self.loads_from_log_start:
+            # the producer state is the generator's: so must be the aborted transactions
+            assert aborted == seg.manifest_txn, f"segment {seg.base}: {aborted} != manifest {seg.manifest_txn}"
+            self.txn_cross_checked += 1
         seg.data = seg.data[:valid]
         seg.index, seg.tindex = oi, ti
         if seg.txn is not None or aborted:
@@ -584,7 +590,8 @@ class Model:
         self.complete_swaps(valid_swaps)
         # §6.3 loadSegmentFiles
         for f in sorted(self.files):
-            if f.endswith((".index", ".timeindex", ".txnindex")) and name(int(f.split(".")[0]), ".log") not in self.files:
+            is_index = f.endswith((".index", ".timeindex", ".txnindex"))
+            if is_index and name(int(f.split(".")[0]), ".log") not in self.files:
                 self.files.discard(f)
                 self.removed.add(f)
         loaded: list[MSeg] = []
@@ -911,9 +918,7 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
         if len(faults) != 1:
             continue
         (f,) = faults
-        if False:
-            pass
-        elif f["kind"] == "missing_index" and f["file"].endswith(".index"):
+        if f["kind"] == "missing_index" and f["file"].endswith(".index"):
             # recovered while the segment files are loaded; the rebuilt index is the generator's (recovery rule)
             base = f["segment_base"]
             assert base in log.recovered_segments, key
@@ -1057,8 +1062,8 @@ def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
             row = seg["batches"][len(seg["batches"]) // 2]
             path = partition_dir(out, key)
             flip(path / seg["file"], row["position"] + 40)  # inside the CRC-covered header
-            add_fault(m, key, "flipped_byte", seg["file"], segment_base=seg["base_offset"], position=row["position"] + 40,
-                      valid_end=row["position"])
+            add_fault(m, key, "flipped_byte", seg["file"], segment_base=seg["base_offset"],
+                      position=row["position"] + 40, valid_end=row["position"])
             if variant.startswith("no index"):
                 (path / name(seg["base_offset"], ".index")).unlink()
                 add_fault(m, key, "missing_index", name(seg["base_offset"], ".index"), segment_base=seg["base_offset"])
@@ -1263,3 +1268,35 @@ def test_leader_epoch_checkpoint_behind_delete_records(tmp_path):
         log = out.result.logs[TopicPartition(key[1], key[2])]
         assert log.leader_epochs == [tuple(e) for e in part["leader_epoch_checkpoint"]]
         assert log.leader_epochs[0][1] == part["log_start_offset"]
+
+
+def test_truncation_below_the_log_start_deletes_every_segment(tmp_path):
+    """§6.7: when recovery cuts the log below the log-start checkpoint, every segment goes, the epoch cache
+    is cleared and an empty segment starts at the log start offset."""
+    chosen: dict[tuple[str, str, int], int] = {}
+
+    def damage(out: Path, m: dict) -> None:
+        for key, part in m["partitions"].items():
+            first = part["segments"][0]
+            below = [r for r in first["batches"] if r["last_offset"] < part["log_start_offset"]]
+            if part["log_start_offset"] <= part["first_segment_base"] or not below:
+                continue
+            row = below[0]
+            flip(partition_dir(out, key) / first["file"], row["position"] + 30)
+            add_fault(m, key, "flipped_byte", first["file"], segment_base=first["base_offset"],
+                      position=row["position"] + 30, valid_end=row["position"])
+            set_recovery_point(out, m, key, part["log_start_offset"])
+            chosen[key] = part["log_start_offset"]
+
+    b = make_broker(tmp_path, GEN.replace(faults=0, seed=8, delete_records_fraction=1.0), damage)
+    assert chosen
+    out = load_and_check(b)
+    assert out.result is not None and not out.undetermined
+    for key, log_start in chosen.items():
+        log = out.result.logs[TopicPartition(key[1], key[2])]
+        assert [(s.base_offset, s.size_bytes) for s in log.segments] == [(log_start, 0)]
+        assert log.log_end_offset == log.log_start_offset == log_start
+        assert log.leader_epochs == [] and log.producers == {}
+        path = partition_dir(b.out, key)
+        assert (path / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+        assert not [f for f in os.listdir(path) if f.endswith(".snapshot")]

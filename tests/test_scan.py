@@ -1,0 +1,64 @@
+"""Phase 1's shortcuts agree with the general code they bypass."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mploader.format import records
+from mploader.scan import Marker, SegmentTask, _canonical_marker, scan_buffer
+
+
+def _general(buf: bytes) -> tuple[int, int, int]:
+    h = records.read_batch_header(buf, 0)
+    m = records.read_end_txn_marker(buf, 0, h)
+    assert m is not None
+    return int(m.type), m.coordinator_epoch, m.timestamp
+
+
+@settings(max_examples=200, deadline=None)
+@given(commit=st.booleans(), coord=st.integers(-(2**31), 2**31 - 1), ts=st.integers(0, 2**41),
+       ts_delta=st.integers(-64, 63), log_append=st.booleans(), pid=st.integers(0, 2**40))
+def test_canonical_marker_fast_path_matches_the_record_parser(commit, coord, ts, ts_delta, log_append, pid):
+    ctype = records.ControlRecordType.COMMIT if commit else records.ControlRecordType.ABORT
+    rec = records.Record(0, ts_delta, struct.pack(">hh", 0, int(ctype)), struct.pack(">hi", 0, coord))
+    buf = records.build_batch(7, [rec], control=True, transactional=True, producer_id=pid, producer_epoch=0,
+                              base_timestamp=ts, max_timestamp=ts + 5, log_append_time=log_append)
+    assert len(buf) == 78
+    fast = _canonical_marker(buf, 0, records.read_batch_header(buf, 0))
+    assert fast is not None and fast[:3] == _general(buf)
+
+
+def test_non_canonical_markers_take_the_general_path():
+    # a header on the record, a compressed batch and an unknown type are all left to the record parser
+    with_header = records.Record(0, 0, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 3), (("h", b"v"),))
+    leader_change = records.Record(0, 0, struct.pack(">hh", 0, 2), struct.pack(">hi", 0, 3))
+    for rec, codec in ((with_header, 0), (leader_change, 0)):
+        buf = records.build_batch(0, [rec], control=True, producer_id=1, producer_epoch=0, codec=codec)
+        assert _canonical_marker(buf, 0, records.read_batch_header(buf, 0)) is None
+    gz = records.build_end_txn_marker_batch(0, 1, 0, True, codec=1)
+    assert _canonical_marker(gz, 0, records.read_batch_header(gz, 0)) is None
+    scan = scan_buffer(gz, SegmentTask("x.log", 0), len(gz))
+    assert scan.batches["marker"][0] == Marker.COMMIT
+
+
+def test_fast_walk_and_general_walk_agree_on_every_stop_reason():
+    b = records.build_batch(0, records.simple_records([b"x" * 100]))
+    good = b * 3
+    cases = {
+        "end": good,
+        "torn": good + b[:40],
+        "short tail": good + b[:10],
+        "crc": good + b[:30] + bytes([b[30] ^ 1]) + b[31:],
+        "size<14": good + struct.pack(">qi", 0, 5) + bytes(20),
+        "small v2": good + struct.pack(">qiib", 0, 40, 0, 2) + bytes(35),
+    }
+    expected = {"end": (3 * len(b), "end"), "torn": (3 * len(b), "incomplete"),
+                "short tail": (3 * len(b), "incomplete"), "crc": (3 * len(b), "crc mismatch"),
+                "size<14": (3 * len(b), "corrupt size"), "small v2": (3 * len(b), "batch below 61 bytes")}
+    for name, data in cases.items():
+        s = scan_buffer(data, SegmentTask("x.log", 0), len(data))
+        assert (s.valid_bytes, s.stop.value) == expected[name], name
+        assert list(s.batches["position"]) == [0, len(b), 2 * len(b)], name
