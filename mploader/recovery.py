@@ -253,29 +253,33 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
             epochs.assign(int(ple[i]), int(rows["base_offset"][i]))
     # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
     idx = np.flatnonzero(v2 & (rows["producer_id"] >= 0))
-    if idx.size:
-        sel = rows[idx]
-        columns = zip(idx.tolist(), sel["producer_id"].tolist(), sel["marker"].tolist(),
-                      sel["producer_epoch"].tolist(), sel["base_offset"].tolist(), sel["last_offset"].tolist(),
-                      sel["base_sequence"].tolist(), sel["max_timestamp"].tolist(), sel["attributes"].tolist())
-        for i, pid, marker, epoch, base, last, base_seq, max_ts, attributes in columns:
-            if marker == Marker.NONE and not attributes & ATTR_CONTROL:
-                psm.append_data_batch(pid, epoch, base, last, base_seq, max_ts, bool(attributes & ATTR_TRANSACTIONAL),
-                                      path)
-                continue
-            if marker in (Marker.INVALID, Marker.FATAL):
-                break  # InvalidRecordException (caught by recover, after the epoch assignment) / fatal
-            info = psm.prepare_update(pid)
-            completed = info.append(rows[i], path)
-            psm.update(info)
-            if completed is not None:
-                lso = psm.last_stable_offset(completed)
-                if completed.is_aborted:
-                    if txn_entries and completed.last_offset <= txn_entries[-1][2]:
-                        raise StartupFailedError(path, "IllegalArgumentException",
-                                                 "transaction index offsets must increase")
-                    txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
-                psm.complete_txn(completed, path)
+    stop = np.flatnonzero((rows["marker"][idx] == Marker.INVALID) | (rows["marker"][idx] == Marker.FATAL))
+    if stop.size:  # InvalidRecordException (caught by recover, after the epoch assignment) or fatal
+        idx = idx[: stop[0]]
+    sel = rows[idx]
+    control = np.flatnonzero(sel["attributes"] & ATTR_CONTROL)
+    start = 0
+    for c in [*control.tolist(), len(idx)]:
+        if c > start:  # a run of data batches: per producer, vectorised
+            run = sel[start:c]
+            psm.append_data_run(run["producer_id"], run["producer_epoch"], run["base_offset"], run["last_offset"],
+                                run["base_sequence"], run["max_timestamp"],
+                                (run["attributes"] & ATTR_TRANSACTIONAL) != 0, path)
+        if c == len(idx):
+            break
+        row = sel[c]
+        info = psm.prepare_update(int(row["producer_id"]))
+        completed = info.append(row, path)
+        psm.update(info)
+        if completed is not None:
+            lso = psm.last_stable_offset(completed)
+            if completed.is_aborted:
+                if txn_entries and completed.last_offset <= txn_entries[-1][2]:
+                    raise StartupFailedError(path, "IllegalArgumentException",
+                                             "transaction index offsets must increase")
+                txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
+            psm.complete_txn(completed, path)
+        start = c + 1
     last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
     if last_v2.size:
         psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1
