@@ -289,49 +289,32 @@ class ProducerStateManager:
             entry.current_txn_first_offset = base_offset
             self.ongoing[base_offset] = pid
 
-    def append_data_run(self, pid: np.ndarray, epoch: np.ndarray, base: np.ndarray, last: np.ndarray,
-                        base_seq: np.ndarray, max_ts: np.ndarray, transactional: np.ndarray, path: str) -> None:
-        """:meth:`append_data_batch` for a run of data batches (no control batch among them), per producer.
+    def ensure_producer(self, pid: int) -> None:
+        """Insert an empty entry for a producer not seen yet (what prepareUpdate + update would insert)."""
+        if pid not in self.producers:
+            self._add_producer(ProducerEntry(pid))
 
-        Each producer's entry depends only on its own batches, so the run is grouped by producer id
-        (new producers are inserted in order of first appearance, as row-by-row processing would)."""
-        uniq, first = np.unique(pid, return_index=True)
-        order = np.argsort(pid, kind="stable")
-        bounds = np.searchsorted(pid[order], uniq)
-        groups = np.split(order, bounds[1:])
-        for k in np.argsort(first, kind="stable"):
-            g = groups[k]
-            p = int(uniq[k])
-            entry = self.producers.get(p)
-            if entry is None:
-                entry = ProducerEntry(p)
-                self._add_producer(entry)
-            e = epoch[g]
-            changes = np.flatnonzero(e[1:] != e[:-1])
-            keep_from = 0
-            if changes.size:
-                entry.batches.clear()
-                keep_from = int(changes[-1]) + 1
-            elif int(e[0]) != entry.epoch:
-                entry.batches.clear()
-            entry.epoch = int(e[-1])
-            for i in g[max(keep_from, len(g) - NUM_BATCHES_TO_RETAIN):].tolist():
-                delta = _int32(int(last[i]) - int(base[i]))
-                entry.add_batch_metadata(
-                    BatchMetadata(last_sequence(int(base_seq[i]), delta), int(last[i]), delta, int(max_ts[i])))
-            entry.last_timestamp = int(max_ts[g[-1]])
-            t = transactional[g]
-            if entry.current_txn_first_offset is None and t.any():
-                start = int(np.argmax(t))
-                entry.current_txn_first_offset = int(base[g[start]])
-                self.ongoing[entry.current_txn_first_offset] = p
-                t = t[start:]
-                g = g[start:]
-            if entry.current_txn_first_offset is not None and not t.all():
-                bad = int(base[g[int(np.argmin(t))]])
-                raise StartupFailedError(path, "InvalidTxnStateException",
-                                         f"non-transactional batch at offset {bad} from producer {p} "
-                                         "while its transaction is open")
+    def append_plain_batches(self, pid: int, epoch: np.ndarray, base: np.ndarray, last: np.ndarray,
+                             base_seq: np.ndarray, max_ts: np.ndarray) -> None:
+        """:meth:`append_data_batch` for all of one producer's non-transactional data batches at once.
+
+        Only for a producer with no open transaction and no control batch among them: then its entry
+        depends on nothing but these batches (the last epoch, the batches since its last change, at
+        most 5 of them, and the last timestamp)."""
+        entry = self.producers[pid]
+        changes = np.flatnonzero(epoch[1:] != epoch[:-1])
+        keep_from = 0
+        if changes.size:
+            entry.batches.clear()
+            keep_from = int(changes[-1]) + 1
+        elif int(epoch[0]) != entry.epoch:
+            entry.batches.clear()
+        entry.epoch = int(epoch[-1])
+        for i in range(max(keep_from, len(epoch) - NUM_BATCHES_TO_RETAIN), len(epoch)):
+            delta = _int32(int(last[i]) - int(base[i]))
+            entry.add_batch_metadata(
+                BatchMetadata(last_sequence(int(base_seq[i]), delta), int(last[i]), delta, int(max_ts[i])))
+        entry.last_timestamp = int(max_ts[-1])
 
     def update(self, info: AppendInfo) -> None:
         current = self.producers.get(info.producer_id)

@@ -257,19 +257,36 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
     if stop.size:  # InvalidRecordException (caught by recover, after the epoch assignment) or fatal
         idx = idx[: stop[0]]
     sel = rows[idx]
-    control = np.flatnonzero(sel["attributes"] & ATTR_CONTROL)
-    start = 0
-    for c in [*control.tolist(), len(idx)]:
-        if c > start:  # a run of data batches: per producer, vectorised
-            run = sel[start:c]
-            psm.append_data_run(run["producer_id"], run["producer_epoch"], run["base_offset"], run["last_offset"],
-                                run["base_sequence"], run["max_timestamp"],
-                                (run["attributes"] & ATTR_TRANSACTIONAL) != 0, path)
-        if c == len(idx):
-            break
-        row = sel[c]
-        info = psm.prepare_update(int(row["producer_id"]))
-        completed = info.append(row, path)
+    pids = sel["producer_id"]
+    uniq, first = np.unique(pids, return_index=True)
+    for k in np.argsort(first, kind="stable"):  # new producers enter Kafka's HashMap in order of appearance
+        psm.ensure_producer(int(uniq[k]))
+    attrs = sel["attributes"]
+    # producers with transactional or control batches (or an open transaction) interact through the LSO and
+    # are replayed batch by batch; all others depend only on their own batches: one vectorised step each
+    involved = set(pids[(attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) != 0].tolist())
+    involved.update(p for p in uniq.tolist() if psm.producers[p].current_txn_first_offset is not None)
+    replay = np.isin(pids, np.fromiter(involved, np.int64, len(involved)))
+    plain = np.flatnonzero(~replay)
+    if plain.size:
+        order = plain[np.argsort(pids[plain], kind="stable")]
+        cuts = np.flatnonzero(np.diff(pids[order])) + 1
+        for g in np.split(order, cuts):
+            run = sel[g]
+            psm.append_plain_batches(int(run["producer_id"][0]), run["producer_epoch"], run["base_offset"],
+                                     run["last_offset"], run["base_sequence"], run["max_timestamp"])
+    at = np.flatnonzero(replay)
+    r = sel[at]
+    columns = zip(at.tolist(), r["producer_id"].tolist(), r["attributes"].tolist(), r["producer_epoch"].tolist(),
+                  r["base_offset"].tolist(), r["last_offset"].tolist(), r["base_sequence"].tolist(),
+                  r["max_timestamp"].tolist())
+    for i, pid, attributes, epoch, base, last, base_seq, max_ts in columns:
+        if not attributes & ATTR_CONTROL:
+            psm.append_data_batch(pid, epoch, base, last, base_seq, max_ts, bool(attributes & ATTR_TRANSACTIONAL),
+                                  path)
+            continue
+        info = psm.prepare_update(pid)
+        completed = info.append(sel[i], path)
         psm.update(info)
         if completed is not None:
             lso = psm.last_stable_offset(completed)
@@ -279,7 +296,6 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
                                              "transaction index offsets must increase")
                 txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
             psm.complete_txn(completed, path)
-        start = c + 1
     last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
     if last_v2.size:
         psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1

@@ -152,7 +152,36 @@ def marker_coordinator_epoch(data: bytes, pos: int) -> int:
     return struct.unpack_from(">hi", data, p)[1]
 
 
-SNAP_ENTRY = struct.Struct(">qhiqiqiq")  # pid, epoch, lastSeq, lastOffset, offsetDelta, timestamp, coordEpoch, txnFirst
+# producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch, currentTxnFirstOffset
+SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def raw_row(data: bytes, p: int) -> dict:
+    """The fields of the v2 batch at ``p`` as Kafka reads them without a CRC check (loadProducersFromRecords
+    reads damaged batches of segments it does not recover), in the manifest's row layout."""
+    base, _size, ple, _magic, _crc, attrs, delta, _first_ts, max_ts, pid, pepoch, bseq, count = struct.unpack_from(
+        ">qiibIhiqqqhii", data, p)
+    row = {"position": p, "size": 12 + _size, "base_offset": base, "last_offset": base + delta, "records": count,
+           "max_timestamp": max_ts, "leader_epoch": ple, "producer_id": pid, "producer_epoch": pepoch,
+           "base_sequence": bseq, "transactional": bool(attrs & 0x10), "control": None}
+    if attrs & 0x20 and pid >= 0:
+        if count == 0:
+            row["producer_id"] = -1  # an empty control batch is ignored
+            return row
+        if count != 1 or attrs & 0x07:
+            raise Undetermined(f"damaged control batch at {p}")
+        q = p + 61
+        _length, q = varint(data, q)
+        q += 1
+        _ts, q = varint(data, q)
+        _od, q = varint(data, q)
+        key_len, q = varint(data, q)
+        version, kind = struct.unpack_from(">hh", data, q)
+        if key_len != 4 or version < 0 or kind not in (0, 1):
+            raise Undetermined(f"damaged control record at {p}")
+        row["control"] = "COMMIT" if kind == 1 else "ABORT"
+        row["coordinator_epoch"] = marker_coordinator_epoch(data, p)
+    return row
 
 
 def parse_snapshot(data: bytes) -> dict[int, tuple] | None:
@@ -214,7 +243,12 @@ def rebuilt_indexes(base: int, rows: list[dict], interval: int) -> tuple[bytes, 
 
 
 def last_sequence(base_sequence: int, delta: int) -> int:
-    return (base_sequence + delta) % 2**31
+    """DefaultRecordBatch.lastSequence (int32 wrap-around; -1 stays -1)."""
+    if base_sequence == -1:
+        return -1
+    if base_sequence > 2**31 - 1 - delta:
+        return delta - (2**31 - 1 - base_sequence) - 1
+    return base_sequence + delta
 
 
 # ------------------------------------------------------------------------------------------------
@@ -311,7 +345,7 @@ class PSM:
                 e[6] = r["base_offset"]
             return None
         completed = (pid, e[6], r["base_offset"], r["control"] == "ABORT") if e[6] >= 0 else None
-        e[5] = self.m.coordinator_epochs[(seg.base, r["position"])]
+        e[5] = r.get("coordinator_epoch", self.m.coordinator_epochs.get((seg.base, r["position"])))
         e[4] = r["max_timestamp"]
         e[6] = -1
         return completed
@@ -342,6 +376,7 @@ class Model:
         self.corrupt_snapshots_read: list[int] = []
         self.loads_from_log_start: list[int] = []
         self.txn_cross_checked = 0
+        self.damaged_batches_read = 0
         self.txn_written: dict[int, list] = {}  # segment base -> aborted txns appended by its last recovery
         self.coordinator_epochs: dict[tuple[int, int], int] = {}
         self.segs: dict[int, MSeg] = {}
@@ -353,14 +388,15 @@ class Model:
             data = before[logname]
             for r in s["batches"]:
                 if r["control"] is not None and r["position"] + r["size"] <= len(data):
-                    self.coordinator_epochs[(base, r["position"])] = marker_coordinator_epoch(data, r["position"])
+                    epoch = marker_coordinator_epoch(data, r["position"])
+                    self.coordinator_epochs[(base, r["position"])] = epoch
 
             def get(sfx: str, base: int = base) -> bytes | None:
                 v = before.get(name(base, sfx))
                 return BIG if isinstance(v, int) else v
 
-            self.segs[base] = MSeg(base, s["batches"], data, get(".index"), get(".timeindex"), get(".txnindex"),
-                                   [tuple(e) for e in s["txn_index"]])
+            self.segs[base] = MSeg(base, s["batches"], data, get(".index"), get(".timeindex"),
+                                   get(".txnindex"), [tuple(e) for e in s["txn_index"]])
         # snapshots on disk before the load: contents parsed here (the generator's, or corrupt)
         self.snaps: dict[int, Snap] = {}
         for fname, data in before.items():
@@ -385,7 +421,8 @@ class Model:
         return [s for s in segs if (lo is None or s.base >= lo) and s.base < end]
 
     def translate(self, seg: MSeg, target: int) -> tuple[int, int] | None:
-        """LogSegment.translateOffset (§10.2): (position, lastOffset) of the first batch with lastOffset >= target."""
+        """LogSegment.translateOffset (§10.2): (position, lastOffset) of the first batch whose lastOffset is
+        at least ``target``."""
         if seg.index is BIG:
             raise Undetermined(f"lookup in the untrimmed index of segment {seg.base}")
         entries = index_entries(seg.index)
@@ -412,7 +449,8 @@ class Model:
         return batches[-1][2] + 1 if batches else seg.base
 
     def read_rows(self, seg: MSeg, start_offset: int, max_pos: int) -> list[dict]:
-        """LogSegment.read(start, MAX, maxPosition) for loadProducersFromRecords: manifest rows of the batches read."""
+        """LogSegment.read(start, MAX, maxPosition) for loadProducersFromRecords: the manifest rows of the
+        batches it reads."""
         hit = self.translate(seg, start_offset)
         if hit is None:
             return []
@@ -423,15 +461,18 @@ class Model:
             r = seg.by_pos.get(p)
             if r is None or r["size"] != size:
                 raise Undetermined(f"batch at {p} of segment {seg.base} is not in the manifest")
-            if crc_valid_end(seg.data[p : p + size]) != size:  # the manifest row is not what Kafka reads here
-                raise Undetermined(f"producer state is rebuilt from damaged batch {p} of segment {seg.base}")
+            if crc_valid_end(seg.data[p : p + size]) != size:
+                # a damaged batch of a segment that is not recovered: Kafka uses whatever its header says
+                self.damaged_batches_read += 1
+                r = raw_row(seg.data, p)
             rows.append(r)
         return rows
 
     # ---- §6.14 rebuildProducerState
 
-    def rebuild(self, psm: PSM, segs: list[MSeg], log_start: int, last_offset: int, reload_clean: bool) -> None:
-        to_snap = ([segs[-2].base] if len(segs) > 1 else []) + ([segs[-1].base] if segs else []) + [last_offset]
+    def rebuild(self, psm: PSM, segs: list[MSeg], log_start: int, last_offset: int,
+                reload_clean: bool) -> None:
+        to_snap = [s.base for s in segs[-2:]] + [last_offset]
         if not psm.snaps and reload_clean:
             for o in to_snap:
                 psm.map_end = o
@@ -463,9 +504,10 @@ class Model:
     def recover(self, seg: MSeg, psm: PSM) -> int:
         valid = crc_valid_end(seg.data)
         kept = [r for r in seg.rows if r["position"] + r["size"] <= valid]
-        assert sum(r["size"] for r in kept) == valid, f"segment {seg.base}: valid end {valid} is not a batch boundary"
+        assert sum(r["size"] for r in kept) == valid, f"segment {seg.base}: {valid} is not a batch boundary"
         oi, ti, _, _ = rebuilt_indexes(seg.base, kept, self.interval)
-        assert (oi, ti) == expected_indexes(seg.base, seg.data[:valid], self.interval)  # two test-side rules agree
+        # two test-side implementations of the rule agree (manifest rows here, raw bytes in kafkadir)
+        assert (oi, ti) == expected_indexes(seg.base, seg.data[:valid], self.interval)
         aborted = []
         for r in kept:
             if self.epochs == [] or r["leader_epoch"] > self.epochs[-1][0]:
@@ -479,7 +521,7 @@ class Model:
         truncated = len(seg.data) - valid
         if len(kept) == len(seg.rows) and not self.truncated and not self.loads_from_log_start:
             # the producer state is the generator's: so must be the aborted transactions
-            assert aborted == seg.manifest_txn, f"segment {seg.base}: {aborted} != manifest {seg.manifest_txn}"
+            assert aborted == seg.manifest_txn, f"segment {seg.base}: {aborted} != {seg.manifest_txn}"
             self.txn_cross_checked += 1
         seg.data = seg.data[:valid]
         seg.index, seg.tindex = oi, ti
@@ -603,8 +645,8 @@ class Model:
                 if name(seg.base, ".timeindex") not in self.files:
                     seg.tindex = b""
                     self.files.add(name(seg.base, ".timeindex"))
-                txn = [struct.unpack_from(">hqqqq", seg.txn, i) for i in range(0, len(seg.txn or b"") // 34 * 34, 34)]
-                if any(e[3] < seg.base for e in txn):
+                txn = list(struct.iter_unpack(">hqqqq", (seg.txn or b"")[: len(seg.txn or b"") // 34 * 34]))
+                if any(e[3] < seg.base for e in txn):  # TransactionIndex.sanityCheck
                     self.recover_segment(seg, list(loaded))
             if seg.txn is not None:
                 self.files.add(name(seg.base, ".txnindex"))
@@ -705,6 +747,11 @@ def make_broker(tmp_path: Path, cfg: GeneratorConfig, damage=None) -> Broker:
     return Broker(out, m, cfg, before)
 
 
+def log_start_checkpoint(part: dict) -> int:
+    """What the generator wrote to log-start-offset-checkpoint for a partition (0: no entry)."""
+    return part["log_start_offset"] if part["log_start_offset"] > part["first_segment_base"] else 0
+
+
 def faults_of(m: dict, key: tuple[str, str, int]) -> list[dict]:
     return [f for f in m["faults"] if (f["dir"], f["topic"], f["partition"]) == key]
 
@@ -716,7 +763,7 @@ def model_for(b: Broker, key: tuple[str, str, int]) -> Model:
     ls = parse_offset_checkpoint_text((d / "log-start-offset-checkpoint").read_text())
     tp = (key[1], key[2])
     assert rp[tp] == part["recovery_point"]
-    assert ls.get(tp, 0) == (part["log_start_offset"] if part["log_start_offset"] > part["first_segment_base"] else 0)
+    assert ls.get(tp, 0) == log_start_checkpoint(part)
     model = Model(part, faults_of(b.manifest, key), b.before[key], clean=b.cfg.clean_shutdown, rp_ckpt=rp[tp],
                   lso_ckpt=ls.get(tp, 0), interval=b.cfg.index_interval_bytes)
     check_manifest_against_files(model, part)
@@ -733,7 +780,7 @@ def check_manifest_against_files(model: Model, part: dict) -> None:
         assert valid == (f["valid_end"] if f else s["size"]), (seg.base, f)
         kept = [r for r in seg.rows if r["position"] + r["size"] <= valid]
         _, _, offsets, times = rebuilt_indexes(seg.base, kept, model.interval)
-        if f is None and (not s["active"] or model.clean):  # a rolled or cleanly closed segment: trimmed indexes
+        if f is None and (not s["active"] or model.clean):  # rolled or cleanly closed: trimmed indexes
             assert [list(e) for e in offsets] == s["offset_index"]
             assert [list(e) for e in times] == s["time_index"]
     gen_snaps = {s["offset"]: {e[0]: tuple(e[1:]) for e in s["producers"]} for s in part["snapshots"]}
@@ -746,14 +793,14 @@ def check_manifest_against_files(model: Model, part: dict) -> None:
 
 
 def run_load(b: Broker):
-    return load_logs([str(b.out / d) for d in b.manifest["data_dirs"]],
-                     LoaderConfig(index_interval_bytes=b.cfg.index_interval_bytes, max_index_size=b.cfg.max_index_size),
-                     now_ms=NOW)
+    config = LoaderConfig(index_interval_bytes=b.cfg.index_interval_bytes,
+                          max_index_size=b.cfg.max_index_size)
+    return load_logs([str(b.out / d) for d in b.manifest["data_dirs"]], config, now_ms=NOW)
 
 
 def assert_file(path: Path, prefix: bytes, size: int, where: str) -> None:
     """The file is ``prefix`` followed by zeros, ``size`` bytes in all."""
-    assert path.stat().st_size == size, f"{where}: {path.name} has {path.stat().st_size} bytes, expected {size}"
+    assert path.stat().st_size == size, f"{where}: {path.name}: {path.stat().st_size} bytes, not {size}"
     with open(path, "rb") as f:
         assert f.read(len(prefix)) == prefix, f"{where}: {path.name}: entries differ"
         # read only the data extents of the tail: a 10 MB preallocated index is mostly a hole
@@ -766,8 +813,14 @@ def assert_file(path: Path, prefix: bytes, size: int, where: str) -> None:
             end = min(os.lseek(f.fileno(), start, os.SEEK_HOLE), size)
             f.seek(start)
             chunk = f.read(end - start)
-            assert chunk.count(0) == len(chunk), f"{where}: {path.name}: the tail after the entries is not zero"
+            assert chunk.count(0) == len(chunk), f"{where}: {path.name}: the tail is not zero"
             pos = end
+
+
+def producer_tuples(log) -> dict[int, tuple]:
+    """The loaded producers in snapshot-entry order of fields (without the producer id)."""
+    return {pid: (p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.last_timestamp,
+                  p.coordinator_epoch, p.current_txn_first_offset) for pid, p in log.producers.items()}
 
 
 def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> None:
@@ -775,9 +828,11 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
     path = partition_dir(b.out, key)
     assert log.log_end_offset == model.leo, where
     assert log.log_start_offset == model.log_start, where
-    assert (log.recovery_point, log.loader_recovery_point) == (model.recovery_point, model.loader_recovery_point), where
+    assert log.recovery_point == model.recovery_point, where
+    assert log.loader_recovery_point == model.loader_recovery_point, where
     segs = model.sorted_segs()
-    assert [(s.base_offset, s.size_bytes) for s in log.segments] == [(s.base, len(s.data)) for s in segs], where
+    layout = [(s.base_offset, s.size_bytes) for s in log.segments]
+    assert layout == [(s.base, len(s.data)) for s in segs], where
     assert log.recovered_segments == model.recovered, where
     assert log.truncated_bytes == model.truncated, where
     assert log.leader_epochs == model.epochs, where
@@ -785,7 +840,7 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
     on_disk = set(os.listdir(path))
     snap_names = {name(o, ".snapshot") for o in model.snaps}
     expected = {f for f in model.files if not f.endswith(".snapshot")} | snap_names
-    assert on_disk == expected, f"{where}: extra {sorted(on_disk - expected)}, missing {sorted(expected - on_disk)}"
+    assert on_disk == expected, f"{where}: extra {on_disk - expected}, missing {expected - on_disk}"
     for seg in segs:
         assert (path / name(seg.base, ".log")).read_bytes() == seg.data, (where, seg.base)
         if seg is segs[-1]:  # the active segment's indexes were resized: entries, then zeros (§6.9)
@@ -807,9 +862,7 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
     text = "0\n%d\n" % len(model.epochs) + "".join(f"{e} {o}\n" for e, o in model.epochs)
     assert (path / "leader-epoch-checkpoint").read_text() == text, where
     # producers
-    got = {pid: (p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.last_timestamp, p.coordinator_epoch,
-                 p.current_txn_first_offset) for pid, p in log.producers.items()}
-    assert got == model.producers, where
+    assert producer_tuples(log) == model.producers, where
     # what the load reports it deleted (snapshot deletions aside)
     assert {f for f in log.deleted_files if not f.endswith(".snapshot")} == \
         {f for f in model.removed if not f.endswith(".snapshot")}, where
@@ -817,9 +870,8 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
 
 @dataclass
 class Outcome:
-    models: dict
-    result: object
-    undetermined: dict
+    models: dict  # partition key -> Model after run()
+    result: object  # the LoadResult, None when the load was expected to fail (and did)
 
 
 def load_and_check(b: Broker) -> Outcome:
@@ -835,12 +887,12 @@ def load_and_check(b: Broker) -> Outcome:
             fatal = e.args[0]
         except Undetermined as e:
             undetermined[key] = str(e)
-    assert not undetermined, f"the model cannot predict these partitions (choose another seed): {undetermined}"
+    assert not undetermined, f"the model cannot predict these partitions (use another seed): {undetermined}"
     if fatal is not None:
         with pytest.raises(StartupFailedError) as info:
             run_load(b)
         assert info.value.kafka_exception == fatal
-        return Outcome(models, None, undetermined)
+        return Outcome(models, None)
     result = run_load(b)
     assert result.offline_dirs == {}
     for d in b.manifest["data_dirs"]:
@@ -848,7 +900,7 @@ def load_and_check(b: Broker) -> Outcome:
     assert set(result.logs) == {TopicPartition(k[1], k[2]) for k in b.manifest["partitions"]}
     for key, m in models.items():
         check_partition(b, key, m, result.logs[TopicPartition(key[1], key[2])])
-    return Outcome(models, result, undetermined)
+    return Outcome(models, result)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -912,14 +964,15 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
                     torn = last["batches"][-1]
                     indexed = last["offset_index"][-1][0] if last["offset_index"] else None
                     at_base = indexed == torn["last_offset"]
-                    assert log.log_end_offset == (last["base_offset"] if at_base else torn["base_offset"]), key
+                    expect = last["base_offset"] if at_base else torn["base_offset"]
+                    assert log.log_end_offset == expect, key
                     seen.add("clean torn tail: LEO = " + ("segment base" if at_base else "torn batch base"))
             continue
         if len(faults) != 1:
             continue
         (f,) = faults
         if f["kind"] == "missing_index" and f["file"].endswith(".index"):
-            # recovered while the segment files are loaded; the rebuilt index is the generator's (recovery rule)
+            # recovered while the segment files are loaded; rebuilt as the generator wrote it (recovery rule)
             base = f["segment_base"]
             assert base in log.recovered_segments, key
             idx = b"".join(struct.pack(">ii", o - base, p_) for o, p_ in segs[base]["offset_index"])
@@ -952,8 +1005,7 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
                 seen.add("swap files at or above the lowest .cleaned offset removed")
         elif f["kind"] == "corrupt_snapshot":
             off = int(f["file"].split(".")[0])
-            log_start = max(part["log_start_offset"] if part["log_start_offset"] > part["first_segment_base"] else 0,
-                            part["first_segment_base"])
+            log_start = max(log_start_checkpoint(part), part["first_segment_base"])
             read_at = part["log_end_offset"] if clean else floor_base(part, part["recovery_point"])
             if off <= log_start:  # rebuildProducerState deletes snapshots at or below the log start
                 assert not (path / f["file"]).exists(), key
@@ -966,10 +1018,7 @@ def direct_checks(b: Broker, out: Outcome) -> set[str]:
                 if clean:
                     final = {s["offset"]: s for s in part["snapshots"]}[off]
                     assert parse_snapshot(data) == {e[0]: tuple(e[1:]) for e in final["producers"]}, key
-                    got = {pid: (p_.epoch, p_.last_sequence, p_.last_offset, p_.offset_delta, p_.last_timestamp,
-                                 p_.coordinator_epoch, p_.current_txn_first_offset)
-                           for pid, p_ in log.producers.items()}
-                    assert got == parse_snapshot(data), key
+                    assert producer_tuples(log) == parse_snapshot(data), key
                 seen.add("corrupt snapshot read, replaced")
             elif off > read_at:  # unclean: truncateAndReload drops snapshots past the recovered segment
                 assert not (path / f["file"]).exists(), key
@@ -1065,7 +1114,8 @@ def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
                       position=row["position"] + 40, valid_end=row["position"])
             if variant.startswith("no index"):
                 (path / name(seg["base_offset"], ".index")).unlink()
-                add_fault(m, key, "missing_index", name(seg["base_offset"], ".index"), segment_base=seg["base_offset"])
+                add_fault(m, key, "missing_index", name(seg["base_offset"], ".index"),
+                          segment_base=seg["base_offset"])
             rp = seg["base_offset"] if variant.endswith("twice") or variant.endswith(", recovered") \
                 else part["segments"][-1]["base_offset"]
             set_recovery_point(out, m, key, max(rp, part["log_start_offset"]))
@@ -1087,7 +1137,8 @@ def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
             assert log.log_end_offset == part["log_end_offset"]
             assert log.truncated_bytes == seg["size"] - row["position"]
             if variant.endswith("twice"):
-                assert log.recovered_segments[:1] == [seg["base_offset"]] and set(later) <= set(log.recovered_segments)
+                assert log.recovered_segments[:1] == [seg["base_offset"]]
+                assert set(later) <= set(log.recovered_segments)
             else:
                 assert log.recovered_segments == [seg["base_offset"], bases[-1]]
         elif variant == "index, recovered":
@@ -1128,7 +1179,8 @@ def test_corrupt_snapshot_is_deleted_when_loaded_and_an_older_one_used(tmp_path,
                     add_fault(m, key, "corrupt_snapshot", name(off, ".snapshot"))
             targets[key] = (read_at, other)
 
-    b = make_broker(tmp_path, GEN.replace(faults=0, seed=21, clean_shutdown=clean, total_bytes=480_000), damage)
+    cfg = GEN.replace(faults=0, seed=21, clean_shutdown=clean, total_bytes=480_000)
+    b = make_broker(tmp_path, cfg, damage)
     assert len(targets) >= 3
     out = load_and_check(b)
     assert out.result is not None
@@ -1147,9 +1199,7 @@ def test_corrupt_snapshot_is_deleted_when_loaded_and_an_older_one_used(tmp_path,
         if clean:  # the producers are those the generator's snapshot at the LEO held
             final = {s["offset"]: s for s in b.manifest["partitions"][key]["snapshots"]}[read_at]
             log = out.result.logs[TopicPartition(key[1], key[2])]
-            got = {pid: (p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.last_timestamp,
-                         p.coordinator_epoch, p.current_txn_first_offset) for pid, p in log.producers.items()}
-            assert got == {e[0]: tuple(e[1:]) for e in final["producers"]}
+            assert producer_tuples(log) == {e[0]: tuple(e[1:]) for e in final["producers"]}
     assert untouched >= 1
 
 
@@ -1193,7 +1243,8 @@ def test_index_interval_boundaries(tmp_path, interval):
         cfg = cfg.replace(index_interval_bytes=0)
     else:
         probe = make_broker(tmp_path / "probe", cfg.replace(faults=0))
-        sizes = [r["size"] for p in probe.manifest["partitions"].values() for s in p["segments"] for r in s["batches"]]
+        parts = probe.manifest["partitions"].values()
+        sizes = [r["size"] for p in parts for s in p["segments"] for r in s["batches"]]
         cfg = cfg.replace(index_interval_bytes=max(set(sizes), key=sizes.count))
     b = make_broker(tmp_path, cfg)
     out = load_and_check(b)
@@ -1258,8 +1309,9 @@ def test_leader_epoch_checkpoint_behind_delete_records(tmp_path):
                     "0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs))
                 touched.append(key)
 
-    b = make_broker(tmp_path, GEN.replace(faults=0, seed=4, delete_records_fraction=1.0, leader_epoch_changes=12,
-                                          clean_shutdown=True), damage)
+    cfg = GEN.replace(faults=0, seed=4, delete_records_fraction=1.0, leader_epoch_changes=12,
+                      clean_shutdown=True)
+    b = make_broker(tmp_path, cfg, damage)
     assert touched
     out = load_and_check(b)
     for key in touched:
