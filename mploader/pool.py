@@ -223,6 +223,10 @@ class PoolEngine(Engine):
     def _chunk_result(self, data_dir: str, chunk: _Chunk) -> SegmentScan:
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
+        if chunk.future.cancel():  # no worker has taken it yet: the parent scans it rather than wait idle
+            with self._lock:
+                self.stats.scans_in_parent += 1
+            return self._inline.scan(chunk.task)
         try:
             desc = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:

@@ -156,31 +156,91 @@ def marker_coordinator_epoch(data: bytes, pos: int) -> int:
 SNAP_ENTRY = struct.Struct(">qhiqiqiq")
 
 
+class InvalidRecord(Exception):
+    pass
+
+
+def read_varint(data: bytes, q: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """ByteUtils.readVarint/readVarlong: zigzag; too many bytes or the end of the buffer is an error."""
+    value = shift = 0
+    for i in range(max_bytes):
+        if q >= end:
+            raise InvalidRecord("buffer underflow")
+        b = data[q]
+        q += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), q
+    raise InvalidRecord("varint too long")
+
+
+def parse_marker(data: bytes, p: int, size: int, attrs: int, base_ts: int, max_ts: int) -> tuple[str, int, int]:
+    """The end-transaction marker in the first record of the control batch at ``p`` as
+    ProducerAppendInfo.append reads it (FORMATS.md §6): (type, coordinator epoch, record timestamp).
+    Raises Fatal where Kafka's reading throws (outside recovery nothing catches it)."""
+    end, q = p + size, p + 61
+    count = struct.unpack_from(">i", data, p + 57)[0]
+    if count == 0 or attrs & 0x07:
+        raise Undetermined(f"empty or compressed control batch at {p}")
+    try:
+        if count < 0:
+            raise InvalidRecord("negative record count")
+        length, q = read_varint(data, q, end, 5)
+        if end - q < length:
+            raise InvalidRecord("record size")
+        start = q
+        q += 1  # attributes
+        ts_delta, q = read_varint(data, q, end, 10)
+        _od, q = read_varint(data, q, end, 5)
+        parts = []
+        for _ in range(2):  # key, value
+            n, q = read_varint(data, q, end, 5)
+            if n >= 0 and q + n > end:
+                raise InvalidRecord("length beyond the buffer")
+            parts.append(data[q : q + n] if n >= 0 else None)
+            q += max(n, 0)
+        headers, q = read_varint(data, q, end, 5)
+        if headers < 0 or headers > end - q:
+            raise InvalidRecord("header count")
+        for _ in range(headers):
+            n, q = read_varint(data, q, end, 5)
+            if n < 0 or q + n > end:
+                raise InvalidRecord("header key")
+            q += n
+            n, q = read_varint(data, q, end, 5)
+            if n >= 0 and q + n > end:
+                raise InvalidRecord("header value")
+            q += max(n, 0)
+        if q - start != length or (count == 1 and q != end):
+            raise InvalidRecord("record size")
+        key, value = parts
+        if key is None or value is None:
+            raise Fatal("NullPointerException")
+        if len(key) < 4 or struct.unpack_from(">h", key)[0] < 0:
+            raise InvalidRecord("control record key")
+        kind = struct.unpack_from(">h", key, 2)[0]
+        if kind not in (0, 1):
+            raise Fatal("IllegalArgumentException")
+        if len(value) < 6 or struct.unpack_from(">h", value)[0] < 0:
+            raise InvalidRecord("marker value")
+    except InvalidRecord:
+        raise Fatal("InvalidRecordException") from None
+    timestamp = max_ts if attrs & 0x08 else base_ts + ts_delta
+    return ("COMMIT" if kind == 1 else "ABORT"), struct.unpack_from(">i", value, 2)[0], timestamp
+
+
 def raw_row(data: bytes, p: int) -> dict:
     """The fields of the v2 batch at ``p`` as Kafka reads them without a CRC check (loadProducersFromRecords
     reads damaged batches of segments it does not recover), in the manifest's row layout."""
-    base, _size, ple, _magic, _crc, attrs, delta, _first_ts, max_ts, pid, pepoch, bseq, count = struct.unpack_from(
+    base, _size, ple, _magic, _crc, attrs, delta, first_ts, max_ts, pid, pepoch, bseq, count = struct.unpack_from(
         ">qiibIhiqqqhii", data, p)
     row = {"position": p, "size": 12 + _size, "base_offset": base, "last_offset": base + delta, "records": count,
            "max_timestamp": max_ts, "leader_epoch": ple, "producer_id": pid, "producer_epoch": pepoch,
            "base_sequence": bseq, "transactional": bool(attrs & 0x10), "control": None}
     if attrs & 0x20 and pid >= 0:
-        if count == 0:
-            row["producer_id"] = -1  # an empty control batch is ignored
-            return row
-        if count != 1 or attrs & 0x07:
-            raise Undetermined(f"damaged control batch at {p}")
-        q = p + 61
-        _length, q = varint(data, q)
-        q += 1
-        _ts, q = varint(data, q)
-        _od, q = varint(data, q)
-        key_len, q = varint(data, q)
-        version, kind = struct.unpack_from(">hh", data, q)
-        if key_len != 4 or version < 0 or kind not in (0, 1):
-            raise Undetermined(f"damaged control record at {p}")
-        row["control"] = "COMMIT" if kind == 1 else "ABORT"
-        row["coordinator_epoch"] = marker_coordinator_epoch(data, p)
+        row["control"], row["coordinator_epoch"], row["record_timestamp"] = parse_marker(
+            data, p, 12 + _size, attrs, first_ts, max_ts)
     return row
 
 
@@ -346,7 +406,7 @@ class PSM:
             return None
         completed = (pid, e[6], r["base_offset"], r["control"] == "ABORT") if e[6] >= 0 else None
         e[5] = r.get("coordinator_epoch", self.m.coordinator_epochs.get((seg.base, r["position"])))
-        e[4] = r["max_timestamp"]
+        e[4] = r.get("record_timestamp", r["max_timestamp"])  # the marker record's timestamp
         e[6] = -1
         return completed
 
