@@ -26,9 +26,9 @@ from .format.names import DirKind, TopicPartition
 from .producer_state import ProducerStateManager
 from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from .result import LoadedLog, SegmentInfo
-from .scan import SegmentScan, SegmentTask
-from .testing import check_readable
+from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_buffer
 from .segment import Segment, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
+from .testing import check_readable
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,6 @@ class LogLoader:
         if cached is None:
             end = self.disk.overlay_size(seg.log_path)
             if self.disk.has_virtual_content(seg.log_path):
-                from .scan import scan_buffer
-
                 data = self.disk.read(seg.log_path)
                 cached = scan_buffer(data, SegmentTask(seg.log_path, seg.base_offset), len(data))
             else:
@@ -450,7 +448,7 @@ class LogLoader:
         self.ctx.bytes_scanned += walk.bytes_read
         if walk.fatal is not None:
             raise StartupFailedError(seg.log_path, walk.fatal_exception or "KafkaException", walk.fatal)
-        if walk.stop.value == "corrupt size":
+        if walk.stop is Stop.CORRUPT_SIZE:
             raise StartupFailedError(seg.log_path, "CorruptRecordException",
                                      f"{walk.stop_detail} at byte {walk.valid_bytes}")
         return walk.batches
@@ -474,8 +472,6 @@ def _prefix(scan: SegmentScan, size: int) -> SegmentScan:
 
 
 def _empty_table() -> np.ndarray:
-    from .scan import BATCH_TABLE
-
     return np.empty(0, BATCH_TABLE)
 
 
