@@ -87,8 +87,10 @@ class Engine:
     def source(self, data_dir: str) -> InlineSource:
         return InlineSource(self.stats, self.progress, data_dir)
 
-    def prefetch(self, dirs: Sequence["DirPlan"]) -> None:
-        """Inline: nothing to do ahead of time."""
+    def prefetch(self, dirs: Sequence["DirPlan"]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
+        """Start Phase 1 ahead of Phase 2; returns, per data dir, the order in which Phase 2 should load
+        the partitions (inline: as listed, nothing to do ahead of time)."""
+        return {plan.data_dir: list(plan.partitions) for plan in dirs}
 
     def close(self, kill: bool = False) -> None:
         pass
@@ -140,24 +142,39 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str], stats: LoadStats, metri
 # Planning: which scans Phase 2 will ask for
 
 
-def plan_segment_scans(plan: DirPlan) -> list[SegmentTask]:
-    """Segments whose full scan Phase 2 will need: every segment at or after the floor of the
-    recovery point of an unclean partition, and every segment without its ``.index``."""
-    tasks: list[SegmentTask] = []
-    for path, tp, kind in plan.partitions:
+def plan_segment_scans(plan: DirPlan) -> list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]:
+    """Per partition, the segments whose full scan Phase 2 will need: every segment at or after the
+    floor of the recovery point of an unclean partition, and every segment without its ``.index``;
+    in the order Phase 2 should take them (partitions with the most bytes to scan first, so that a
+    huge partition does not make the tail of the load; segments in offset order)."""
+    planned = []
+    for rank, part in enumerate(plan.partitions):
+        path, tp, kind = part
         try:
             files = set(os.listdir(path))
         except OSError:
+            planned.append((0, rank, part, []))
             continue
         bases = sorted(names.offset_from_file_name(f) for f in files
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
         rp = plan.recovery_points.get(tp, 0)
         floor = max((b for b in bases if b <= rp), default=None)
+        tasks = []
         for b in bases:
             unflushed = not plan.clean and kind is not DirKind.DELETE and (floor is None or b >= floor)
             if unflushed or names.segment_file_name(b, names.INDEX_SUFFIX) not in files:
                 tasks.append(SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b))
-    return tasks
+        nbytes = sum(_size(t.path) for t in tasks)
+        planned.append((nbytes, rank, part, tasks))
+    planned.sort(key=lambda p: (-p[0], p[1]))
+    return [(part, tasks) for _, _, part, tasks in planned]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: int = CHUNK_BYTES) -> list[int]:

@@ -242,7 +242,9 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     if progress is not None:
         progress.start({s.path: len(s.partitions) for s in states})
     t_prefetch = time.perf_counter()
-    engine.prefetch([DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in states])
+    order = engine.prefetch([DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in states])
+    for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
+        s.partitions = order.get(s.path, s.partitions)
     stats.seconds["plan"] = time.perf_counter() - t_prefetch
     cancel = threading.Event()
     try:

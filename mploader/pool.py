@@ -26,6 +26,7 @@ from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, InlineSource,
 from .errors import LoadInterrupted
 from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
+from .format.names import DirKind, TopicPartition
 from .result import LoadStats
 from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
 
@@ -158,26 +159,27 @@ class PoolEngine(Engine):
 
     # ---- prefetch ------------------------------------------------------------------------------------
 
-    def prefetch(self, dirs: Sequence[DirPlan]) -> None:
+    def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
+        order: dict[str, list[tuple[str, TopicPartition, DirKind]]] = {}
         for plan in dirs:
-            planned = []
-            for task in plan_segment_scans(plan):
+            planned = plan_segment_scans(plan)  # in the order Phase 2 will ask for them
+            order[plan.data_dir] = [part for part, _ in planned]
+            tasks = [t for _, ts in planned for t in ts]
+            with self._lock:
+                self._remaining[plan.data_dir] = len(tasks)
+            for task in tasks:
                 try:
                     st = _stat(task.path)
                 except OSError:
                     continue
-                planned.append((st[0], task, st))
-            planned.sort(key=lambda t: -t[0])  # biggest first: one huge segment must not make the tail
-            with self._lock:
-                self._remaining[plan.data_dir] = len(planned)
-            for size, task, st in planned:
                 pend = _Pending(plan.data_dir, task, st)
-                cuts = [0, *chunk_boundaries(task.path, task.base_offset, size, self.chunk_bytes), size]
+                cuts = [0, *chunk_boundaries(task.path, task.base_offset, st[0], self.chunk_bytes), st[0]]
                 for a, b in zip(cuts, cuts[1:]):
-                    t = SegmentTask(task.path, task.base_offset, a, b if b != size else None)
+                    t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None)
                     pend.chunks.append(self._submit(plan.data_dir, t))
                 self._pending[_key(task)] = pend
             self._update_gauges(plan.data_dir)
+        return order
 
     def _update_gauges(self, data_dir: str) -> None:
         if self.metrics is None:

@@ -113,10 +113,15 @@ class ThreadEngine(Engine):
     def source(self, data_dir: str) -> ThreadSource:  # type: ignore[override]
         return self._source
 
-    def prefetch(self, dirs: list[DirPlan]) -> None:  # type: ignore[override]
-        for plan in dirs:
-            for task in sorted(plan_segment_scans(plan), key=lambda t: -os.path.getsize(t.path)):
-                self.futures[task.path] = self.pool.submit(scan_segment, task)
+    def prefetch(self, dirs: list[DirPlan]):  # type: ignore[no-untyped-def, override]
+        order = {}
+        for plan in dirs:  # the same plan and order as the process pool
+            planned = plan_segment_scans(plan)
+            order[plan.data_dir] = [part for part, _ in planned]
+            for _, tasks in planned:
+                for task in tasks:
+                    self.futures[task.path] = self.pool.submit(scan_segment, task)
+        return order
 
     def close(self, kill: bool = False) -> None:
         self.pool.shutdown()
