@@ -33,12 +33,13 @@ from typing import Any
 from mploader.pool import worker_scan as _real_worker_scan
 
 # LoadStats fields that legitimately depend on the engine (or on time) and are left out when two
-# loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks),
+# loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks,
+# scans the parent took over because no worker had started them),
 # and segments_scanned (the pool counts collected prefetches, plus an inline re-scan of a file
 # that changed after planning, so it is a count of scans done, not of scans Phase 2 asked for).
 # Any other stats field whose name contains "seconds" is a timing too and is left out as well.
 ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
-                          "worker_restarts", "inline_fallbacks")
+                          "worker_restarts", "inline_fallbacks", "scans_in_parent")
 
 
 def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
