@@ -1022,7 +1022,8 @@ class _FaultInjector:
         created = []
         for sfx in (names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX)[: rng.randint(1, 3)]:
             name = names.segment_file_name(off, sfx)
-            data = b"" if sfx == names.TXN_INDEX_SUFFIX else (self._seg_path(src, sfx).read_bytes()[:4096])
+            source = self._seg_path(src, sfx)  # an earlier fault may have removed it: then the orphan is empty
+            data = source.read_bytes()[:4096] if sfx != names.TXN_INDEX_SUFFIX and source.exists() else b""
             _write_file(pw.path / name, data)
             created.append(name)
         return self.fault("orphaned_index", file=created[0], segment_base=None, files=tuple(created),

@@ -27,7 +27,7 @@ from .producer_state import ProducerStateManager
 from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from .result import LoadedLog, SegmentInfo
 from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_buffer
-from .segment import Segment, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
+from .segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
 from .testing import check_readable
 
 log = logging.getLogger(__name__)
@@ -139,8 +139,11 @@ class LogLoader:
         self._retry_on_overflow(self._load_segment_files)
         if ctx.kind is not DirKind.DELETE:
             new_rp, next_offset = self._retry_on_overflow(self._recover_log)
-            last = self._sorted_segments()[-1]
-            resize_indexes(self.disk, last, self.cfg.max_index_size)
+            active = self._sorted_segments()[-1]
+            # Kafka resizes the active indexes here, keeping their entry count, so lookups made later in
+            # the load never see the zero tail; we grow the files after those lookups (same end state).
+            # Only the failing resize (an index longer than segment.index.bytes) must happen now.
+            check_index_fits(self.disk, active, self.cfg.max_index_size)
         else:
             if not self.segments:
                 # LogSegment.open(dir, 0, config, time, config.initFileSize(), false): never preallocated
@@ -156,6 +159,8 @@ class LogLoader:
         self.psm.remove_stray_snapshots(sorted(self.segments))
         self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
                                     reload_from_clean_shutdown=ctx.clean_shutdown)
+        if ctx.kind is not DirKind.DELETE:
+            resize_indexes(self.disk, self._sorted_segments()[-1], self.cfg.max_index_size)
         self._write_epoch_cache()
         # UnifiedLog constructor (initializeTopicId, keepPartitionMetadataFile in KRaft): an existing
         # partition.metadata is read after loading; its IOException takes the dir offline, a bad UUID fails start-up

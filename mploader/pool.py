@@ -226,9 +226,12 @@ class PoolEngine(Engine):
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
         if chunk.future.cancel():  # no worker has taken it yet: the parent scans it rather than wait idle
+            t0 = time.perf_counter()
+            scan = scan_segment(chunk.task)
             with self._lock:
                 self.stats.scans_in_parent += 1
-            return self._inline.scan(chunk.task)
+                self.stats.scan_seconds += time.perf_counter() - t0
+            return scan
         try:
             desc = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:

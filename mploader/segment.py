@@ -210,6 +210,13 @@ def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) ->
                                  f"({max_index_size}) allows; Kafka cuts it to {size} bytes and fails to start")
 
 
+def check_index_fits(disk: Disk, seg: Segment, max_index_size: int) -> None:
+    """The part of :func:`resize_indexes` that can fail, done where Kafka resizes (cut, then fail)."""
+    for path, entry in ((seg.index_path, OFFSET_ENTRY.itemsize), (seg.time_index_path, TIME_ENTRY.itemsize)):
+        if disk.exists(path) and round_down(disk.size(path), entry) > round_down(max_index_size, entry):
+            resize_index(disk, path, max_index_size, entry)
+
+
 def resize_indexes(disk: Disk, seg: Segment, max_index_size: int) -> None:
     resize_index(disk, seg.index_path, max_index_size, OFFSET_ENTRY.itemsize)
     resize_index(disk, seg.time_index_path, max_index_size, TIME_ENTRY.itemsize)
