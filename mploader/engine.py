@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing import shared_memory
 from typing import Sequence
 
 import numpy as np
@@ -240,19 +238,6 @@ def _join(task: SegmentTask, rows: list[np.ndarray], last: SegmentScan) -> Segme
     return SegmentScan(task.path, task.base_offset, task.start, last.end, last.valid_bytes, last.stop,
                        last.stop_detail, table, last.fatal, last.fatal_exception,
                        bytes_read=last.end - task.start)
-
-
-def pickled_size(obj: object) -> int:
-    return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def table_from_block(block: shared_memory.SharedMemory, rows: int) -> np.ndarray:
-    """Copy ``rows`` batch-table rows out of a block through a raw byte view (10x faster than a
-    structured assignment)."""
-    table = np.empty(rows, BATCH_TABLE)
-    nbytes = rows * BATCH_TABLE.itemsize
-    table.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=nbytes)
-    return table
 
 
 __all__ = ["Engine", "DirPlan", "InlineSource", "make_engine", "plan_segment_scans", "chunk_boundaries", "stitch",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import threading
 import time
 from concurrent.futures import CancelledError, Future
@@ -21,8 +22,7 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
-from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, InlineSource, chunk_boundaries, \
-    pickled_size, plan_segment_scans, stitch, table_from_block
+from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, chunk_boundaries, plan_segment_scans, stitch
 from .errors import LoadInterrupted
 from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
@@ -32,7 +32,20 @@ from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
 
 log = logging.getLogger(__name__)
 
-Descriptor = tuple  # ("ok", pid, end, valid, stop, detail, rows, fatal, fatal_exc, table_bytes) | ("oserror", ...)
+Descriptor = tuple  # ("ok", pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill, seconds) | ("oserror", ...)
+
+
+def pickled_size(obj: object) -> int:
+    return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def table_from_block(block: shared_memory.SharedMemory, rows: int) -> np.ndarray:
+    """Copy ``rows`` batch-table rows out of a block through a raw byte view (10x faster than a
+    structured assignment)."""
+    table = np.empty(rows, BATCH_TABLE)
+    nbytes = rows * BATCH_TABLE.itemsize
+    table.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=nbytes)
+    return table
 
 
 def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
@@ -294,4 +307,4 @@ class PoolEngine(Engine):
                 self.metrics.remove(name, tags)
 
 
-__all__ = ["PoolEngine", "PoolSource", "worker_scan", "InlineSource"]
+__all__ = ["PoolEngine", "PoolSource", "worker_scan"]

@@ -22,9 +22,7 @@ import gc
 import os
 import shutil
 import struct
-import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import Pool

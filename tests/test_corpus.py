@@ -10,7 +10,6 @@ Everything is read from a private materialised copy (``real_corpus`` fixture).
 from __future__ import annotations
 
 import base64
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path

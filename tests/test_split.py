@@ -7,7 +7,6 @@ LocalLog.splitOverflowedSegment / replaceSegments.
 from __future__ import annotations
 
 import os
-import struct
 
 import pytest
 

@@ -142,22 +142,6 @@ def leader_epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
     return format_checkpoint([f"{e} {o}" for e, o in entries])
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Kafka's checkpoint write: ``<file>.tmp``, fsync, rename over the target, fsync the dir."""
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 # --------------------------------------------------------------------------------------------
 # partition.metadata
 

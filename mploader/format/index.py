@@ -137,34 +137,6 @@ def time_index_problem(path: str, base_offset: int, file_length: int, entries: n
     return None
 
 
-def full_index_problems(path: str, kind: str, base_offset: int, entries: np.ndarray,
-                        log_size: int | None = None) -> list[IndexProblem]:
-    """Every-entry checks (`index_check="full"`): monotonic keys, positions inside the log."""
-    out: list[IndexProblem] = []
-    if len(entries) < 1:
-        return out
-    rel = entries["relative_offset"].astype(np.int64)
-    if kind == "offset":
-        bad = np.flatnonzero(np.diff(rel) <= 0)
-        if bad.size:
-            out.append(IndexProblem(path, f"offsets not strictly increasing at entry {int(bad[0]) + 1}"))
-        pos = entries["position"].astype(np.int64)
-        bad = np.flatnonzero(np.diff(pos) <= 0)
-        if bad.size:
-            out.append(IndexProblem(path, f"positions not strictly increasing at entry {int(bad[0]) + 1}"))
-        if log_size is not None and (pos.max() >= max(log_size, 1) or pos.min() < 0):
-            out.append(IndexProblem(path, f"a position lies outside the log of {log_size} bytes"))
-    else:
-        ts = entries["timestamp"].astype(np.int64)
-        bad = np.flatnonzero(np.diff(ts) < 0)
-        if bad.size:
-            out.append(IndexProblem(path, f"timestamps decrease at entry {int(bad[0]) + 1}"))
-        bad = np.flatnonzero(np.diff(rel) < 0)
-        if bad.size:
-            out.append(IndexProblem(path, f"offsets decrease at entry {int(bad[0]) + 1}"))
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # Transaction index
 

@@ -76,17 +76,6 @@ def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
         return parse_snapshot(f.read(), os.fspath(path))
 
 
-def write_snapshot(path: str | os.PathLike[str], entries: Sequence[ProducerSnapshotEntry]) -> None:
-    """Kafka's writeSnapshot: create+write without truncation, then fsync."""
-    data = snapshot_bytes(entries)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # --------------------------------------------------------------------------------------------
 # java.util.HashMap<Long, V> iteration order
 
