@@ -33,6 +33,7 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_DIR_NAME = 255
 
 INT64_MAX = 2**63 - 1
+_JAVA_INT = re.compile(r"[+-]?\d+")  # Integer.parseInt / Long.parseLong syntax
 
 
 class TopicPartition(NamedTuple):
@@ -63,7 +64,7 @@ def offset_from_file_name(name: str) -> int:
     """Kafka's offsetFromFileName: ``Long.parseLong`` of everything before the first ``.``."""
     dot = name.find(".")
     prefix = name if dot < 0 else name[:dot]
-    if dot < 0 or not re.fullmatch(r"[+-]?\d+", prefix) or not -(2**63) <= int(prefix) <= INT64_MAX:
+    if dot < 0 or not _JAVA_INT.fullmatch(prefix) or not -(2**63) <= int(prefix) <= INT64_MAX:
         raise InvalidFileNameError(name, f"file name does not start with a decimal offset: {prefix!r}")
     return int(prefix)
 
@@ -81,7 +82,6 @@ _SUFFIXED_DIR = {
     for sfx in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
 }
 _KIND = {DELETE_DIR_SUFFIX: DirKind.DELETE, FUTURE_DIR_SUFFIX: DirKind.FUTURE, STRAY_DIR_SUFFIX: DirKind.STRAY}
-_JAVA_INT = re.compile(r"[+-]?\d+")
 
 
 def parse_partition_dir(name: str) -> tuple[TopicPartition, DirKind]:
