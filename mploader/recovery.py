@@ -9,7 +9,6 @@ segment's files are rewritten.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,14 +56,14 @@ def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, 
     pos = rows["position"]
     n = len(rows)
     chosen: list[int] = []
-    last = 0
-    positions = pos.tolist()
-    while n:
-        i = bisect.bisect_right(positions, last + interval)
-        if i >= n:
-            break
-        chosen.append(i)
-        last = positions[i]
+    if n:
+        # the batch indexed after batch i is the first one starting more than `interval` bytes after it:
+        # one vectorised search for every batch, then a walk along that chain from position 0
+        following = np.searchsorted(pos, pos + interval, side="right").tolist()
+        i = int(np.searchsorted(pos, interval, side="right"))
+        while i < n:
+            chosen.append(i)
+            i = following[i]
     ts = rows["max_timestamp"]
     running = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
     prev = np.concatenate(([-1], running[:-1])) if n else running
