@@ -102,10 +102,6 @@ class InvalidFileNameError(MploaderError, ValueError):
         super().__init__(f"{self.path}: {reason}")
 
 
-class UnsupportedError(MploaderError, NotImplementedError):
-    """Input whose Kafka outcome mploader deliberately does not model (e.g. a HashMap tree bin)."""
-
-
 class StartupFailedError(MploaderError, RuntimeError):
     """Kafka's own broker would fail to start on this input (LOADING.md §13).
 

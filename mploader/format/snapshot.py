@@ -15,6 +15,7 @@ producer map; :func:`java_hashmap_order` reproduces it.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from typing import Iterable, Sequence
 
 from crc32c import crc32c
 
-from ..errors import CorruptSnapshotError, UnsupportedError
+from ..errors import CorruptSnapshotError
+
+log = logging.getLogger(__name__)
 
 SNAPSHOT_VERSION = 1
 HEADER = struct.Struct(">hIi")
@@ -109,14 +112,15 @@ class JavaLongHashMap:
     Models the table length (doubling when the size exceeds 0.75 x length, and when a
     bucket of a table shorter than 64 receives its 9th key) and the bucket lists
     (new keys appended; resizes keep relative order).  A bucket that Java would turn
-    into a red-black tree (9th key in one bucket at length >= 64) raises
-    :class:`UnsupportedError`: its iteration order is not modelled.
+    into a red-black tree (9th key in one bucket at length >= 64) is recorded in ``tree_bins`` and
+    logged: its keys keep insertion order here, which may differ from Java's tree order.
     """
 
     def __init__(self) -> None:
         self.capacity = _INITIAL_CAPACITY
         self._keys: dict[int, None] = {}  # live keys in the order they were (last) inserted
         self._bucket_sizes: dict[int, int] = {}
+        self.tree_bins: set[int] = set()  # buckets Java would have turned into trees
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -144,11 +148,15 @@ class JavaLongHashMap:
         self._bucket_sizes[b] = before + 1
         if before >= _TREEIFY_THRESHOLD:
             if self.capacity >= _MIN_TREEIFY_CAPACITY:
-                raise UnsupportedError(
-                    f"HashMap bucket {b} of a {self.capacity}-slot table would become a tree bin "
-                    f"({before + 1} colliding producer ids); its iteration order is not modelled"
-                )
-            self._resize()
+                # Java turns the bucket into a red-black tree, whose list order is not modelled: the
+                # state is right, only the order of these keys in a snapshot file may differ from Kafka's
+                if not self.tree_bins:
+                    log.warning("%d producer ids share HashMap bucket %d of %d: snapshot entry order inside "
+                                "that bucket may differ from Kafka's (tree bins are not modelled)",
+                                before + 1, b, self.capacity)
+                self.tree_bins.add(b)
+            else:
+                self._resize()
         if len(self._keys) > self.capacity * 3 // 4:
             self._resize()
 
@@ -169,7 +177,7 @@ def java_hashmap_order(keys_in_insertion_order: Iterable[int], capacity: int | N
     preserving relative order).  Without ``capacity`` the table length is that of a
     new map into which the keys were put in this order (:class:`JavaLongHashMap`);
     pass ``capacity`` for a map that held more keys before some were removed.
-    Tree bins (>= 9 colliding keys at capacity >= 64) raise :class:`UnsupportedError`.
+    Tree bins (>= 9 colliding keys at capacity >= 64) keep insertion order (logged; not Java's order).
     """
     keys = list(dict.fromkeys(keys_in_insertion_order))
     if capacity is None:
