@@ -21,7 +21,8 @@ from .disk import Disk
 from .errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
 from .format import names
 from .format.records import last_sequence
-from .format.snapshot import JavaLongHashMap, ProducerSnapshotEntry, java_hashmap_order, parse_snapshot, snapshot_bytes
+from .format.java_hashmap import JavaLongHashMap, java_hashmap_order
+from .format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from .result import ProducerInfo
 from .scan import Marker
 
@@ -208,8 +209,7 @@ class ProducerStateManager:
         self._table.put(entry.producer_id)
 
     def _clear(self) -> None:
-        for pid in self.producers:
-            self._table.remove(pid)  # HashMap.clear() keeps the table's length
+        self._table.clear()  # HashMap.clear() keeps the table's length
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
