@@ -36,9 +36,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
     p.add_argument("--dry-run", action="store_true", help="report everything recovery would do; change nothing")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
-                   help="Phase 1 worker processes per data dir (default 1: scan inline; 'auto': usable CPUs "
-                        "divided among the data dirs)")
+    p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
+                   help="Phase 1 worker processes per data dir: N (1 scans inline), or 'auto' (default): the "
+                        "usable CPUs divided among the data dirs, inline when there is under 1 GiB to scan per dir")
     p.add_argument("--recovery-threads", type=int, default=1, metavar="N",
                    help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
     p.add_argument("--index-interval-bytes", type=int, default=4096, metavar="B", help="log.index.interval.bytes")

@@ -47,7 +47,8 @@ class LoaderConfig:
     """Configuration of :func:`mploader.load_logs`; field names follow Kafka's config names.
 
     ``num_recovery_threads_per_data_dir``       num.recovery.threads.per.data.dir
-    ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir ("auto" or N)
+    ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir: N, or "auto" (default; see
+                                                 :func:`mploader.engine.workers_per_dir`)
     ``index_interval_bytes``                     log.index.interval.bytes
     ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
     ``segment_bytes``                            log.segment.bytes
@@ -60,7 +61,7 @@ class LoaderConfig:
     """
 
     num_recovery_threads_per_data_dir: int = 1
-    num_segment_loading_threads_per_data_dir: int | Literal["auto"] = 1
+    num_segment_loading_threads_per_data_dir: int | Literal["auto"] = "auto"
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     max_index_size: int = DEFAULT_MAX_INDEX_SIZE
     segment_bytes: int = DEFAULT_SEGMENT_BYTES

@@ -118,22 +118,44 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
-def workers_per_dir(cfg: LoaderConfig, n_dirs: int) -> int:
-    """``num_segment_loading_threads_per_data_dir``; "auto" = usable CPUs shared among the data dirs."""
+AUTO_POOL_MIN_BYTES = 1 << 30  # "auto" scans inline below this much Phase 1 work in every data dir
+
+
+def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None) -> int:
+    """``num_segment_loading_threads_per_data_dir``.
+
+    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has
+    :data:`AUTO_POOL_MIN_BYTES` of segments to scan (``scan_bytes``: the largest per-dir amount):
+    starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
+    (perf/README.md).  An explicit number always wins.
+    """
     n = cfg.num_segment_loading_threads_per_data_dir
     if n == "auto":
+        if scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
+            return 1
         return max(1, usable_cpus() // max(1, n_dirs))
     return int(n)
 
 
-def make_engine(cfg: LoaderConfig, data_dirs: list[str], stats: LoadStats, metrics: MetricsRegistry | None = None,
-                progress: Progress | None = None) -> Engine:
-    n = workers_per_dir(cfg, len(data_dirs))
-    if n <= 1 or not data_dirs:
+def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
+                metrics: MetricsRegistry | None = None, progress: Progress | None = None) -> Engine:
+    """The engine for these data dirs; given their plans, "auto" also weighs the Phase 1 work."""
+    plans = [d for d in data_dirs if isinstance(d, DirPlan)]
+    paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
+    planned: dict[str, list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]] = {}
+    scan_bytes = None
+    if plans and cfg.num_segment_loading_threads_per_data_dir == "auto":
+        planned = {p.data_dir: plan_segment_scans(p) for p in plans}
+        scan_bytes = max((sum(_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()),
+                         default=0)
+    n = workers_per_dir(cfg, len(paths), scan_bytes)
+    if n <= 1 or not paths:
         return Engine(stats, progress)
     from .pool import PoolEngine
 
-    return PoolEngine(stats, n, data_dirs, metrics, progress)
+    engine = PoolEngine(stats, n, paths, metrics, progress)
+    engine.planned = planned  # prefetch reuses the plans "auto" already made
+    return engine
 
 
 # --------------------------------------------------------------------------------------------

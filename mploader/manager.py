@@ -95,7 +95,8 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
-    engine = make_engine(cfg, [s.path for s in live], stats, metrics, progress)
+    engine = make_engine(cfg, [DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in live], stats,
+                         metrics, progress)
     stats.workers_per_dir = engine.workers_per_dir
     interrupted = False
     try:

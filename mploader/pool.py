@@ -122,6 +122,7 @@ class PoolEngine(Engine):
         self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        self.planned: dict[str, list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]] = {}
         for d in data_dirs:
             self._worker_slots[d] = {}
             if metrics is not None:
@@ -175,7 +176,7 @@ class PoolEngine(Engine):
     def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
         order: dict[str, list[tuple[str, TopicPartition, DirKind]]] = {}
         for plan in dirs:
-            planned = plan_segment_scans(plan)  # in the order Phase 2 will ask for them
+            planned = self.planned.get(plan.data_dir) or plan_segment_scans(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
             tasks = [t for _, ts in planned for t in ts]
             with self._lock:
@@ -238,7 +239,7 @@ class PoolEngine(Engine):
     def _chunk_result(self, data_dir: str, chunk: _Chunk) -> SegmentScan:
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
-        if chunk.future.cancel():  # no worker has taken it yet: the parent scans it rather than wait idle
+        if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
             t0 = time.perf_counter()
             scan = scan_segment(chunk.task)
             with self._lock:
@@ -295,7 +296,8 @@ class PoolEngine(Engine):
             for c in pend.chunks:
                 c.future.cancel()
         for ex in self._executors.values():
-            ex.shutdown(wait=not kill, kill_workers=kill)
+            # join the pool's manager thread even when killing (Ctrl-C): it releases the pool's semaphores
+            ex.shutdown(wait=True, kill_workers=kill)
         for pend in self._pending.values():
             for c in pend.chunks:
                 self._free(c.block)

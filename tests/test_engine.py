@@ -914,9 +914,19 @@ def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, t
 
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
     monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(engine_mod, "AUTO_POOL_MIN_BYTES", 0)  # this small data set counts as big enough
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+
+
+def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:
+    """Starting a pool costs more than scanning a few MB: "auto" stays inline below AUTO_POOL_MIN_BYTES."""
+    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 4)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto-small")
+    got = load_copy(GEN_UNCLEAN, root, groups, "auto")
+    assert got.raw[0].stats.workers_per_dir == 1 and got.raw[0].stats.segments_scanned > 0
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
 
 
