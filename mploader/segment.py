@@ -8,20 +8,23 @@ garbage index gives the same answers it gives Kafka.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+from typing import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from .disk import Disk
-from .errors import StartupFailedError
+from .errors import CorruptRecordError, StartupFailedError
 from .format import names
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
+from .format.log import iter_entries
 from .format.records import HEADER_SIZE_UP_TO_MAGIC
 from .scan import SegmentScan, SegmentTask, scan_buffer
 
-_ENTRY_PREFIX = struct.Struct(">qiib")
+_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
@@ -126,36 +129,38 @@ def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -
     return walk
 
 
+def _entries(disk: Disk, seg: Segment, position: int) -> Iterator[tuple[bytes | mmap.mmap, int, int, int]]:
+    """FileLogInputStream from ``position``: (buffer, position, size, magic) of each entry; a size field
+    below 14 in an unrecovered segment is fatal (nothing catches the CorruptRecordException there)."""
+    size = log_size(disk, seg)
+    if size <= HEADER_SIZE_UP_TO_MAGIC:
+        return
+    buf = disk.view(seg.log_path)
+    try:
+        for p, total, magic in iter_entries(buf, position, size, seg.log_path):
+            yield buf, p, total, magic
+    except CorruptRecordError as e:
+        raise StartupFailedError(seg.log_path, "CorruptRecordException",
+                                 f"{e.reason} at byte {e.position} of an unrecovered segment") from e
+
+
 def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int = 0) -> tuple[int, int] | None:
     """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset.
 
     Like Kafka's searchForOffsetWithSize it reads headers from the index's position on and stops at
     the first hit: entries after it are never looked at."""
     _, pos = offset_index_lookup(disk, seg, offset)
-    size = log_size(disk, seg)
-    if size <= HEADER_SIZE_UP_TO_MAGIC:
-        return None
-    buf = disk.view(seg.log_path)
-    p = max(pos, start_position)
-    while p < size - HEADER_SIZE_UP_TO_MAGIC:
-        base, length, _, magic = _ENTRY_PREFIX.unpack_from(buf, p)
-        if length < 14:
-            raise StartupFailedError(seg.log_path, "CorruptRecordException",
-                                     f"size field {length} below the minimum 14 at byte {p} of an unrecovered segment")
-        total = length + 12
-        if p > size - total:
-            return None
-        last = _last_offset(buf, seg, p, base, magic)
-        if last >= offset:
+    for buf, p, total, magic in _entries(disk, seg, max(pos, start_position)):
+        if _last_offset(buf, seg, p, magic) >= offset:
             return p, total
-        p += total
     return None
 
 
-def _last_offset(buf: bytes | memoryview, seg: Segment, p: int, base: int, magic: int) -> int:
+def _last_offset(buf: bytes | mmap.mmap, seg: Segment, p: int, magic: int) -> int:
     """FileChannelRecordBatch.lastOffset(): a legacy entry's offset; for v2 the 61-byte header is read
     from the file (loadBatchHeader), whatever the entry's own size: past the end of the file that read
     fails (EOFException, rethrown as KafkaException)."""
+    base = _OFFSET.unpack_from(buf, p)[0]
     if magic < 2:
         return base
     if p + 61 > len(buf):
@@ -172,23 +177,13 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
     hit = translate_offset(disk, seg, offset_index_last_offset(disk, seg))
     if hit is None:
         return seg.base_offset
-    size = log_size(disk, seg)
-    buf = disk.view(seg.log_path)
-    p = hit[0]
-    last: tuple[int, int, int] | None = None
-    while p < size - HEADER_SIZE_UP_TO_MAGIC:
-        base, length, _, magic = _ENTRY_PREFIX.unpack_from(buf, p)
-        if length < 14:
-            raise StartupFailedError(seg.log_path, "CorruptRecordException",
-                                     f"size field {length} below the minimum 14 at byte {p} of an unrecovered segment")
-        total = length + 12
-        if p > size - total:
-            break
-        last = (p, base, magic)
-        p += total
+    last = None
+    for last in _entries(disk, seg, hit[0]):
+        pass
     if last is None:
         return seg.base_offset
-    return _last_offset(buf, seg, *last) + 1
+    buf, p, _, magic = last
+    return _last_offset(buf, seg, p, magic) + 1
 
 
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
