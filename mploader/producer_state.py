@@ -62,6 +62,22 @@ class ProducerEntry:
             self.batches.popleft()
         self.batches.append(b)
 
+    def append_data(self, epoch: int, base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int,
+                    transactional: bool, path: str) -> bool:
+        """ProducerAppendInfo.appendDataBatch on this entry; True when the batch opens a transaction."""
+        delta = _int32(last_offset - base_offset)
+        self.maybe_update_epoch(epoch)
+        self.add_batch_metadata(BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp))
+        self.last_timestamp = max_timestamp
+        if self.current_txn_first_offset is not None and not transactional:
+            raise StartupFailedError(path, "InvalidTxnStateException",
+                                     f"non-transactional batch at offset {base_offset} from producer "
+                                     f"{self.producer_id} while its transaction is open")
+        if self.current_txn_first_offset is None and transactional:
+            self.current_txn_first_offset = base_offset
+            return True
+        return False
+
     def merge(self, other: "ProducerEntry") -> None:
         """ProducerStateEntry.update(nextEntry)."""
         self.maybe_update_epoch(other.epoch)
@@ -121,20 +137,8 @@ class AppendInfo:
             self.entry.last_timestamp = int(row["marker_timestamp"])
             return completed
         first_offset = int(row["base_offset"])
-        last_offset = int(row["last_offset"])
-        delta = _int32(last_offset - first_offset)
-        max_ts = int(row["max_timestamp"])
-        self.entry.maybe_update_epoch(epoch)
-        self.entry.add_batch_metadata(
-            BatchMetadata(last_sequence(int(row["base_sequence"]), delta), last_offset, delta, max_ts))
-        self.entry.last_timestamp = max_ts
-        transactional = bool(attributes & ATTR_TRANSACTIONAL)
-        if self.entry.current_txn_first_offset is not None and not transactional:
-            raise StartupFailedError(path, "InvalidTxnStateException",
-                                     f"non-transactional batch at offset {first_offset} from producer "
-                                     f"{self.producer_id} while its transaction is open")
-        if self.entry.current_txn_first_offset is None and transactional:
-            self.entry.current_txn_first_offset = first_offset
+        if self.entry.append_data(epoch, first_offset, int(row["last_offset"]), int(row["base_sequence"]),
+                                  int(row["max_timestamp"]), bool(attributes & ATTR_TRANSACTIONAL), path):
             self.started.append((first_offset, self.producer_id))
         return None
 
@@ -268,25 +272,13 @@ class ProducerStateManager:
 
     def append_data_batch(self, pid: int, epoch: int, base_offset: int, last_offset: int, base_sequence: int,
                           max_timestamp: int, transactional: bool, path: str) -> None:
-        """prepareUpdate + append + update for one data batch, without the working copy.
-
-        The net effect of Kafka's three steps on the stored entry for a data batch: a new epoch
-        clears the retained batches, the batch's metadata is appended (5 kept), the last timestamp
-        moves, and a transactional batch opens a transaction if none is open."""
+        """prepareUpdate + append + update for one data batch, without the working copy (for a data batch
+        the three steps amount to :meth:`ProducerEntry.append_data` on the stored entry)."""
         entry = self.producers.get(pid)
         if entry is None:
             entry = ProducerEntry(pid)
             self._add_producer(entry)
-        delta = _int32(last_offset - base_offset)
-        entry.maybe_update_epoch(epoch)
-        entry.add_batch_metadata(BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp))
-        entry.last_timestamp = max_timestamp
-        if entry.current_txn_first_offset is not None and not transactional:
-            raise StartupFailedError(path, "InvalidTxnStateException",
-                                     f"non-transactional batch at offset {base_offset} from producer {pid} "
-                                     "while its transaction is open")
-        if entry.current_txn_first_offset is None and transactional:
-            entry.current_txn_first_offset = base_offset
+        if entry.append_data(epoch, base_offset, last_offset, base_sequence, max_timestamp, transactional, path):
             self.ongoing[base_offset] = pid
 
     def ensure_producer(self, pid: int) -> None:
@@ -310,11 +302,8 @@ class ProducerStateManager:
         elif int(epoch[0]) != entry.epoch:
             entry.batches.clear()
         entry.epoch = int(epoch[-1])
-        for i in range(max(keep_from, len(epoch) - NUM_BATCHES_TO_RETAIN), len(epoch)):
-            delta = _int32(int(last[i]) - int(base[i]))
-            entry.add_batch_metadata(
-                BatchMetadata(last_sequence(int(base_seq[i]), delta), int(last[i]), delta, int(max_ts[i])))
-        entry.last_timestamp = int(max_ts[-1])
+        for i in range(max(keep_from, len(epoch) - NUM_BATCHES_TO_RETAIN), len(epoch)):  # the batches that stay
+            entry.append_data(entry.epoch, int(base[i]), int(last[i]), int(base_seq[i]), int(max_ts[i]), False, "")
 
     def update(self, info: AppendInfo) -> None:
         current = self.producers.get(info.producer_id)
