@@ -68,7 +68,7 @@ def load_logs(
     t0 = time.perf_counter()
     stats = LoadStats()
     disk = Disk(dry_run=cfg.dry_run)
-    dirs = _validate_dirs(data_dirs, disk)
+    dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
     states: list[_DirState] = []
     try:
@@ -128,7 +128,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     return result
 
 
-def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]], disk: Disk) -> list[str]:
+def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
     seen: dict[str, str] = {}
     out: list[str] = []
     for d in data_dirs:
