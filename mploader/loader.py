@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -69,7 +70,7 @@ class LogLoader:
         self.cfg = ctx.cfg
         self.segments: dict[int, Segment] = {}
         self.epochs: LeaderEpochCache | None = None
-        self._scan_cache: dict[tuple[str, int], SegmentScan] = {}
+        self._scans = _ScanCache()
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -87,16 +88,9 @@ class LogLoader:
         return _values_of(self.segments, start, end, self.dir)
 
     def full_scan(self, seg: Segment) -> SegmentScan:
-        """A CRC-checked scan of the whole current ``.log`` (read once; later calls reuse it)."""
+        """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
         size = self.disk.size(seg.log_path)
-        key = (seg.log_path, size)
-        cached = self._scan_cache.get(key)
-        if cached is None:
-            for (p, s), sc in list(self._scan_cache.items()):
-                if p == seg.log_path and s > size and sc.valid_bytes == size:
-                    # the segment was truncated to its valid prefix: the old scan still describes it
-                    cached = _prefix(sc, size)
-                    break
+        cached = self._scans.get(seg.log_path, size)
         if cached is None:
             end = self.disk.overlay_size(seg.log_path)
             if self.disk.has_virtual_content(seg.log_path):
@@ -105,7 +99,7 @@ class LogLoader:
             else:
                 cached = self.ctx.scans.scan(SegmentTask(seg.log_path, seg.base_offset, 0, end))
             self.ctx.bytes_scanned += cached.bytes_read
-        self._scan_cache[key] = cached
+            self._scans.put(seg.log_path, cached)
         return cached
 
     # ---- UnifiedLog.apply ----------------------------------------------------------------------
@@ -201,8 +195,7 @@ class LogLoader:
                 log.info("%s: %s; splitting the segment and retrying", self.dir, e)
                 in_map = old.base_offset in self.segments  # False inside loadSegmentFiles
                 new = split_overflowed_segment(self.disk, old, self.cfg, in_map, deleted=self.ctx.deleted_files)
-                stale = {old.log_path, *(s.log_path for s in new)}
-                self._scan_cache = {k: v for k, v in self._scan_cache.items() if k[0] not in stale}
+                self._scans.drop({old.log_path, *(s.log_path for s in new)})
                 for base in replace_in_segment_map(self.segments, old, new, in_map):
                     if base in self.psm.snapshots:  # deleteProducerSnapshotsAsync
                         self._note_deleted(self.psm.snapshots[base])
@@ -297,6 +290,8 @@ class LogLoader:
                 if self._needs_load_time_recovery(seg, present):
                     try:
                         self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
+                        if not self.ctx.clean_shutdown:  # recoverLog may recover it again (§16a): read it once
+                            self._scans.pin(seg.log_path)
                     except InvalidOffsetError as e:  # only recoverLog catches it
                         raise StartupFailedError(seg.log_path, "InvalidOffsetException", str(e)) from e
                 self.segments[base] = seg
@@ -445,7 +440,7 @@ class LogLoader:
             raise StartupFailedError(seg.log_path, "IllegalArgumentException",
                                      f"invalid read range {hit[0]}..{max_pos}")
         size = self.disk.size(seg.log_path)
-        cached = self._scan_cache.get((seg.log_path, size))
+        cached = self._scans.get(seg.log_path, size)
         if cached is not None and cached.valid_bytes >= max_pos:
             rows = cached.batches
             return rows[(rows["position"] >= hit[0]) & (rows["position"] < max_pos)]
@@ -457,6 +452,45 @@ class LogLoader:
             raise StartupFailedError(seg.log_path, "CorruptRecordException",
                                      f"{walk.stop_detail} at byte {walk.valid_bytes}")
         return walk.batches
+
+
+class _ScanCache:
+    """The latest scans of a partition's segments, by file.  A segment recovered twice (LOADING §16a) and
+    the producer-state reads right after a recovery reuse them; older scans are dropped, so that a
+    partition of many big segments holds a few batch tables (80 bytes a batch), not all of them."""
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._scans: OrderedDict[str, SegmentScan] = OrderedDict()
+        self._pinned: set[str] = set()
+
+    def get(self, path: str, size: int) -> SegmentScan | None:
+        """The scan of ``path`` at its current ``size``: as scanned, or truncated at its valid end."""
+        scan = self._scans.get(path)
+        if scan is None:
+            return None
+        self._scans.move_to_end(path)
+        if scan.end == size:
+            return scan
+        if scan.valid_bytes == size < scan.end:  # recovery truncated it: the same batches, nothing left to cut
+            return _prefix(scan, size)
+        return None
+
+    def put(self, path: str, scan: SegmentScan) -> None:
+        self._scans[path] = scan
+        self._scans.move_to_end(path)
+        unpinned = [p for p in self._scans if p not in self._pinned]
+        for p in unpinned[: max(0, len(unpinned) - self.KEEP)]:
+            del self._scans[p]
+
+    def pin(self, path: str) -> None:
+        self._pinned.add(path)
+
+    def drop(self, paths: set[str]) -> None:
+        for p in paths:
+            self._scans.pop(p, None)
+            self._pinned.discard(p)
 
 
 def _values_of(by_base: dict[int, Segment], start: int, end: int, where: str) -> list[Segment]:

@@ -315,3 +315,29 @@ def test_a_dir_locked_by_a_running_broker_is_refused(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+
+
+def test_many_recovered_segments_are_each_read_once_with_a_bounded_scan_cache(tmp_path: Path) -> None:
+    """8 segments recovered, the seventh also in the load phase (no .index): 8 scans, every byte once,
+    although only the latest few batch tables are kept (the load-phase one is kept until recoverLog
+    comes back to it after six others)."""
+    from mploader.loader import _ScanCache
+
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d)
+    for base in range(0, 80, 10):
+        pb.segment(base, *(B(o) for o in range(base, base + 10)))
+    (pb.path / "00000000000000000060.index").unlink()
+    counter = _CountScans()
+    r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW,
+                  progress=counter)  # type: ignore[arg-type]
+    assert sorted(r.logs[TopicPartition("t", 0)].recovered_segments) == list(range(0, 80, 10))
+    assert counter.scans == 8 and counter.bytes == 8 * 720
+
+    cache = _ScanCache()
+    scans = {f"{i}.log": object() for i in range(10)}
+    cache.put("pinned.log", object())  # type: ignore[arg-type]
+    cache.pin("pinned.log")
+    for path, scan in scans.items():
+        cache.put(path, scan)  # type: ignore[arg-type]
+    assert list(cache._scans) == ["pinned.log", "6.log", "7.log", "8.log", "9.log"]
