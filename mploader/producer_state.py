@@ -20,7 +20,7 @@ import numpy as np
 from .disk import Disk
 from .errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
 from .format import names
-from .format.records import last_sequence
+from .format.records import java_int, last_sequence
 from .format.java_hashmap import JavaLongHashMap, java_hashmap_order
 from .format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from .result import ProducerInfo
@@ -37,6 +37,11 @@ class BatchMetadata:
     last_offset: int
     offset_delta: int
     timestamp: int
+
+    @staticmethod
+    def of_batch(base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int) -> "BatchMetadata":
+        delta = java_int(last_offset - base_offset)
+        return BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp)
 
 
 @dataclass(slots=True)
@@ -62,12 +67,17 @@ class ProducerEntry:
             self.batches.popleft()
         self.batches.append(b)
 
+    def add_batches(self, batches: list[BatchMetadata]) -> None:
+        """add_batch_metadata for each, in order."""
+        self.batches.extend(batches)
+        while len(self.batches) > NUM_BATCHES_TO_RETAIN:
+            self.batches.popleft()
+
     def append_data(self, epoch: int, base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int,
                     transactional: bool, path: str) -> bool:
         """ProducerAppendInfo.appendDataBatch on this entry; True when the batch opens a transaction."""
-        delta = _int32(last_offset - base_offset)
         self.maybe_update_epoch(epoch)
-        self.add_batch_metadata(BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp))
+        self.add_batch_metadata(BatchMetadata.of_batch(base_offset, last_offset, base_sequence, max_timestamp))
         self.last_timestamp = max_timestamp
         if self.current_txn_first_offset is not None and not transactional:
             raise StartupFailedError(path, "InvalidTxnStateException",
@@ -141,11 +151,6 @@ class AppendInfo:
                                   int(row["max_timestamp"]), bool(attributes & ATTR_TRANSACTIONAL), path):
             self.started.append((first_offset, self.producer_id))
         return None
-
-
-def _int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 class ProducerStateManager:
@@ -270,40 +275,10 @@ class ProducerStateManager:
         current = self.producers.get(producer_id) or ProducerEntry(producer_id)
         return AppendInfo(current)
 
-    def append_data_batch(self, pid: int, epoch: int, base_offset: int, last_offset: int, base_sequence: int,
-                          max_timestamp: int, transactional: bool, path: str) -> None:
-        """prepareUpdate + append + update for one data batch, without the working copy (for a data batch
-        the three steps amount to :meth:`ProducerEntry.append_data` on the stored entry)."""
-        entry = self.producers.get(pid)
-        if entry is None:
-            entry = ProducerEntry(pid)
-            self._add_producer(entry)
-        if entry.append_data(epoch, base_offset, last_offset, base_sequence, max_timestamp, transactional, path):
-            self.ongoing[base_offset] = pid
-
     def ensure_producer(self, pid: int) -> None:
         """Insert an empty entry for a producer not seen yet (what prepareUpdate + update would insert)."""
         if pid not in self.producers:
             self._add_producer(ProducerEntry(pid))
-
-    def append_plain_batches(self, pid: int, epoch: np.ndarray, base: np.ndarray, last: np.ndarray,
-                             base_seq: np.ndarray, max_ts: np.ndarray) -> None:
-        """:meth:`append_data_batch` for all of one producer's non-transactional data batches at once.
-
-        Only for a producer with no open transaction and no control batch among them: then its entry
-        depends on nothing but these batches (the last epoch, the batches since its last change, at
-        most 5 of them, and the last timestamp)."""
-        entry = self.producers[pid]
-        changes = np.flatnonzero(epoch[1:] != epoch[:-1])
-        keep_from = 0
-        if changes.size:
-            entry.batches.clear()
-            keep_from = int(changes[-1]) + 1
-        elif int(epoch[0]) != entry.epoch:
-            entry.batches.clear()
-        entry.epoch = int(epoch[-1])
-        for i in range(max(keep_from, len(epoch) - NUM_BATCHES_TO_RETAIN), len(epoch)):  # the batches that stay
-            entry.append_data(entry.epoch, int(base[i]), int(last[i]), int(base_seq[i]), int(max_ts[i]), False, "")
 
     def update(self, info: AppendInfo) -> None:
         current = self.producers.get(info.producer_id)

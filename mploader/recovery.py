@@ -18,7 +18,8 @@ from .disk import Disk
 from .epoch_cache import LeaderEpochCache
 from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
-from .producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
+from .producer_apply import TxnIndexEntry, apply_producer_batches
+from .producer_state import ProducerStateManager
 from .scan import Marker, SegmentScan, Stop
 from .segment import Segment
 
@@ -186,7 +187,7 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     applied = rows_ok if plan.failed_at_row is None else rows_ok[: plan.failed_at_row]
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
-    txn_entries: list[tuple[int, int, int, int]] = []
+    txn_entries: list[TxnIndexEntry] = []
     had_txn_index = disk.exists(seg.txn_index_path)
 
     _apply_batches(applied, psm, epochs, txn_entries, path)
@@ -238,7 +239,7 @@ def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: in
 
 
 def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEpochCache | None,
-                   txn_entries: list[tuple[int, int, int, int]], path: str) -> None:
+                   txn_entries: list[TxnIndexEntry], path: str) -> None:
     """Epoch assignments and producer-state updates, in batch order (LOADING.md §7.1-§7.2)."""
     if not len(rows):
         return
@@ -255,46 +256,7 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
     stop = np.flatnonzero((rows["marker"][idx] == Marker.INVALID) | (rows["marker"][idx] == Marker.FATAL))
     if stop.size:  # InvalidRecordException (caught by recover, after the epoch assignment) or fatal
         idx = idx[: stop[0]]
-    sel = rows[idx]
-    pids = sel["producer_id"]
-    uniq, first = np.unique(pids, return_index=True)
-    for k in np.argsort(first, kind="stable"):  # new producers enter Kafka's HashMap in order of appearance
-        psm.ensure_producer(int(uniq[k]))
-    attrs = sel["attributes"]
-    # producers with transactional or control batches (or an open transaction) interact through the LSO and
-    # are replayed batch by batch; all others depend only on their own batches: one vectorised step each
-    involved = set(pids[(attrs & (ATTR_CONTROL | ATTR_TRANSACTIONAL)) != 0].tolist())
-    involved.update(p for p in uniq.tolist() if psm.producers[p].current_txn_first_offset is not None)
-    replay = np.isin(pids, np.fromiter(involved, np.int64, len(involved)))
-    plain = np.flatnonzero(~replay)
-    if plain.size:
-        order = plain[np.argsort(pids[plain], kind="stable")]
-        cuts = np.flatnonzero(np.diff(pids[order])) + 1
-        for g in np.split(order, cuts):
-            run = sel[g]
-            psm.append_plain_batches(int(run["producer_id"][0]), run["producer_epoch"], run["base_offset"],
-                                     run["last_offset"], run["base_sequence"], run["max_timestamp"])
-    at = np.flatnonzero(replay)
-    r = sel[at]
-    columns = zip(at.tolist(), r["producer_id"].tolist(), r["attributes"].tolist(), r["producer_epoch"].tolist(),
-                  r["base_offset"].tolist(), r["last_offset"].tolist(), r["base_sequence"].tolist(),
-                  r["max_timestamp"].tolist())
-    for i, pid, attributes, epoch, base, last, base_seq, max_ts in columns:
-        if not attributes & ATTR_CONTROL:
-            psm.append_data_batch(pid, epoch, base, last, base_seq, max_ts, bool(attributes & ATTR_TRANSACTIONAL),
-                                  path)
-            continue
-        info = psm.prepare_update(pid)
-        completed = info.append(sel[i], path)
-        psm.update(info)
-        if completed is not None:
-            lso = psm.last_stable_offset(completed)
-            if completed.is_aborted:
-                if txn_entries and completed.last_offset <= txn_entries[-1][2]:
-                    raise StartupFailedError(path, "IllegalArgumentException",
-                                             "transaction index offsets must increase")
-                txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
-            psm.complete_txn(completed, path)
+    apply_producer_batches(psm, rows, idx, txn_entries, path)
     last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
     if last_v2.size:
         psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1

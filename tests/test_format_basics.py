@@ -19,3 +19,26 @@ def test_canonical_sizes():
 
 def test_empty_snapshot_bytes():
     assert snapshot.snapshot_bytes([]) == bytes.fromhex("000148674bc700000000")
+
+
+# DefaultRecordBatch.incrementSequence evaluated on OpenJDK 17 (int arithmetic, overflow included)
+JAVA_LAST_SEQUENCE = [(5, -1, -2147483644), (-5, -3, 2147483640), (-2**31, -1, 2**31 - 1), (2**31 - 1, 1, 0),
+                      (2**31 - 3, 5, 2), (-2, 7, 5), (0, -2**31, 0), (100, 2**31 - 1, 99), (-100, -2**31, 2147483548)]
+
+
+def test_last_sequence_is_java_int_arithmetic():
+    import numpy as np
+    from hypothesis import given, strategies as st
+
+    for base, delta, java in JAVA_LAST_SEQUENCE:
+        assert records.last_sequence(base, delta) == java
+    assert records.last_sequence(-1, 5) == -1  # NO_SEQUENCE stays
+
+    int32 = st.integers(-2**31, 2**31 - 1)
+
+    @given(st.lists(st.tuples(int32, int32), min_size=1, max_size=20))
+    def vector_equals_scalar(pairs):  # type: ignore[no-untyped-def]
+        base, delta = (np.array(c, np.int64) for c in zip(*pairs))
+        assert records.last_sequences(base, delta).tolist() == [records.last_sequence(b, d) for b, d in pairs]
+
+    vector_equals_scalar()

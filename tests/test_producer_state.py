@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mploader.producer_apply as producer_apply
 from mploader.disk import Disk
 from mploader.errors import StartupFailedError
 from mploader.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery import _apply_batches
 from mploader.scan import BATCH_TABLE, Marker
 
-# (producer id, epoch, kind: 0 plain data / 1 transactional data / 2 COMMIT / 3 ABORT, records, base sequence);
-# producers 3..5 only ever write plain data (the vectorised path), 0..2 mix everything (the replayed path)
-row = st.tuples(st.integers(0, 5), st.sampled_from([0, 0, 0, 1]), st.sampled_from([0, 0, 1, 2, 3]),
-                st.integers(1, 3), st.integers(-1, 2**31 - 1)).map(
-    lambda r: (r[0], r[1], 0 if r[0] >= 3 else r[2], r[3], r[4]))
+PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
+# (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data
+row = st.tuples(st.integers(0, 7), st.sampled_from([0, 0, 0, 1]), st.sampled_from([PLAIN, PLAIN, TXN, TXN, COMMIT,
+                ABORT, EMPTY]), st.integers(1, 3), st.integers(-1, 2**31 - 1)).map(
+    lambda r: (r[0], r[1], PLAIN if r[0] >= 6 else r[2], r[3], r[4]))
+# producers known before the segment: (producer id, epoch, open transaction or not)
+known = st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0, 1]), st.booleans()), max_size=4)
 
 
 def _table(rows):  # type: ignore[no-untyped-def]
     t = np.zeros(len(rows), BATCH_TABLE)
     offset = 2000
     for i, (pid, epoch, kind, n, seq) in enumerate(rows):
-        n = 1 if kind >= 2 else n
-        t[i] = (100 * i, 100, 2, (ATTR_TRANSACTIONAL if kind else 0) | (ATTR_CONTROL if kind >= 2 else 0),
-                offset, offset + n - 1, 10 * i, 0, pid, epoch, seq, n,
-                {2: Marker.COMMIT, 3: Marker.ABORT}.get(kind, Marker.NONE), i % 3, 10 * i + 1)
+        n = 1 if kind >= COMMIT else n
+        attributes = (ATTR_TRANSACTIONAL if kind != PLAIN else 0) | (ATTR_CONTROL if kind >= COMMIT else 0)
+        marker = {COMMIT: Marker.COMMIT, ABORT: Marker.ABORT, EMPTY: Marker.EMPTY_CONTROL}.get(kind, Marker.NONE)
+        t[i] = (100 * i, 100, 2, attributes, offset, offset + n - 1, 10 * i, 0, pid, epoch, seq,
+                0 if kind == EMPTY else n, marker, i % 3, 10 * i + 1)
         offset += n
     return t
 
@@ -42,25 +47,48 @@ def _reference(rows, psm, txn_entries):  # type: ignore[no-untyped-def]
             if completed.is_aborted:
                 txn_entries.append((completed.producer_id, completed.first_offset, completed.last_offset, lso))
             psm.complete_txn(completed, "x")
-    psm.map_end_offset = int(rows["last_offset"][-1]) + 1
+    if len(rows):
+        psm.map_end_offset = int(rows["last_offset"][-1]) + 1
 
 
 def _state(psm: ProducerStateManager):  # type: ignore[no-untyped-def]
     return ({pid: (e.epoch, e.coordinator_epoch, e.last_timestamp, e.current_txn_first_offset, list(e.batches))
-             for pid, e in psm.producers.items()}, list(psm.producers), dict(psm.ongoing), dict(psm.unreplicated),
-            psm._table.order(), psm.map_end_offset)
+             for pid, e in psm.producers.items()}, list(psm.producers), list(psm.ongoing.items()),
+            list(psm.unreplicated.items()), psm._table.order(), psm.map_end_offset)
 
 
-@settings(max_examples=300, deadline=None)
-@given(rows=st.lists(row, min_size=1, max_size=60), preexisting=st.lists(st.integers(0, 5), max_size=3))
-def test_segment_update_matches_batch_by_batch(tmp_path_factory, rows, preexisting):  # type: ignore[no-untyped-def]
+def _known_producers(psm: ProducerStateManager, producers) -> None:  # type: ignore[no-untyped-def]
+    """Producers written before the segment (through Kafka's steps), some with a transaction still open."""
+    table = _table([(pid, epoch, TXN if is_open else PLAIN, 1, 0) for pid, epoch, is_open in producers])
+    table["base_offset"] -= 1000
+    table["last_offset"] -= 1000
+    _reference(table, psm, [])
+
+
+@pytest.fixture
+def replays(monkeypatch):  # type: ignore[no-untyped-def]
+    calls: list[int] = []
+    original = producer_apply.replay
+
+    def counting(psm, rows, txn_entries, path):  # type: ignore[no-untyped-def]
+        calls.append(len(rows))
+        original(psm, rows, txn_entries, path)
+
+    monkeypatch.setattr(producer_apply, "replay", counting)
+    return calls
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(row, min_size=1, max_size=60), before=known)
+def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, before):  # type: ignore[no-untyped-def]
     d = str(tmp_path_factory.mktemp("psm"))
     a, b = (ProducerStateManager(Disk(), d, 86_400_000) for _ in range(2))
-    for psm in (a, b):  # producers known before the segment, the first with an open transaction
-        for i, pid in enumerate(dict.fromkeys(preexisting)):
-            psm.append_data_batch(pid, 0, 1000 + i, 1000 + i, 0, 5, transactional=(i == 0), path="x")
+    before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
+    for psm in (a, b):
+        _known_producers(psm, before)
     table = _table(rows)
     results = []
+    replays.clear()  # the fixture lives across examples: reset it for each
     for psm, apply in ((a, lambda t, p, tx: _apply_batches(t, p, None, tx, "x")), (b, _reference)):
         txn_entries: list = []
         try:
@@ -72,3 +100,24 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, rows, preexisti
     if results[0][0] is None:
         assert results[0][1] == results[1][1]
         assert _state(a) == _state(b)
+        assert replays == []  # valid input never needs the batch-by-batch replay
+    else:
+        assert results[0][0] == "InvalidTxnStateException" and replays
+
+
+@pytest.mark.parametrize("stray_producer, replayed", [(2, False), (3, True)])
+def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer, replayed):  # type: ignore[no-untyped-def]
+    """A transaction in the ongoing map that no entry has open holds back the last stable offset as in Kafka;
+    computed at once when its producer has no batch in the segment, replayed when it has."""
+    a, b = (ProducerStateManager(Disk(), str(tmp_path), 86_400_000) for _ in range(2))
+    for psm in (a, b):
+        _known_producers(psm, [(1, 0, True), (3, 0, False)])
+        psm.ongoing[5] = stray_producer
+    table = _table([(1, 0, ABORT, 1, 0), (3, 0, PLAIN, 1, 0), (4, 0, TXN, 1, 0), (4, 0, ABORT, 1, 0)])
+    ta: list = []
+    tb: list = []
+    _apply_batches(table, a, None, ta, "x")
+    _reference(table, b, tb)
+    assert bool(replays) == replayed
+    assert ta == tb and _state(a) == _state(b)
+    assert [e[3] for e in ta] == [5, 5]

@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, InvalidRecordError, StartupFailedError
@@ -51,12 +52,31 @@ INT32_MAX = 2**31 - 1
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
-    """Kafka's DefaultRecordBatch.lastSequence, with int32 wrap-around."""
+    """Kafka's DefaultRecordBatch.lastSequence: incrementSequence in Java int arithmetic, overflows included
+    (a negative ``last_offset_delta`` wraps too)."""
     if base_sequence == NO_SEQUENCE:
         return NO_SEQUENCE
-    if base_sequence > INT32_MAX - last_offset_delta:
-        return last_offset_delta - (INT32_MAX - base_sequence) - 1
-    return base_sequence + last_offset_delta
+    if base_sequence > java_int(INT32_MAX - last_offset_delta):
+        return java_int(last_offset_delta - java_int(INT32_MAX - base_sequence) - 1)
+    return java_int(base_sequence + last_offset_delta)
+
+
+def last_sequences(base_sequence: np.ndarray, last_offset_delta: np.ndarray) -> np.ndarray:
+    """:func:`last_sequence` of many batches at once (int64 arrays in, int64 out)."""
+    seq = base_sequence.astype(np.int64)
+    inc = last_offset_delta.astype(np.int64)
+    wraps = seq > _java_ints(INT32_MAX - inc)
+    out = np.where(wraps, _java_ints(inc - _java_ints(INT32_MAX - seq) - 1), _java_ints(seq + inc))
+    return np.where(seq == NO_SEQUENCE, NO_SEQUENCE, out)
+
+
+def java_int(v: int) -> int:
+    """Java's (int) of a long: the low 32 bits, signed."""
+    return ((v + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def _java_ints(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.int32).astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
