@@ -121,13 +121,16 @@ class Disk:
                 data = data + old[len(data):]
             self._overlay[path] = _Virtual(bytes(data), len(data))
             return
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        fd = os.open(path, flags, 0o644)
+        # no O_TRUNC: ext4 flushes a file truncated to 0 and rewritten when it is closed (auto_da_alloc),
+        # which made every rewrite of an existing index cost a disk write; the bytes are the same
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             view = memoryview(data)
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
+            if truncate:
+                os.ftruncate(fd, len(data))
             if fsync:
                 os.fsync(fd)
         finally:

@@ -29,23 +29,27 @@ from .errors import StartupFailedError
 from .format.records import last_sequences
 from .producer_state import (ATTR_CONTROL, ATTR_TRANSACTIONAL, NUM_BATCHES_TO_RETAIN, BatchMetadata,
                              ProducerStateManager)
-from .scan import Marker
+from .scan import BatchColumns, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
 
 
-def apply_producer_batches(psm: ProducerStateManager, rows: np.ndarray, sel: np.ndarray,
+def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, sel: np.ndarray,
                            txn_entries: list[TxnIndexEntry], path: str) -> None:
-    """Apply the batches ``rows[sel]`` (v2 batches with a producer id, in log order, none INVALID or FATAL)
-    to ``psm``; the aborted transactions' index entries are appended to ``txn_entries``."""
+    """Apply the batches ``sel`` of ``rows`` (v2 batches with a producer id, in log order, none INVALID or
+    FATAL) to ``psm``; the aborted transactions' index entries are appended to ``txn_entries``."""
     if not len(sel):
         return
-    uniq, first = np.unique(rows["producer_id"][sel], return_index=True)
-    for k in np.argsort(first, kind="stable"):  # producers enter Kafka's HashMap in order of appearance
-        psm.ensure_producer(int(uniq[k]))
-    live = sel[rows["marker"][sel] != Marker.EMPTY_CONTROL]  # an empty control batch changes nothing
-    if len(live) and not _apply_vectorised(psm, rows, live, txn_entries):
-        replay(psm, rows[sel], txn_entries, path)
+    pid = rows["producer_id"][sel]
+    perm = np.argsort(pid, kind="stable")  # by producer, log order within each
+    pid = pid[perm]
+    head = np.ones(len(pid), bool)
+    head[1:] = pid[1:] != pid[:-1]
+    for p in pid[head][np.argsort(perm[head])].tolist():  # producers enter Kafka's HashMap in order of appearance
+        psm.ensure_producer(p)
+    live = rows["marker"][sel][perm] != Marker.EMPTY_CONTROL  # an empty control batch changes nothing
+    if live.any() and not _apply_vectorised(psm, rows, sel[perm[live]], txn_entries):
+        replay(psm, rows.table[sel], txn_entries, path)
 
 
 def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnIndexEntry], path: str) -> None:
@@ -64,28 +68,29 @@ def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnInd
             psm.complete_txn(completed, path)
 
 
-def _apply_vectorised(psm: ProducerStateManager, rows: np.ndarray, live: np.ndarray,
+def _apply_vectorised(psm: ProducerStateManager, rows: BatchColumns, row: np.ndarray,
                       txn_entries: list[TxnIndexEntry]) -> bool:
-    """The batches ``rows[live]`` at once; False (and ``psm`` untouched) when they need :func:`replay`.
+    """The batches ``row`` of ``rows`` (sorted by producer id, log order within each) at once; False (and
+    ``psm`` untouched) when they need :func:`replay`.  A row's table index is also its place in log order."""
+    n = len(row)
 
-    Columns are gathered per producer run (``row``: the table row of each sorted position, which is
-    also its place in log order); structured rows are never copied."""
-    n = len(live)
-    row = live[np.argsort(rows["producer_id"][live], kind="stable")]
-    pid = rows["producer_id"][row]
+    def column(name: str) -> np.ndarray:
+        return rows[name][row]
+
+    pid = column("producer_id")
     k = np.arange(n)
     head = np.ones(n, bool)  # first row of a producer's run
     head[1:] = pid[1:] != pid[:-1]
     lo = np.flatnonzero(head)
     hi = np.append(lo[1:], n) - 1
     gid = np.cumsum(head) - 1
-    attributes = rows["attributes"][row]
+    attributes = column("attributes")
     ctrl = (attributes & ATTR_CONTROL) != 0
-    marker = rows["marker"][row]
+    marker = column("marker")
     if np.any(ctrl & (marker != Marker.ABORT) & (marker != Marker.COMMIT)):
         return False
     txn = ~ctrl & ((attributes & ATTR_TRANSACTIONAL) != 0)
-    base = rows["base_offset"][row]
+    base = column("base_offset")
 
     entries = [psm.producers[p] for p in pid[lo].tolist()]
     init_open = np.array([e.current_txn_first_offset is not None for e in entries])
@@ -125,7 +130,7 @@ def _apply_vectorised(psm: ProducerStateManager, rows: np.ndarray, live: np.ndar
     # every transaction open at some point of the segment: first offset, rows where it opens and closes
     span_close = np.full(n_spans, -1)
     span_close[span[ctrl]] = k[ctrl]
-    never = int(rows.size)
+    never = len(rows)
 
     def close_row(c: np.ndarray) -> np.ndarray:  # table row of the marker ending a span, or never
         return np.where(c >= 0, row[c], never)
@@ -150,7 +155,8 @@ def _apply_vectorised(psm: ProducerStateManager, rows: np.ndarray, live: np.ndar
         lso = np.where(other, firsts[jj], lso)
 
     # ---- from here on psm changes ----
-    _update_entries(entries, rows, row, head, lo, hi, gid, ctrl, txn_first, inherited, first_txn, span)
+    _update_entries(entries, rows, row, column("producer_epoch"), head, lo, hi, gid, ctrl, txn_first, inherited,
+                    first_txn, span)
     still_open = span_close[span[starts]] < 0
     psm.ongoing.update(zip(start_first[still_open].tolist(), pid[starts[still_open]].tolist()))
     closed_firsts = txn_first[done].tolist()
@@ -171,13 +177,12 @@ def _ongoing_agrees(psm: ProducerStateManager, entries: list) -> bool:  # type: 
                if e.current_txn_first_offset is not None or e.producer_id in by_producer)
 
 
-def _update_entries(entries: list, rows: np.ndarray, row: np.ndarray, head: np.ndarray,  # type: ignore[type-arg]
-                    lo: np.ndarray, hi: np.ndarray, gid: np.ndarray, ctrl: np.ndarray, txn_first: np.ndarray,
+def _update_entries(entries: list, rows: BatchColumns, row: np.ndarray, epoch: np.ndarray,  # type: ignore[type-arg]
+                    head: np.ndarray, lo: np.ndarray, hi: np.ndarray, gid: np.ndarray, ctrl: np.ndarray, txn_first: np.ndarray,
                     inherited: np.ndarray, first_txn: np.ndarray, span: np.ndarray) -> None:
     """Each producer's entry after its run of rows (:meth:`ProducerEntry.append_data` and markers, folded)."""
     n = len(row)
     k = np.arange(n)
-    epoch = rows["producer_epoch"][row]
     change = np.zeros(n, bool)
     change[1:] = (epoch[1:] != epoch[:-1]) & ~head[1:]
     last_change = np.maximum.reduceat(np.where(change, k, -1), lo)
@@ -187,9 +192,9 @@ def _update_entries(entries: list, rows: np.ndarray, row: np.ndarray, head: np.n
     at = row[retained]
     last_ctrl = np.maximum.reduceat(np.where(ctrl, k, -1), lo)
     last = row[hi]
-    last_ts = np.where(ctrl[hi], rows["marker_timestamp"][last], rows["max_timestamp"][last])
+    last_ts = np.where(ctrl[hi], rows.at("marker_timestamp", last), rows.at("max_timestamp", last))
     open_at_end = ~ctrl[hi] & (inherited[hi] | (first_txn[span[hi]] < n))
-    coordinator = rows["coordinator_epoch"][row[np.maximum(last_ctrl, 0)]]
+    coordinator = rows.at("coordinator_epoch", row[np.maximum(last_ctrl, 0)])
     for e, changed, first_epoch, last_epoch, ts, c, coordinator_epoch, is_open, first in zip(
             entries, (last_change >= 0).tolist(), epoch[lo].tolist(), epoch[hi].tolist(), last_ts.tolist(),
             last_ctrl.tolist(), coordinator.tolist(), open_at_end.tolist(), txn_first[hi].tolist()):
@@ -201,12 +206,12 @@ def _update_entries(entries: list, rows: np.ndarray, row: np.ndarray, head: np.n
             e.coordinator_epoch = coordinator_epoch
         e.current_txn_first_offset = first if is_open else None
     # the retained batches' metadata, grouped by producer (a deque keeps the last 5, as addBatchMetadata does)
-    b = rows["base_offset"][at]
-    last_offset = rows["last_offset"][at]
+    b = rows.at("base_offset", at)
+    last_offset = rows.at("last_offset", at)
     delta = (last_offset - b).astype(np.int32)  # Java's (int) cast
-    last_seq = last_sequences(rows["base_sequence"][at], delta)
+    last_seq = last_sequences(rows.at("base_sequence", at), delta)
     metadata = list(map(BatchMetadata, last_seq.tolist(), last_offset.tolist(), delta.tolist(),
-                        rows["max_timestamp"][at].tolist()))
+                        rows.at("max_timestamp", at).tolist()))
     cuts = np.searchsorted(gid[retained], np.arange(len(entries) + 1)).tolist()
     for e, i, j in zip(entries, cuts[:-1], cuts[1:]):
         if i < j:

@@ -20,7 +20,7 @@ from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
-from .scan import Marker, SegmentScan, Stop
+from .scan import BatchColumns, Marker, SegmentScan, Stop
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -51,7 +51,7 @@ class IndexPlan:
     final_time_failed: bool = False
 
 
-def plan_indexes(base: int, rows: np.ndarray, interval: int, offset_slots: int, time_slots: int,
+def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
                  path: str) -> IndexPlan:
     """The §7.1 index rule over a batch table, with Kafka's append checks."""
     pos = rows["position"]
@@ -171,20 +171,17 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     point), OffsetOverflowError, or StartupFailedError.
     """
     path = seg.log_path
-    rows = scan.batches
+    rows = BatchColumns(scan.batches)
     base = seg.base_offset
     # Kafka processes batches in order, so the first problem in the table decides
     rel_last = rows["last_offset"] - base
     over = np.flatnonzero((rel_last < 0) | (rel_last > INT32_MAX))
     limit = len(rows) if not over.size else int(over[0])
-    if rows.size and limit < len(rows):
-        rows_ok = rows[:limit]
-    else:
-        rows_ok = rows
+    rows_ok = rows.head(limit)
     offset_slots = round_down(cfg.max_index_size, 8) // 8
     time_slots = round_down(cfg.max_index_size, 12) // 12
     plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path)
-    applied = rows_ok if plan.failed_at_row is None else rows_ok[: plan.failed_at_row]
+    applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
     txn_entries: list[TxnIndexEntry] = []
@@ -194,9 +191,10 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
 
     txn_bytes = b""
     if txn_entries:
-        arr = np.empty(len(txn_entries), TXN_ENTRY)
-        for i, (pid, first, last, lso) in enumerate(txn_entries):
-            arr[i] = (0, pid, first, last, lso)
+        arr = np.zeros(len(txn_entries), TXN_ENTRY)  # version 0
+        columns = np.array(txn_entries, np.int64).T
+        for name, col in zip(("producer_id", "first_offset", "last_offset", "last_stable_offset"), columns):
+            arr[name] = col
         txn_bytes = arr.tobytes()
     if had_txn_index or txn_bytes:
         disk.write(seg.txn_index_path, txn_bytes)
@@ -238,7 +236,7 @@ def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: in
     disk.write(path, data + bytes(size - len(data)))
 
 
-def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEpochCache | None,
+def _apply_batches(rows: BatchColumns, psm: ProducerStateManager, epochs: LeaderEpochCache | None,
                    txn_entries: list[TxnIndexEntry], path: str) -> None:
     """Epoch assignments and producer-state updates, in batch order (LOADING.md §7.1-§7.2)."""
     if not len(rows):
@@ -252,11 +250,13 @@ def _apply_batches(rows: np.ndarray, psm: ProducerStateManager, epochs: LeaderEp
         for i in np.flatnonzero((ple >= 0) & (ple > prev)):
             epochs.assign(int(ple[i]), int(rows["base_offset"][i]))
     # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
+    marker = rows["marker"]
+    applies = v2 & (marker != Marker.INVALID) & (marker != Marker.FATAL)
     idx = np.flatnonzero(v2 & (rows["producer_id"] >= 0))
-    stop = np.flatnonzero((rows["marker"][idx] == Marker.INVALID) | (rows["marker"][idx] == Marker.FATAL))
+    stop = np.flatnonzero(~applies[idx])
     if stop.size:  # InvalidRecordException (caught by recover, after the epoch assignment) or fatal
         idx = idx[: stop[0]]
     apply_producer_batches(psm, rows, idx, txn_entries, path)
-    last_v2 = np.flatnonzero(v2 & (rows["marker"] != Marker.INVALID) & (rows["marker"] != Marker.FATAL))
+    last_v2 = np.flatnonzero(applies)
     if last_v2.size:
         psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1

@@ -59,6 +59,42 @@ class Marker(enum.IntEnum):
     FATAL = 4  # an exception Kafka does not catch: broker start-up fails if this batch is applied
 
 
+class BatchColumns:
+    """A batch table read column by column, each column copied out once on first use.
+
+    The table's rows are 80 bytes wide, so every read of one column is a pass over the whole
+    table; Phase 2 reads the same few columns many times."""
+
+    __slots__ = ("table", "_cols", "_parent")
+
+    def __init__(self, table: np.ndarray, parent: "BatchColumns | None" = None):
+        self.table = table
+        self._cols: dict[str, np.ndarray] = {}
+        self._parent = parent
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        col = self._cols.get(name)
+        if col is None:
+            if self._parent is not None:
+                col = self._parent[name][: len(self.table)]
+            else:
+                col = np.ascontiguousarray(self.table[name])
+            self._cols[name] = col
+        return col
+
+    def at(self, name: str, index: np.ndarray) -> np.ndarray:
+        """``self[name][index]`` for a few rows, without copying the column out when it is not yet."""
+        col = self._cols.get(name)
+        return (self.table[name] if col is None else col)[index]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def head(self, n: int) -> "BatchColumns":
+        """The first ``n`` rows, sharing this table's columns."""
+        return self if n >= len(self.table) else BatchColumns(self.table[:n], self)
+
+
 class Stop(enum.Enum):
     """Why the walk ended (LOADING.md §7.3)."""
 

@@ -12,7 +12,7 @@ from mploader.disk import Disk
 from mploader.errors import StartupFailedError
 from mploader.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery import _apply_batches
-from mploader.scan import BATCH_TABLE, Marker
+from mploader.scan import BATCH_TABLE, BatchColumns, Marker
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data
@@ -89,7 +89,7 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
     table = _table(rows)
     results = []
     replays.clear()  # the fixture lives across examples: reset it for each
-    for psm, apply in ((a, lambda t, p, tx: _apply_batches(t, p, None, tx, "x")), (b, _reference)):
+    for psm, apply in ((a, lambda t, p, tx: _apply_batches(BatchColumns(t), p, None, tx, "x")), (b, _reference)):
         txn_entries: list = []
         try:
             apply(table, psm, txn_entries)
@@ -116,7 +116,7 @@ def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer
     table = _table([(1, 0, ABORT, 1, 0), (3, 0, PLAIN, 1, 0), (4, 0, TXN, 1, 0), (4, 0, ABORT, 1, 0)])
     ta: list = []
     tb: list = []
-    _apply_batches(table, a, None, ta, "x")
+    _apply_batches(BatchColumns(table), a, None, ta, "x")
     _reference(table, b, tb)
     assert bool(replays) == replayed
     assert ta == tb and _state(a) == _state(b)
