@@ -32,7 +32,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -100,6 +100,7 @@ class DirPlan:
     clean: bool
     partitions: list[tuple[str, TopicPartition, DirKind]]
     recovery_points: dict[TopicPartition, int]
+    index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
 
 
 def usable_cpus() -> int:
@@ -179,11 +180,13 @@ def plan_segment_scans(plan: DirPlan) -> list[tuple[tuple[str, TopicPartition, D
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
         rp = plan.recovery_points.get(tp, 0)
         floor = max((b for b in bases if b <= rp), default=None)
+        interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = []
         for b in bases:
             unflushed = not plan.clean and kind is not DirKind.DELETE and (floor is None or b >= floor)
             if unflushed or names.segment_file_name(b, names.INDEX_SUFFIX) not in files:
-                tasks.append(SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b))
+                tasks.append(SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
+                                         index_interval=interval))
         nbytes = sum(_size(t.path) for t in tasks)
         planned.append((nbytes, rank, part, tasks))
     planned.sort(key=lambda p: (-p[0], p[1]))
@@ -237,6 +240,8 @@ def stitch(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, in
     """Join chunk scans in order.  Returns the joined scan and, when a chunk did not end exactly
     at the next chunk's start (a boundary that the continuous walk would not hit), the position
     from which the rest must be scanned again without cuts."""
+    if len(parts) == 1:
+        return parts[0], None
     rows = []
     last = parts[-1]
     for k, part in enumerate(parts):

@@ -93,11 +93,14 @@ class LogLoader:
         cached = self._scans.get(seg.log_path, size)
         if cached is None:
             end = self.disk.overlay_size(seg.log_path)
+            interval = self.cfg.index_interval_bytes
             if self.disk.has_virtual_content(seg.log_path):
                 data = self.disk.read(seg.log_path)
-                cached = scan_buffer(data, SegmentTask(seg.log_path, seg.base_offset), len(data))
+                cached = scan_buffer(data, SegmentTask(seg.log_path, seg.base_offset, index_interval=interval),
+                                     len(data))
             else:
-                cached = self.ctx.scans.scan(SegmentTask(seg.log_path, seg.base_offset, 0, end))
+                cached = self.ctx.scans.scan(SegmentTask(seg.log_path, seg.base_offset, 0, end,
+                                                         index_interval=interval))
             self.ctx.bytes_scanned += cached.bytes_read
             self._scans.put(seg.log_path, cached)
         return cached

@@ -95,8 +95,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
-    engine = make_engine(cfg, [DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in live], stats,
-                         metrics, progress)
+    engine = make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
     stats.workers_per_dir = engine.workers_per_dir
     interrupted = False
     try:
@@ -224,6 +223,11 @@ def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
         return {}
 
 
+def _dir_plan(s: _DirState, cfg: LoaderConfig) -> DirPlan:
+    return DirPlan(s.path, s.clean, s.partitions, s.recovery_points,
+                   lambda topic: cfg.for_topic(topic).index_interval_bytes)
+
+
 def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, metrics: MetricsRegistry,
               engine: Engine, stats: LoadStats, offline: dict[str, str], progress: Progress | None) -> list[LoadedLog]:
     loaded: list[LoadedLog] = []
@@ -243,7 +247,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     if progress is not None:
         progress.start({s.path: len(s.partitions) for s in states})
     t_prefetch = time.perf_counter()
-    order = engine.prefetch([DirPlan(s.path, s.clean, s.partitions, s.recovery_points) for s in states])
+    order = engine.prefetch([_dir_plan(s, cfg) for s in states])
     for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
         s.partitions = order.get(s.path, s.partitions)
     stats.seconds["plan"] = time.perf_counter() - t_prefetch

@@ -32,43 +32,56 @@ from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
 
 log = logging.getLogger(__name__)
 
-Descriptor = tuple  # ("ok", pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill, seconds) | ("oserror", ...)
+# ("ok", pid, end, valid, stop, detail, rows, index_rows, index_interval, fatal, fatal_exc, spill, seconds)
+# | ("oserror", pid, errno, strerror, filename)
+Descriptor = tuple
+INDEX_ROW = np.dtype(np.int64)
+SLOT_BYTES = BATCH_TABLE.itemsize + INDEX_ROW.itemsize  # a block holds a table row and an index row per slot
 
 
 def pickled_size(obj: object) -> int:
     return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def table_from_block(block: shared_memory.SharedMemory, rows: int) -> np.ndarray:
-    """Copy ``rows`` batch-table rows out of a block through a raw byte view (10x faster than a
-    structured assignment)."""
+def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
+                      index_rows: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Copy the batch table (and the index rows, -1: none) out of a block through raw byte views
+    (10x faster than a structured assignment).  The table fills the block's first ``capacity`` slots,
+    the index rows follow it."""
     table = np.empty(rows, BATCH_TABLE)
-    nbytes = rows * BATCH_TABLE.itemsize
-    table.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=nbytes)
-    return table
+    table.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=rows * BATCH_TABLE.itemsize)
+    if index_rows < 0:
+        return table, None
+    picked = np.frombuffer(block.buf, INDEX_ROW, count=index_rows, offset=capacity * BATCH_TABLE.itemsize).copy()
+    return table, picked
 
 
 def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
-    """Runs in a worker: scan, write the batch table into the parent's block, return a descriptor."""
+    """Runs in a worker: scan, write the batch table (and index rows) into the parent's block, return a
+    descriptor."""
     t0 = time.perf_counter()
     try:
         scan = scan_segment(task)
     except OSError as e:
         return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
+    picked = scan.index_rows
+    n_picked = -1 if picked is None else len(picked)
     spill = None
     if rows <= capacity:
         block = shared_memory.SharedMemory(name=block_name)
         try:
             view = np.frombuffer(block.buf, np.uint8, count=rows * BATCH_TABLE.itemsize)
             view[:] = scan.batches.view(np.uint8)
+            if picked is not None:
+                np.frombuffer(block.buf, INDEX_ROW, count=n_picked, offset=capacity * BATCH_TABLE.itemsize)[:] = picked
             del view
         finally:
             block.close()
     else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
-        spill = scan.batches.tobytes()
-    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, scan.fatal,
-            scan.fatal_exception, spill, time.perf_counter() - t0)
+        spill = (scan.batches.tobytes(), None if picked is None else picked.tobytes())
+    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, n_picked,
+            scan.index_interval, scan.fatal, scan.fatal_exception, spill, time.perf_counter() - t0)
 
 
 @dataclass(slots=True)
@@ -147,7 +160,7 @@ class PoolEngine(Engine):
 
     def _new_block(self, nbytes_range: int) -> tuple[shared_memory.SharedMemory, int]:
         capacity = nbytes_range // MIN_ENTRY_BYTES + 1
-        block = shared_memory.SharedMemory(create=True, size=max(1, capacity * BATCH_TABLE.itemsize))
+        block = shared_memory.SharedMemory(create=True, size=max(1, capacity * SLOT_BYTES))
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 
@@ -188,8 +201,10 @@ class PoolEngine(Engine):
                     continue
                 pend = _Pending(plan.data_dir, task, st)
                 cuts = [0, *chunk_boundaries(task.path, task.base_offset, st[0], self.chunk_bytes), st[0]]
+                whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
                 for a, b in zip(cuts, cuts[1:]):
-                    t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None)
+                    t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
+                                    index_interval=task.index_interval if whole else None)
                     pend.chunks.append(self._submit(plan.data_dir, t))
                 self._pending[_key(task)] = pend
             self._update_gauges(plan.data_dir)
@@ -259,16 +274,17 @@ class PoolEngine(Engine):
         if desc[0] == "oserror":
             _, _, err, msg, filename = desc
             raise OSError(err, msg, filename)
-        _, pid, end, valid, stop, detail, rows, fatal, fatal_exc, spill, seconds = desc
+        _, pid, end, valid, stop, detail, rows, n_picked, interval, fatal, fatal_exc, spill, seconds = desc
         with self._lock:
             self.stats.scan_seconds += seconds
         if spill is not None:
-            table = np.frombuffer(spill, BATCH_TABLE).copy()
+            table = np.frombuffer(spill[0], BATCH_TABLE).copy()
+            picked = None if spill[1] is None else np.frombuffer(spill[1], INDEX_ROW).copy()
         else:
-            table = table_from_block(chunk.block, rows)
+            table, picked = arrays_from_block(chunk.block, chunk.capacity, rows, n_picked)
         t = chunk.task
         return SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
-                           bytes_read=end - t.start)
+                           bytes_read=end - t.start, index_rows=picked, index_interval=interval)
 
     def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:
         with self._lock:

@@ -20,7 +20,7 @@ from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
-from .scan import BatchColumns, Marker, SegmentScan, Stop
+from .scan import BatchColumns, Marker, SegmentScan, Stop, index_entry_rows
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -52,19 +52,14 @@ class IndexPlan:
 
 
 def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
-                 path: str) -> IndexPlan:
-    """The §7.1 index rule over a batch table, with Kafka's append checks."""
+                 path: str, entry_rows: np.ndarray | None = None) -> IndexPlan:
+    """The §7.1 index rule over a batch table, with Kafka's append checks.  ``entry_rows``: the rows
+    the rule indexes in the whole scan, when Phase 1 picked them already."""
     pos = rows["position"]
     n = len(rows)
-    chosen: list[int] = []
-    if n:
-        # the batch indexed after batch i is the first one starting more than `interval` bytes after it:
-        # one vectorised search for every batch, then a walk along that chain from position 0
-        following = np.searchsorted(pos, pos + interval, side="right").tolist()
-        i = int(np.searchsorted(pos, interval, side="right"))
-        while i < n:
-            chosen.append(i)
-            i = following[i]
+    if entry_rows is None:
+        entry_rows = index_entry_rows(pos, interval)
+    chosen = entry_rows[: np.searchsorted(entry_rows, n)]  # of a prefix, the chain's links inside it
     ts = rows["max_timestamp"]
     running = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
     prev = np.concatenate(([-1], running[:-1])) if n else running
@@ -79,11 +74,10 @@ def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int
 
 
 def _plan_vectorised(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
-                     chosen: list[int], offset_slots: int, time_slots: int) -> IndexPlan | None:
+                     ch: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan | None:
     """All indexed batches at once; None when any of Kafka's append checks would trip."""
-    if not chosen:
+    if not len(ch):
         return IndexPlan(np.zeros(0, np.int64), np.zeros(0, np.int64), [], [], None)
-    ch = np.array(chosen, np.int64)
     offs = last_off[ch]
     if len(ch) > offset_slots or np.any(np.diff(offs) <= 0):
         return None
@@ -101,13 +95,13 @@ def _plan_vectorised(base: int, pos: np.ndarray, last_off: np.ndarray, running: 
 
 
 def _plan_sequential(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
-                     chosen: list[int], offset_slots: int, time_slots: int, path: str) -> IndexPlan:
+                     chosen: np.ndarray, offset_slots: int, time_slots: int, path: str) -> IndexPlan:
     o_rel: list[int] = []
     o_pos: list[int] = []
     t_ts: list[int] = []
     t_rel: list[int] = []
     failed = None
-    for i in chosen:
+    for i in chosen.tolist():
         off = int(last_off[i])
         # OffsetIndex.append checks "full" before the offset order: a full index is fatal either way
         if len(o_rel) >= offset_slots:
@@ -180,7 +174,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     rows_ok = rows.head(limit)
     offset_slots = round_down(cfg.max_index_size, 8) // 8
     time_slots = round_down(cfg.max_index_size, 12) // 12
-    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path)
+    picked = scan.index_rows if scan.index_interval == cfg.index_interval_bytes else None
+    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, picked)
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort

@@ -116,6 +116,9 @@ class SegmentTask:
     end: int | None = None
     parse_markers: bool = True
     check_crc: bool = True  # False: Kafka's plain iteration (producer-state reads of unrecovered segments)
+    # log.index.interval.bytes of the partition: a scan from byte 0 also picks the batches that recovery
+    # indexes (LOADING.md §7.1), in parallel with the other scans; None: Phase 2 picks them
+    index_interval: int | None = None
 
 
 @dataclass(slots=True)
@@ -134,6 +137,8 @@ class SegmentScan:
     fatal_exception: str | None = None
     bytes_read: int = 0
     extra: dict[str, object] = field(default_factory=dict)
+    index_rows: np.ndarray | None = None  # index_entry_rows(batches["position"], index_interval), or None
+    index_interval: int | None = None
 
     @property
     def truncated_bytes(self) -> int:
@@ -239,7 +244,25 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
                        batch_table(buf, positions, markers), bytes_read=end - task.start)
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
+    if task.index_interval is not None and task.start == 0:
+        scan.index_rows = index_entry_rows(scan.batches["position"], task.index_interval)
+        scan.index_interval = task.index_interval
     return scan
+
+
+def index_entry_rows(pos: np.ndarray, interval: int) -> np.ndarray:
+    """The rows LogSegment.recover indexes: the first batch starting more than ``interval`` bytes after
+    the last indexed one (after byte 0 for the first).  The chain is walked in Python, but only along
+    its links: one vectorised search finds every batch's successor first."""
+    n = len(pos)
+    chosen: list[int] = []
+    if n:
+        following = np.searchsorted(pos, pos + interval, side="right").tolist()
+        i = int(np.searchsorted(pos, interval, side="right"))
+        while i < n:
+            chosen.append(i)
+            i = following[i]
+    return np.array(chosen, np.int64)
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],

@@ -45,7 +45,7 @@ import mploader.engine as engine_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
 import mploader.pool as pool_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
-from mploader.engine import Engine, make_engine, workers_per_dir  # noqa: E402
+from mploader.engine import Engine, chunk_boundaries, make_engine, workers_per_dir  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.pool import PoolEngine  # noqa: E402
@@ -523,6 +523,45 @@ def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, re
     finally:
         engine.close()
     assert not mismatches, "\n".join(mismatches)
+
+
+def test_pool_scans_of_whole_segments_bring_the_index_entries(datasets, request) -> None:
+    """A segment scanned in one piece by a worker comes back with the rows recovery indexes (picked in
+    Phase 1, sent through the shared-memory block), the same as an inline scan picks; a chunked one
+    without them (Phase 2 picks them on the joined table)."""
+    from mploader.engine import DirPlan
+    from mploader.format.names import parse_partition_dir
+    from mploader.scan import SegmentTask, index_entry_rows, scan_segment
+
+    root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
+    d = str(root / groups[0][0])
+    partitions = []
+    for name in sorted(os.listdir(d)):
+        if os.path.isdir(os.path.join(d, name)):
+            tp, kind = parse_partition_dir(name)
+            partitions.append((os.path.join(d, name), tp, kind))
+    engine = PoolEngine(LoadStats(), 2, [d], None, chunk_bytes=CHUNK)
+    seen = {"whole": 0, "chunked": 0}
+    try:
+        engine.prefetch([DirPlan(d, False, partitions, {}, lambda topic: 4096)])
+        for path, _, _ in partitions:
+            for f in sorted(os.listdir(path)):
+                if not f.endswith(".log"):
+                    continue
+                task = SegmentTask(os.path.join(path, f), int(f[:20]), index_interval=4096)
+                pooled, inline = engine.collect(d, task), scan_segment(task)
+                want = index_entry_rows(inline.batches["position"], 4096).tolist()
+                assert inline.index_rows.tolist() == want
+                if os.path.getsize(task.path) > CHUNK and chunk_boundaries(task.path, task.base_offset,
+                                                                            os.path.getsize(task.path), CHUNK):
+                    assert pooled.index_rows is None
+                    seen["chunked"] += 1
+                else:
+                    assert pooled.index_interval == 4096 and pooled.index_rows.tolist() == want
+                    seen["whole"] += 1
+    finally:
+        engine.close()
+    assert seen["whole"] and seen["chunked"], seen
 
 
 # ------------------------------------------------------------------------------------------------

@@ -62,3 +62,38 @@ def test_fast_walk_and_general_walk_agree_on_every_stop_reason():
         s = scan_buffer(data, SegmentTask("x.log", 0), len(data))
         assert (s.valid_bytes, s.stop.value) == expected[name], name
         assert list(s.batches["position"]) == [0, len(b), 2 * len(b)], name
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(26, 9000), max_size=80), interval=st.sampled_from([0, 1, 100, 4096, 10_000]))
+def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[no-untyped-def]
+    """LogSegment.recover: a batch is indexed when it starts more than ``interval`` bytes after the
+    last indexed batch (byte 0 before the first)."""
+    import numpy as np
+
+    from mploader.scan import index_entry_rows
+
+    pos, p = [], 0
+    for size in sizes:
+        pos.append(p)
+        p += size
+    expected, last = [], 0
+    for i, at in enumerate(pos):
+        if at - last > interval:
+            expected.append(i)
+            last = at
+    assert index_entry_rows(np.array(pos, np.int64), interval).tolist() == expected
+
+
+def test_a_scan_from_byte_0_picks_the_index_entries_only_when_asked(tmp_path):  # type: ignore[no-untyped-def]
+    from mploader.scan import index_entry_rows, scan_segment
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300])) for i in range(40)))
+    plain = scan_segment(SegmentTask(str(path), 0))
+    asked = scan_segment(SegmentTask(str(path), 0, index_interval=1000))
+    later = scan_segment(SegmentTask(str(path), 0, start=int(plain.batches["position"][3]), index_interval=1000))
+    assert plain.index_rows is None and later.index_rows is None  # from byte 0 only: the chain starts there
+    assert asked.index_interval == 1000
+    assert asked.index_rows.tolist() == index_entry_rows(plain.batches["position"], 1000).tolist()
+    assert len(asked.index_rows) > 5
