@@ -242,8 +242,9 @@ def _apply_batches(rows: BatchColumns, psm: ProducerStateManager, epochs: Leader
         latest = epochs.latest_epoch
         start = -1 if latest is None else latest
         prev = np.maximum.accumulate(np.concatenate(([start], ple)))[:-1]
-        for i in np.flatnonzero((ple >= 0) & (ple > prev)):
-            epochs.assign(int(ple[i]), int(rows["base_offset"][i]))
+        changes = np.flatnonzero((ple >= 0) & (ple > prev))
+        for epoch, offset in zip(ple[changes].tolist(), rows.at("base_offset", changes).tolist()):
+            epochs.assign(epoch, offset)
     # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
     marker = rows["marker"]
     applies = v2 & (marker != Marker.INVALID) & (marker != Marker.FATAL)

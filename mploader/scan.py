@@ -252,17 +252,21 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
 
 def index_entry_rows(pos: np.ndarray, interval: int) -> np.ndarray:
     """The rows LogSegment.recover indexes: the first batch starting more than ``interval`` bytes after
-    the last indexed one (after byte 0 for the first).  The chain is walked in Python, but only along
-    its links: one vectorised search finds every batch's successor first."""
+    the last indexed one (after byte 0 for the first).
+
+    Each batch's successor on such a chain comes from one vectorised search; the chain from the first
+    indexed batch is then followed by pointer doubling (log2 of its length numpy steps, no Python loop)."""
     n = len(pos)
-    chosen: list[int] = []
-    if n:
-        following = np.searchsorted(pos, pos + interval, side="right").tolist()
-        i = int(np.searchsorted(pos, interval, side="right"))
-        while i < n:
-            chosen.append(i)
-            i = following[i]
-    return np.array(chosen, np.int64)
+    first = int(np.searchsorted(pos, interval, side="right"))
+    if first >= n:
+        return np.zeros(0, np.int64)
+    jump = np.append(np.searchsorted(pos, pos + interval, side="right"), n)  # row n: past the end, maps to itself
+    links = np.array([first], np.int64)
+    while links[-1] < n:  # links: the chain's first 2**k rows; jump: each row's 2**k-th successor
+        links = np.concatenate((links, jump[links]))
+        if links[-1] < n:
+            jump = jump[jump]
+    return links[links < n]
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],
