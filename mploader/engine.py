@@ -48,7 +48,16 @@ from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
 log = logging.getLogger(__name__)
 
 MIN_ENTRY_BYTES = 26  # the smallest legacy entry; bounds the rows a byte range can hold
-CHUNK_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 64 * 1024 * 1024  # no piece of a cut segment is smaller (except the last)
+PIECES_PER_WORKER = 4  # segments are cut only when a dir has fewer pieces of that size than this per worker
+
+
+def piece_bytes(total_bytes: int, workers: int) -> int:
+    """The size at which a dir's segments are cut into chunks: only as small as it takes for each
+    worker to get about PIECES_PER_WORKER pieces of the dir's bytes (so that one big segment does not
+    make the tail of the load), and never below CHUNK_BYTES (a cut costs a stitch and keeps Phase 1
+    from picking the index entries)."""
+    return max(CHUNK_BYTES, total_bytes // max(1, workers * PIECES_PER_WORKER))
 
 
 class InlineSource:
@@ -267,5 +276,6 @@ def _join(task: SegmentTask, rows: list[np.ndarray], last: SegmentScan) -> Segme
                        bytes_read=last.end - task.start)
 
 
-__all__ = ["Engine", "DirPlan", "InlineSource", "make_engine", "plan_segment_scans", "chunk_boundaries", "stitch",
+__all__ = ["Engine", "DirPlan", "InlineSource", "make_engine", "plan_segment_scans", "chunk_boundaries", "piece_bytes",
+           "stitch",
            "usable_cpus", "workers_per_dir"]

@@ -22,7 +22,7 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
-from .engine import CHUNK_BYTES, MIN_ENTRY_BYTES, DirPlan, Engine, chunk_boundaries, plan_segment_scans, stitch
+from .engine import MIN_ENTRY_BYTES, DirPlan, Engine, chunk_boundaries, piece_bytes, plan_segment_scans, stitch
 from .errors import LoadInterrupted
 from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
@@ -122,11 +122,11 @@ class PoolSource:
 
 class PoolEngine(Engine):
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
-                 progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES):
+                 progress: Progress | None = None, chunk_bytes: int | None = None):
         super().__init__(stats, progress)
         self.workers_per_dir = workers
         self.metrics = metrics
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[tuple, _Pending] = {}
         self._remaining: dict[str, int] = {}
@@ -194,13 +194,16 @@ class PoolEngine(Engine):
             tasks = [t for _, ts in planned for t in ts]
             with self._lock:
                 self._remaining[plan.data_dir] = len(tasks)
+            stated: list[tuple[SegmentTask, tuple[int, int, int]]] = []
             for task in tasks:
                 try:
-                    st = _stat(task.path)
+                    stated.append((task, _stat(task.path)))
                 except OSError:
                     continue
+            cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
+            for task, st in stated:
                 pend = _Pending(plan.data_dir, task, st)
-                cuts = [0, *chunk_boundaries(task.path, task.base_offset, st[0], self.chunk_bytes), st[0]]
+                cuts = [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]]
                 whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
                 for a, b in zip(cuts, cuts[1:]):
                     t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,

@@ -940,6 +940,15 @@ def test_remaining_segments_to_load_is_never_registered_inline(datasets, request
 # "auto"
 
 
+@pytest.mark.parametrize("total, workers, expected", [
+    (2_000_000_000, 2, 250_000_000),  # 24 segments of 85 MB on 2 workers: enough pieces, no cuts
+    (2_000_000_000, 16, engine_mod.CHUNK_BYTES),  # 16 workers: cut, but never below 64 MiB
+    (10_000_000, 4, engine_mod.CHUNK_BYTES),
+])
+def test_segments_are_cut_only_as_small_as_keeps_every_worker_busy(total, workers, expected) -> None:
+    assert engine_mod.piece_bytes(total, workers) == expected
+
+
 @pytest.mark.parametrize("cpus, dirs, expected", [
     (8, 1, 8), (8, 2, 4), (8, 3, 2), (8, 8, 1), (8, 16, 1), (2, 1, 2), (1, 1, 1), (64, 0, 64), (5, 2, 2),
 ])
