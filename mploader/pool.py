@@ -28,15 +28,14 @@ from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
 from .format.names import DirKind, TopicPartition
 from .result import LoadStats
-from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
+from .scan import BATCH_TABLE, INDEX_DRAFT, SegmentScan, SegmentTask, Stop, scan_segment
 
 log = logging.getLogger(__name__)
 
-# ("ok", pid, end, valid, stop, detail, rows, index_rows, index_interval, fatal, fatal_exc, spill, seconds)
+# ("ok", pid, end, valid, stop, detail, rows, draft_rows, index_interval, fatal, fatal_exc, spill, seconds)
 # | ("oserror", pid, errno, strerror, filename)
 Descriptor = tuple
-INDEX_ROW = np.dtype(np.int64)
-SLOT_BYTES = BATCH_TABLE.itemsize + INDEX_ROW.itemsize  # a block holds a table row and an index row per slot
+SLOT_BYTES = BATCH_TABLE.itemsize + INDEX_DRAFT.itemsize  # a block has room for a table row and a draft row per slot
 
 
 def pickled_size(obj: object) -> int:
@@ -44,43 +43,47 @@ def pickled_size(obj: object) -> int:
 
 
 def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
-                      index_rows: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Copy the batch table (and the index rows, -1: none) out of a block through raw byte views
+                      draft_rows: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Copy the batch table (and the index draft; -1 rows: none) out of a block through raw byte views
     (10x faster than a structured assignment).  The table fills the block's first ``capacity`` slots,
-    the index rows follow it."""
+    the draft follows it."""
     table = np.empty(rows, BATCH_TABLE)
     table.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=rows * BATCH_TABLE.itemsize)
-    if index_rows < 0:
+    if draft_rows < 0:
         return table, None
-    picked = np.frombuffer(block.buf, INDEX_ROW, count=index_rows, offset=capacity * BATCH_TABLE.itemsize).copy()
-    return table, picked
+    draft = np.empty(draft_rows, INDEX_DRAFT)
+    draft.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=draft_rows * INDEX_DRAFT.itemsize,
+                                            offset=capacity * BATCH_TABLE.itemsize)
+    return table, draft
 
 
 def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
-    """Runs in a worker: scan, write the batch table (and index rows) into the parent's block, return a
-    descriptor."""
+    """Runs in a worker: scan, write the batch table (and the index draft) into the parent's block,
+    return a descriptor."""
     t0 = time.perf_counter()
     try:
         scan = scan_segment(task)
     except OSError as e:
         return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
-    picked = scan.index_rows
-    n_picked = -1 if picked is None else len(picked)
+    draft = scan.index_draft
+    draft_rows = -1 if draft is None else len(draft)
     spill = None
     if rows <= capacity:
         block = shared_memory.SharedMemory(name=block_name)
         try:
             view = np.frombuffer(block.buf, np.uint8, count=rows * BATCH_TABLE.itemsize)
             view[:] = scan.batches.view(np.uint8)
-            if picked is not None:
-                np.frombuffer(block.buf, INDEX_ROW, count=n_picked, offset=capacity * BATCH_TABLE.itemsize)[:] = picked
             del view
+            if draft is not None:
+                view = np.frombuffer(block.buf, np.uint8, count=draft.nbytes, offset=capacity * BATCH_TABLE.itemsize)
+                view[:] = draft.view(np.uint8)
+                del view
         finally:
             block.close()
     else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
-        spill = (scan.batches.tobytes(), None if picked is None else picked.tobytes())
-    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, n_picked,
+        spill = (scan.batches.tobytes(), None if draft is None else draft.tobytes())
+    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft_rows,
             scan.index_interval, scan.fatal, scan.fatal_exception, spill, time.perf_counter() - t0)
 
 
@@ -277,17 +280,17 @@ class PoolEngine(Engine):
         if desc[0] == "oserror":
             _, _, err, msg, filename = desc
             raise OSError(err, msg, filename)
-        _, pid, end, valid, stop, detail, rows, n_picked, interval, fatal, fatal_exc, spill, seconds = desc
+        _, pid, end, valid, stop, detail, rows, draft_rows, interval, fatal, fatal_exc, spill, seconds = desc
         with self._lock:
             self.stats.scan_seconds += seconds
         if spill is not None:
             table = np.frombuffer(spill[0], BATCH_TABLE).copy()
-            picked = None if spill[1] is None else np.frombuffer(spill[1], INDEX_ROW).copy()
+            draft = None if spill[1] is None else np.frombuffer(spill[1], INDEX_DRAFT).copy()
         else:
-            table, picked = arrays_from_block(chunk.block, chunk.capacity, rows, n_picked)
+            table, draft = arrays_from_block(chunk.block, chunk.capacity, rows, draft_rows)
         t = chunk.task
         return SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
-                           bytes_read=end - t.start, index_rows=picked, index_interval=interval)
+                           bytes_read=end - t.start, index_draft=draft, index_interval=interval)
 
     def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:
         with self._lock:

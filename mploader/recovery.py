@@ -20,7 +20,7 @@ from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
-from .scan import BatchColumns, Marker, SegmentScan, Stop, index_entry_rows
+from .scan import BatchColumns, Marker, SegmentScan, Stop, index_draft
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -52,57 +52,48 @@ class IndexPlan:
 
 
 def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
-                 path: str, entry_rows: np.ndarray | None = None) -> IndexPlan:
-    """The §7.1 index rule over a batch table, with Kafka's append checks.  ``entry_rows``: the rows
-    the rule indexes in the whole scan, when Phase 1 picked them already."""
-    pos = rows["position"]
+                 path: str, draft: np.ndarray | None = None) -> IndexPlan:
+    """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the scan's
+    :func:`~mploader.scan.index_draft` of the whole table, when Phase 1 made it already."""
     n = len(rows)
-    if entry_rows is None:
-        entry_rows = index_entry_rows(pos, interval)
-    chosen = entry_rows[: np.searchsorted(entry_rows, n)]  # of a prefix, the chain's links inside it
-    ts = rows["max_timestamp"]
-    running = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
-    prev = np.concatenate(([-1], running[:-1])) if n else running
-    holder = np.maximum.accumulate(np.where(ts > prev, np.arange(n), -1)) if n else running
-    last_off = rows["last_offset"]
-    plan = _plan_vectorised(base, pos, last_off, running, holder, chosen, offset_slots, time_slots)
+    if draft is None:
+        draft = index_draft(rows, base, interval)
+    d = draft[: np.searchsorted(draft["row"], n)]  # of a prefix, the entries inside it (their values hold)
+    plan = _plan_vectorised(base, d, offset_slots, time_slots)
     if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
-        plan = _plan_sequential(base, pos, last_off, running, holder, chosen, offset_slots, time_slots, path)
+        plan = _plan_sequential(base, d, offset_slots, time_slots, path)
     if plan.failed_at_row is None and n:
-        _final_time_entry(plan, base, last_off, running, holder, time_slots, path)
+        _final_time_entry(plan, base, rows, time_slots, path)
     return plan
 
 
-def _plan_vectorised(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
-                     ch: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan | None:
+def _plan_vectorised(base: int, d: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan | None:
     """All indexed batches at once; None when any of Kafka's append checks would trip."""
-    if not len(ch):
+    if not len(d):
         return IndexPlan(np.zeros(0, np.int64), np.zeros(0, np.int64), [], [], None)
-    offs = last_off[ch]
-    if len(ch) > offset_slots or np.any(np.diff(offs) <= 0):
+    offs = d["offset"]
+    if len(d) > offset_slots or np.any(np.diff(offs) <= 0):
         return None
-    mts = running[ch]
-    mts_off = np.where(holder[ch] >= 0, last_off[np.maximum(holder[ch], 0)], base)
+    mts = d["max_timestamp"]
+    mts_off = d["max_timestamp_offset"]
     appended = mts > np.concatenate(([-1], mts[:-1]))
     if int(np.count_nonzero(appended[:-1])) >= time_slots - 1:
         return None
-    last_app = np.maximum.accumulate(np.concatenate(([-1], np.where(appended, np.arange(len(ch)), -1)[:-1])))
+    last_app = np.maximum.accumulate(np.concatenate(([-1], np.where(appended, np.arange(len(d)), -1)[:-1])))
     has = last_app >= 0
     if np.any(mts_off[has] < mts_off[last_app[has]]):
         return None
-    return IndexPlan(offs - base, pos[ch].astype(np.int64), mts[appended].tolist(),
-                     (mts_off[appended] - base).tolist(), None)
+    return IndexPlan(offs - base, d["position"].copy(), mts[appended].tolist(), (mts_off[appended] - base).tolist(),
+                     None)
 
 
-def _plan_sequential(base: int, pos: np.ndarray, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
-                     chosen: np.ndarray, offset_slots: int, time_slots: int, path: str) -> IndexPlan:
+def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: int, path: str) -> IndexPlan:
     o_rel: list[int] = []
     o_pos: list[int] = []
     t_ts: list[int] = []
     t_rel: list[int] = []
     failed = None
-    for i in chosen.tolist():
-        off = int(last_off[i])
+    for i, off, pos, mts, mts_off in d.tolist():
         # OffsetIndex.append checks "full" before the offset order: a full index is fatal either way
         if len(o_rel) >= offset_slots:
             raise StartupFailedError(path, "IllegalArgumentException",
@@ -111,9 +102,7 @@ def _plan_sequential(base: int, pos: np.ndarray, last_off: np.ndarray, running: 
             failed = i
             break
         o_rel.append(off - base)
-        o_pos.append(int(pos[i]))
-        mts = int(running[i])
-        mts_off = int(last_off[holder[i]]) if holder[i] >= 0 else base
+        o_pos.append(pos)
         if len(t_ts) >= time_slots - 1:
             raise StartupFailedError(path, "IllegalArgumentException",
                                      f"time index is full ({time_slots} slots): segment.index.bytes too small")
@@ -126,12 +115,14 @@ def _plan_sequential(base: int, pos: np.ndarray, last_off: np.ndarray, running: 
     return IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), t_ts, t_rel, failed)
 
 
-def _final_time_entry(plan: IndexPlan, base: int, last_off: np.ndarray, running: np.ndarray, holder: np.ndarray,
-                      time_slots: int, path: str) -> None:
-    """The time entry recover() appends after the loop, with the full check skipped."""
+def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots: int, path: str) -> None:
+    """The time entry recover() appends after the loop, with the full check skipped: the largest
+    timestamp of the segment (at least -1) and the first batch holding it."""
     t_ts, t_rel = plan.time_ts, plan.time_rel
-    mts = int(running[-1])
-    mts_off = int(last_off[holder[-1]]) if holder[-1] >= 0 else base
+    ts = rows["max_timestamp"]
+    top = int(ts.argmax())
+    mts = max(int(ts[top]), -1)
+    mts_off = int(rows["last_offset"][top]) if mts > -1 else base
     if t_ts and mts_off - base < t_rel[-1]:
         plan.final_time_failed = True
     elif mts > (t_ts[-1] if t_ts else -1):
@@ -174,8 +165,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     rows_ok = rows.head(limit)
     offset_slots = round_down(cfg.max_index_size, 8) // 8
     time_slots = round_down(cfg.max_index_size, 12) // 12
-    picked = scan.index_rows if scan.index_interval == cfg.index_interval_bytes else None
-    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, picked)
+    draft = scan.index_draft if scan.index_interval == cfg.index_interval_bytes else None
+    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft)
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort

@@ -137,7 +137,7 @@ class SegmentScan:
     fatal_exception: str | None = None
     bytes_read: int = 0
     extra: dict[str, object] = field(default_factory=dict)
-    index_rows: np.ndarray | None = None  # index_entry_rows(batches["position"], index_interval), or None
+    index_draft: np.ndarray | None = None  # index_draft(batches, base_offset, index_interval), or None
     index_interval: int | None = None
 
     @property
@@ -245,7 +245,7 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
     if task.index_interval is not None and task.start == 0:
-        scan.index_rows = index_entry_rows(scan.batches["position"], task.index_interval)
+        scan.index_draft = index_draft(BatchColumns(scan.batches), task.base_offset, task.index_interval)
         scan.index_interval = task.index_interval
     return scan
 
@@ -267,6 +267,39 @@ def index_entry_rows(pos: np.ndarray, interval: int) -> np.ndarray:
         if links[-1] < n:
             jump = jump[jump]
     return links[links < n]
+
+
+INDEX_DRAFT = np.dtype([
+    ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)
+    ("offset", "<i8"),  # its last offset: the offset index entry's key
+    ("position", "<i8"),  # its position: the offset index entry's value
+    ("max_timestamp", "<i8"),  # the largest timestamp up to it (at least -1): the time index candidate
+    ("max_timestamp_offset", "<i8"),  # last offset of the batch holding that timestamp (the base offset if none)
+])
+
+
+def index_draft(rows: "np.ndarray | BatchColumns", base_offset: int, interval: int,
+                entry_rows: np.ndarray | None = None) -> np.ndarray:
+    """What LogSegment.recover offers its offset and time index at each batch it indexes (LOADING.md §7.1),
+    before the indexes' own append checks: a pure function of the batch table, so Phase 1 computes it."""
+    pos = rows["position"]
+    n = len(pos)
+    chosen = index_entry_rows(pos, interval) if entry_rows is None else entry_rows
+    draft = np.empty(len(chosen), INDEX_DRAFT)
+    if not n or not len(chosen):
+        return draft
+    ts = rows["max_timestamp"]
+    last_offset = rows["last_offset"]
+    running = np.maximum.accumulate(np.maximum(ts, -1))
+    # the row holding the running maximum: the last row whose timestamp raised it (-1 while none did)
+    holder = np.maximum.accumulate(np.where(ts > np.concatenate(([-1], running[:-1])), np.arange(n), -1))
+    held = holder[chosen]
+    draft["row"] = chosen
+    draft["offset"] = last_offset[chosen]
+    draft["position"] = pos[chosen]
+    draft["max_timestamp"] = running[chosen]
+    draft["max_timestamp_offset"] = np.where(held >= 0, last_offset[np.maximum(held, 0)], base_offset)
+    return draft
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],

@@ -165,3 +165,28 @@ def test_known_cases_by_hand():
     for (base, sizes, offs, ts, interval, size), expected in cases.items():
         assert model_recover(base, batch_table(base, list(sizes), list(offs), list(ts)), interval, size) == expected
         check(base, list(sizes), list(offs), list(ts), interval, size)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(segments(), st.integers(0, 40))
+def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
+    """Phase 1 drafts the index entries of the whole scan; recovery may apply only a prefix of it (a batch
+    whose offset overflows the segment ends it): the draft's rows inside the prefix give the model's outcome."""
+    from mploader.scan import index_draft
+
+    base, sizes, rel_offsets, timestamps, interval, max_index_size = seg
+    rows = batch_table(base, sizes, rel_offsets, timestamps)
+    prefix = rows[: min(cut, len(rows))]
+    expected = model_recover(base, prefix, interval, max_index_size)
+    offset_slots = round_down(max_index_size, 8) // 8
+    time_slots = round_down(max_index_size, 12) // 12
+    try:
+        plan = plan_indexes(base, prefix, interval, offset_slots, time_slots, "seg.log",
+                            index_draft(rows, base, interval))
+    except StartupFailedError as e:
+        assert expected.fatal == e.kafka_exception
+        return
+    got = Outcome([(int(r), int(p)) for r, p in zip(plan.offset_rel, plan.offset_pos)],
+                  [(int(t), int(r)) for t, r in zip(plan.time_ts, plan.time_rel)], plan.failed_at_row,
+                  plan.final_time_failed)
+    assert got == expected
