@@ -34,22 +34,22 @@ from .scan import BatchColumns, Marker
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
 
 
-def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, sel: np.ndarray,
+def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, by_producer: np.ndarray,
                            txn_entries: list[TxnIndexEntry], path: str) -> None:
-    """Apply the batches ``sel`` of ``rows`` (v2 batches with a producer id, in log order, none INVALID or
-    FATAL) to ``psm``; the aborted transactions' index entries are appended to ``txn_entries``."""
-    if not len(sel):
+    """Apply the batches ``by_producer`` of ``rows`` (v2 batches with a producer id, none INVALID or FATAL,
+    sorted by producer id and log order: :func:`mploader.draft.producer_order`) to ``psm``; the aborted
+    transactions' index entries are appended to ``txn_entries``."""
+    if not len(by_producer):
         return
-    pid = rows["producer_id"][sel]
-    perm = np.argsort(pid, kind="stable")  # by producer, log order within each
-    pid = pid[perm]
+    pid = rows["producer_id"][by_producer]
     head = np.ones(len(pid), bool)
     head[1:] = pid[1:] != pid[:-1]
-    for p in pid[head][np.argsort(perm[head])].tolist():  # producers enter Kafka's HashMap in order of appearance
+    first = by_producer[head]
+    for p in pid[head][np.argsort(first)].tolist():  # producers enter Kafka's HashMap in order of appearance
         psm.ensure_producer(p)
-    live = rows["marker"][sel][perm] != Marker.EMPTY_CONTROL  # an empty control batch changes nothing
-    if live.any() and not _apply_vectorised(psm, rows, sel[perm[live]], txn_entries):
-        replay(psm, rows.table[sel], txn_entries, path)
+    live = rows["marker"][by_producer] != Marker.EMPTY_CONTROL  # an empty control batch changes nothing
+    if live.any() and not _apply_vectorised(psm, rows, by_producer[live], txn_entries):
+        replay(psm, rows.table[np.sort(by_producer)], txn_entries, path)
 
 
 def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnIndexEntry], path: str) -> None:

@@ -20,7 +20,8 @@ from .errors import StartupFailedError
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
-from .scan import BatchColumns, Marker, SegmentScan, Stop, index_draft
+from .draft import RecoveryDraft, draft_recovery, index_draft
+from .scan import BatchColumns, Marker, SegmentScan, Stop
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -45,20 +46,20 @@ class IndexPlan:
 
     offset_rel: np.ndarray
     offset_pos: np.ndarray
-    time_ts: list[int]
-    time_rel: list[int]
+    time_ts: np.ndarray
+    time_rel: np.ndarray
     failed_at_row: int | None  # row whose index append raised InvalidOffsetException
     final_time_failed: bool = False
 
 
 def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
                  path: str, draft: np.ndarray | None = None) -> IndexPlan:
-    """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the scan's
-    :func:`~mploader.scan.index_draft` of the whole table, when Phase 1 made it already."""
+    """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the
+    :func:`~mploader.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored)."""
     n = len(rows)
     if draft is None:
         draft = index_draft(rows, base, interval)
-    d = draft[: np.searchsorted(draft["row"], n)]  # of a prefix, the entries inside it (their values hold)
+    d = draft[: np.searchsorted(draft["row"], n)]
     plan = _plan_vectorised(base, d, offset_slots, time_slots)
     if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
         plan = _plan_sequential(base, d, offset_slots, time_slots, path)
@@ -70,7 +71,7 @@ def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int
 def _plan_vectorised(base: int, d: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan | None:
     """All indexed batches at once; None when any of Kafka's append checks would trip."""
     if not len(d):
-        return IndexPlan(np.zeros(0, np.int64), np.zeros(0, np.int64), [], [], None)
+        return IndexPlan(*(np.zeros(0, np.int64) for _ in range(4)), None)
     offs = d["offset"]
     if len(d) > offset_slots or np.any(np.diff(offs) <= 0):
         return None
@@ -83,8 +84,7 @@ def _plan_vectorised(base: int, d: np.ndarray, offset_slots: int, time_slots: in
     has = last_app >= 0
     if np.any(mts_off[has] < mts_off[last_app[has]]):
         return None
-    return IndexPlan(offs - base, d["position"].copy(), mts[appended].tolist(), (mts_off[appended] - base).tolist(),
-                     None)
+    return IndexPlan(offs - base, d["position"].copy(), mts[appended], mts_off[appended] - base, None)
 
 
 def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: int, path: str) -> IndexPlan:
@@ -112,7 +112,7 @@ def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: in
         if mts > (t_ts[-1] if t_ts else -1):
             t_ts.append(mts)
             t_rel.append(mts_off - base)
-    return IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), t_ts, t_rel, failed)
+    return IndexPlan(*(np.array(v, np.int64) for v in (o_rel, o_pos, t_ts, t_rel)), failed)
 
 
 def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots: int, path: str) -> None:
@@ -123,16 +123,16 @@ def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots
     top = int(ts.argmax())
     mts = max(int(ts[top]), -1)
     mts_off = int(rows["last_offset"][top]) if mts > -1 else base
-    if t_ts and mts_off - base < t_rel[-1]:
+    if len(t_ts) and mts_off - base < t_rel[-1]:
         plan.final_time_failed = True
-    elif mts > (t_ts[-1] if t_ts else -1):
+    elif mts > (t_ts[-1] if len(t_ts) else -1):
         if len(t_ts) >= time_slots:
             raise StartupFailedError(path, "BufferOverflowException", "time index has no slot for its final entry")
-        t_ts.append(mts)
-        t_rel.append(mts_off - base)
+        plan.time_ts = np.append(t_ts, mts)
+        plan.time_rel = np.append(t_rel, mts_off - base)
 
 
-def _index_bytes(rel: np.ndarray | list[int], second: np.ndarray | list[int], dtype: np.dtype) -> bytes:
+def _index_bytes(rel: np.ndarray, second: np.ndarray, dtype: np.dtype) -> bytes:
     arr = np.empty(len(rel), dtype)
     if dtype is OFFSET_ENTRY:
         arr["relative_offset"], arr["position"] = rel, second
@@ -165,15 +165,17 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     rows_ok = rows.head(limit)
     offset_slots = round_down(cfg.max_index_size, 8) // 8
     time_slots = round_down(cfg.max_index_size, 12) // 12
-    draft = scan.index_draft if scan.index_interval == cfg.index_interval_bytes else None
-    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft)
+    draft = scan.draft
+    if draft is None or draft.interval != cfg.index_interval_bytes:  # not made by Phase 1: make it here
+        draft = draft_recovery(rows, base, cfg.index_interval_bytes)
+    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft.index)
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
     txn_entries: list[TxnIndexEntry] = []
     had_txn_index = disk.exists(seg.txn_index_path)
 
-    _apply_batches(applied, psm, epochs, txn_entries, path)
+    _apply_batches(applied, draft.prefix(len(applied)), psm, epochs, txn_entries, path)
 
     txn_bytes = b""
     if txn_entries:
@@ -222,28 +224,31 @@ def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: in
     disk.write(path, data + bytes(size - len(data)))
 
 
-def _apply_batches(rows: BatchColumns, psm: ProducerStateManager, epochs: LeaderEpochCache | None,
-                   txn_entries: list[TxnIndexEntry], path: str) -> None:
+def _apply_batches(rows: BatchColumns, draft: RecoveryDraft, psm: ProducerStateManager,
+                   epochs: LeaderEpochCache | None, txn_entries: list[TxnIndexEntry], path: str) -> None:
     """Epoch assignments and producer-state updates, in batch order (LOADING.md §7.1-§7.2)."""
     if not len(rows):
         return
-    v2 = rows["magic"] >= 2
-    if epochs is not None:
-        ple = np.where(v2, rows["partition_leader_epoch"].astype(np.int64), -1)
+    if epochs is not None:  # the rows raising the epoch above all before them, those above the cache's latest
         latest = epochs.latest_epoch
-        start = -1 if latest is None else latest
-        prev = np.maximum.accumulate(np.concatenate(([start], ple)))[:-1]
-        changes = np.flatnonzero((ple >= 0) & (ple > prev))
-        for epoch, offset in zip(ple[changes].tolist(), rows.at("base_offset", changes).tolist()):
-            epochs.assign(epoch, offset)
-    # producer state: only rows with a producer id do work; mapEndOffset follows every v2 batch
+        raising = draft.epoch_rows
+        epoch = rows.at("partition_leader_epoch", raising)
+        above = epoch > (-1 if latest is None else latest)
+        for e, offset in zip(epoch[above].tolist(), rows.at("base_offset", raising[above]).tolist()):
+            epochs.assign(e, offset)
+    # producer state stops at the first invalid or fatal control batch of a producer (InvalidRecordException,
+    # caught by recover after the epoch assignment, or an exception that fails start-up)
     marker = rows["marker"]
-    applies = v2 & (marker != Marker.INVALID) & (marker != Marker.FATAL)
-    idx = np.flatnonzero(v2 & (rows["producer_id"] >= 0))
-    stop = np.flatnonzero(~applies[idx])
-    if stop.size:  # InvalidRecordException (caught by recover, after the epoch assignment) or fatal
-        idx = idx[: stop[0]]
-    apply_producer_batches(psm, rows, idx, txn_entries, path)
-    last_v2 = np.flatnonzero(applies)
-    if last_v2.size:
-        psm.map_end_offset = int(rows["last_offset"][last_v2[-1]]) + 1
+    rejected = np.flatnonzero((marker == Marker.INVALID) | (marker == Marker.FATAL))
+    by_producer = draft.producer_rows
+    if rejected.size:
+        stop = np.intersect1d(rejected, by_producer)
+        if stop.size:
+            by_producer = by_producer[by_producer < stop[0]]
+    apply_producer_batches(psm, rows, by_producer, txn_entries, path)
+    # mapEndOffset follows every v2 batch that applies
+    applies = np.flatnonzero(rows["magic"] >= 2)
+    if rejected.size:
+        applies = np.setdiff1d(applies, rejected, assume_unique=True)
+    if applies.size:
+        psm.map_end_offset = int(rows["last_offset"][applies[-1]]) + 1

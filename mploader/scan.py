@@ -24,6 +24,7 @@ import zlib
 
 from crc32c import crc32c
 
+from .draft import RecoveryDraft, draft_recovery
 from .errors import InvalidRecordError, StartupFailedError
 from .format import records
 from .format.records import BatchHeader
@@ -116,8 +117,8 @@ class SegmentTask:
     end: int | None = None
     parse_markers: bool = True
     check_crc: bool = True  # False: Kafka's plain iteration (producer-state reads of unrecovered segments)
-    # log.index.interval.bytes of the partition: a scan from byte 0 also picks the batches that recovery
-    # indexes (LOADING.md §7.1), in parallel with the other scans; None: Phase 2 picks them
+    # log.index.interval.bytes of the partition: a scan from byte 0 also drafts what LogSegment.recover
+    # will need (mploader.draft), in parallel with the other scans; None: Phase 2 drafts it
     index_interval: int | None = None
 
 
@@ -137,8 +138,7 @@ class SegmentScan:
     fatal_exception: str | None = None
     bytes_read: int = 0
     extra: dict[str, object] = field(default_factory=dict)
-    index_draft: np.ndarray | None = None  # index_draft(batches, base_offset, index_interval), or None
-    index_interval: int | None = None
+    draft: RecoveryDraft | None = None  # what Phase 2's recovery needs besides the table (a scan from byte 0)
 
     @property
     def truncated_bytes(self) -> int:
@@ -245,61 +245,8 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
     if task.index_interval is not None and task.start == 0:
-        scan.index_draft = index_draft(BatchColumns(scan.batches), task.base_offset, task.index_interval)
-        scan.index_interval = task.index_interval
+        scan.draft = draft_recovery(BatchColumns(scan.batches), task.base_offset, task.index_interval)
     return scan
-
-
-def index_entry_rows(pos: np.ndarray, interval: int) -> np.ndarray:
-    """The rows LogSegment.recover indexes: the first batch starting more than ``interval`` bytes after
-    the last indexed one (after byte 0 for the first).
-
-    Each batch's successor on such a chain comes from one vectorised search; the chain from the first
-    indexed batch is then followed by pointer doubling (log2 of its length numpy steps, no Python loop)."""
-    n = len(pos)
-    first = int(np.searchsorted(pos, interval, side="right"))
-    if first >= n:
-        return np.zeros(0, np.int64)
-    jump = np.append(np.searchsorted(pos, pos + interval, side="right"), n)  # row n: past the end, maps to itself
-    links = np.array([first], np.int64)
-    while links[-1] < n:  # links: the chain's first 2**k rows; jump: each row's 2**k-th successor
-        links = np.concatenate((links, jump[links]))
-        if links[-1] < n:
-            jump = jump[jump]
-    return links[links < n]
-
-
-INDEX_DRAFT = np.dtype([
-    ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)
-    ("offset", "<i8"),  # its last offset: the offset index entry's key
-    ("position", "<i8"),  # its position: the offset index entry's value
-    ("max_timestamp", "<i8"),  # the largest timestamp up to it (at least -1): the time index candidate
-    ("max_timestamp_offset", "<i8"),  # last offset of the batch holding that timestamp (the base offset if none)
-])
-
-
-def index_draft(rows: "np.ndarray | BatchColumns", base_offset: int, interval: int,
-                entry_rows: np.ndarray | None = None) -> np.ndarray:
-    """What LogSegment.recover offers its offset and time index at each batch it indexes (LOADING.md §7.1),
-    before the indexes' own append checks: a pure function of the batch table, so Phase 1 computes it."""
-    pos = rows["position"]
-    n = len(pos)
-    chosen = index_entry_rows(pos, interval) if entry_rows is None else entry_rows
-    draft = np.empty(len(chosen), INDEX_DRAFT)
-    if not n or not len(chosen):
-        return draft
-    ts = rows["max_timestamp"]
-    last_offset = rows["last_offset"]
-    running = np.maximum.accumulate(np.maximum(ts, -1))
-    # the row holding the running maximum: the last row whose timestamp raised it (-1 while none did)
-    holder = np.maximum.accumulate(np.where(ts > np.concatenate(([-1], running[:-1])), np.arange(n), -1))
-    held = holder[chosen]
-    draft["row"] = chosen
-    draft["offset"] = last_offset[chosen]
-    draft["position"] = pos[chosen]
-    draft["max_timestamp"] = running[chosen]
-    draft["max_timestamp_offset"] = np.where(held >= 0, last_offset[np.maximum(held, 0)], base_offset)
-    return draft
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],

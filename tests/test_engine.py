@@ -526,12 +526,12 @@ def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, re
 
 
 def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -> None:
-    """A segment scanned in one piece by a worker comes back with the draft of its index entries (made in
-    Phase 1, sent through the shared-memory block), the same as an inline scan makes; a chunked one
-    without it (Phase 2 drafts them on the joined table)."""
+    """A segment scanned in one piece by a worker comes back with its recovery draft (made in Phase 1,
+    sent through the shared-memory block), the same as an inline scan makes; a chunked one without it
+    (Phase 2 drafts the joined table)."""
     from mploader.engine import DirPlan
     from mploader.format.names import parse_partition_dir
-    from mploader.scan import SegmentTask, index_draft, scan_segment
+    from mploader.scan import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
     d = str(root / groups[0][0])
@@ -550,14 +550,14 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
                     continue
                 task = SegmentTask(os.path.join(path, f), int(f[:20]), index_interval=4096)
                 pooled, inline = engine.collect(d, task), scan_segment(task)
-                want = index_draft(inline.batches, task.base_offset, 4096).tobytes()
-                assert inline.index_draft.tobytes() == want
+                want = [a.tobytes() for a in (inline.draft.index, inline.draft.producer_rows, inline.draft.epoch_rows)]
                 if os.path.getsize(task.path) > CHUNK and chunk_boundaries(task.path, task.base_offset,
                                                                             os.path.getsize(task.path), CHUNK):
-                    assert pooled.index_draft is None
+                    assert pooled.draft is None
                     seen["chunked"] += 1
                 else:
-                    assert pooled.index_interval == 4096 and pooled.index_draft.tobytes() == want
+                    got = [a.tobytes() for a in (pooled.draft.index, pooled.draft.producer_rows, pooled.draft.epoch_rows)]
+                    assert pooled.draft.interval == 4096 and got == want
                     seen["whole"] += 1
     finally:
         engine.close()

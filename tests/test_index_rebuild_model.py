@@ -172,7 +172,7 @@ def test_known_cases_by_hand():
 def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
     """Phase 1 drafts the index entries of the whole scan; recovery may apply only a prefix of it (a batch
     whose offset overflows the segment ends it): the draft's rows inside the prefix give the model's outcome."""
-    from mploader.scan import index_draft
+    from mploader.draft import index_draft
 
     base, sizes, rel_offsets, timestamps, interval, max_index_size = seg
     rows = batch_table(base, sizes, rel_offsets, timestamps)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import mploader.producer_apply as producer_apply
 from mploader.disk import Disk
+from mploader.draft import draft_recovery
 from mploader.errors import StartupFailedError
 from mploader.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery import _apply_batches
@@ -34,6 +35,11 @@ def _table(rows):  # type: ignore[no-untyped-def]
                 0 if kind == EMPTY else n, marker, i % 3, 10 * i + 1)
         offset += n
     return t
+
+
+def _apply(table, psm, txn_entries):  # type: ignore[no-untyped-def]
+    rows = BatchColumns(table)
+    _apply_batches(rows, draft_recovery(rows, 2000, 4096), psm, None, txn_entries, "x")
 
 
 def _reference(rows, psm, txn_entries):  # type: ignore[no-untyped-def]
@@ -89,7 +95,7 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
     table = _table(rows)
     results = []
     replays.clear()  # the fixture lives across examples: reset it for each
-    for psm, apply in ((a, lambda t, p, tx: _apply_batches(BatchColumns(t), p, None, tx, "x")), (b, _reference)):
+    for psm, apply in ((a, lambda t, p, tx: _apply(t, p, tx)), (b, _reference)):
         txn_entries: list = []
         try:
             apply(table, psm, txn_entries)
@@ -116,7 +122,7 @@ def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer
     table = _table([(1, 0, ABORT, 1, 0), (3, 0, PLAIN, 1, 0), (4, 0, TXN, 1, 0), (4, 0, ABORT, 1, 0)])
     ta: list = []
     tb: list = []
-    _apply_batches(BatchColumns(table), a, None, ta, "x")
+    _apply(table, a, ta)
     _reference(table, b, tb)
     assert bool(replays) == replayed
     assert ta == tb and _state(a) == _state(b)

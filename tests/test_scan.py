@@ -71,7 +71,7 @@ def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[n
     last indexed batch (byte 0 before the first)."""
     import numpy as np
 
-    from mploader.scan import index_entry_rows
+    from mploader.draft import index_entry_rows
 
     pos, p = [], 0
     for size in sizes:
@@ -85,16 +85,21 @@ def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[n
     assert index_entry_rows(np.array(pos, np.int64), interval).tolist() == expected
 
 
-def test_a_scan_from_byte_0_drafts_the_index_entries_only_when_asked(tmp_path):  # type: ignore[no-untyped-def]
-    from mploader.scan import index_draft, index_entry_rows, scan_segment
+def test_a_scan_from_byte_0_drafts_the_recovery_only_when_asked(tmp_path):  # type: ignore[no-untyped-def]
+    from mploader.draft import draft_recovery, index_entry_rows
+    from mploader.scan import BatchColumns, scan_segment
 
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300])) for i in range(40)))
+    path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300]), partition_leader_epoch=i // 10)
+                              for i in range(40)))
     plain = scan_segment(SegmentTask(str(path), 0))
     asked = scan_segment(SegmentTask(str(path), 0, index_interval=1000))
     later = scan_segment(SegmentTask(str(path), 0, start=int(plain.batches["position"][3]), index_interval=1000))
-    assert plain.index_draft is None and later.index_draft is None  # from byte 0 only: the chain starts there
-    assert asked.index_interval == 1000
-    assert asked.index_draft["row"].tolist() == index_entry_rows(plain.batches["position"], 1000).tolist()
-    assert asked.index_draft.tobytes() == index_draft(plain.batches, 0, 1000).tobytes()
-    assert len(asked.index_draft) > 5
+    assert plain.draft is None and later.draft is None  # from byte 0 only: the chain starts there
+    d = asked.draft
+    assert d.interval == 1000 and len(d.index) > 5
+    assert d.index["row"].tolist() == index_entry_rows(plain.batches["position"], 1000).tolist()
+    assert d.epoch_rows.tolist() == [0, 10, 20, 30]
+    assert d.producer_rows.tolist() == []  # no producer ids in these batches
+    again = draft_recovery(BatchColumns(plain.batches), 0, 1000)
+    assert d.index.tobytes() == again.index.tobytes()
