@@ -17,6 +17,7 @@ the cut, which are what a draft of the prefix would hold.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ class RecoveryDraft:
     index: np.ndarray  # INDEX_DRAFT
     producer_rows: np.ndarray  # ROW
     epoch_rows: np.ndarray  # ROW
+    seconds: float = 0.0  # what drafting took (reported apart from the walk: LoadStats.draft_seconds)
 
     def prefix(self, n: int) -> RecoveryDraft:
         """The draft of the table's first ``n`` rows."""
@@ -50,7 +52,10 @@ class RecoveryDraft:
 
 
 def draft_recovery(rows: BatchColumns, base_offset: int, interval: int) -> RecoveryDraft:
-    return RecoveryDraft(interval, index_draft(rows, base_offset, interval), producer_order(rows), epoch_rows(rows))
+    t0 = time.perf_counter()
+    draft = RecoveryDraft(interval, index_draft(rows, base_offset, interval), producer_order(rows), epoch_rows(rows))
+    draft.seconds = time.perf_counter() - t0
+    return draft
 
 
 def index_entry_rows(pos: np.ndarray, interval: int) -> np.ndarray:

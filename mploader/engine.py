@@ -75,7 +75,7 @@ class InlineSource:
         elapsed = time.perf_counter() - t0
         with self._lock:
             self.stats.segments_scanned += 1
-            self.stats.scan_seconds += elapsed
+            self.stats.add_scan(elapsed, result)
         if self.progress is not None:
             self.progress.segments_scanned(self.data_dir, 1, result.bytes_read)
         return result

@@ -34,7 +34,7 @@ from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
 log = logging.getLogger(__name__)
 
 # ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, spill, seconds)
-# | ("oserror", pid, errno, strerror, filename); draft: None or (interval, length of each draft array)
+# | ("oserror", pid, errno, strerror, filename); draft: None or (interval, length of each draft array, seconds)
 Descriptor = tuple
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
@@ -58,7 +58,7 @@ def _draft_arrays(draft: RecoveryDraft) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
-                      draft: tuple[int, tuple[int, ...]] | None) -> tuple[np.ndarray, RecoveryDraft | None]:
+                      draft: tuple[int, tuple[int, ...], float] | None) -> tuple[np.ndarray, RecoveryDraft | None]:
     """Copy the batch table (and the recovery draft) out of a block through raw byte views (10x faster
     than a structured assignment)."""
     at = _regions(capacity)
@@ -70,7 +70,7 @@ def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: in
         out.append(a)
     if draft is None:
         return out[0], None
-    return out[0], RecoveryDraft(draft[0], *out[1:])
+    return out[0], RecoveryDraft(draft[0], *out[1:], seconds=draft[2])
 
 
 def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
@@ -83,7 +83,8 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor
         return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
     arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
-    draft = None if scan.draft is None else (scan.draft.interval, tuple(len(a) for a in arrays[1:]))
+    draft = None if scan.draft is None else (scan.draft.interval, tuple(len(a) for a in arrays[1:]),
+                                             scan.draft.seconds)
     spill = None
     if rows <= capacity:
         block = shared_memory.SharedMemory(name=block_name)
@@ -278,7 +279,7 @@ class PoolEngine(Engine):
             scan = scan_segment(chunk.task)
             with self._lock:
                 self.stats.scans_in_parent += 1
-                self.stats.scan_seconds += time.perf_counter() - t0
+                self.stats.add_scan(time.perf_counter() - t0, scan)
             return scan
         try:
             desc = chunk.future.result()
@@ -294,16 +295,17 @@ class PoolEngine(Engine):
             _, _, err, msg, filename = desc
             raise OSError(err, msg, filename)
         _, pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, spill, seconds = desc
-        with self._lock:
-            self.stats.scan_seconds += seconds
         if spill is not None:
             arrays = [np.frombuffer(b, dtype).copy() for b, dtype in zip(spill, (BATCH_TABLE, *DRAFT_DTYPES))]
-            table, drafted = arrays[0], None if draft is None else RecoveryDraft(draft[0], *arrays[1:])
+            table, drafted = arrays[0], None if draft is None else RecoveryDraft(draft[0], *arrays[1:], seconds=draft[2])
         else:
             table, drafted = arrays_from_block(chunk.block, chunk.capacity, rows, draft)
         t = chunk.task
-        return SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
+        scan = SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
                            bytes_read=end - t.start, draft=drafted)
+        with self._lock:
+            self.stats.add_scan(seconds, scan)
+        return scan
 
     def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:
         with self._lock:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .format.names import DirKind, TopicPartition
+
+if TYPE_CHECKING:
+    from .scan import SegmentScan
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +98,19 @@ class LoadStats:
     scans_in_parent: int = 0  # prefetched scans no worker had started when Phase 2 needed them
     workers_per_dir: int = 1
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
+    draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def add_scan(self, seconds: float, scan: SegmentScan) -> None:
+        """Count the Phase 1 time of one scan (the caller holds the engine's lock)."""
+        self.scan_seconds += seconds
+        if scan.draft is not None:
+            self.draft_seconds += scan.draft.seconds
 
 
 @dataclass(slots=True)

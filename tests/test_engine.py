@@ -487,21 +487,24 @@ class TestPoolEngine4(EngineConformance):
     N = 4
 
 
+def _partitions_of(d: str) -> list[tuple[str, Any, Any]]:
+    """(path, topic partition, kind) of each partition directory of data dir ``d``, for a DirPlan."""
+    from mploader.format.names import parse_partition_dir
+
+    return [(os.path.join(d, name), *parse_partition_dir(name)) for name in sorted(os.listdir(d))
+            if os.path.isdir(os.path.join(d, name))]
+
+
 def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, request) -> None:
     """PoolEngine.collect() of a chunked segment returns the SegmentScan scan_segment() returns:
     the same batches, valid end and stop -- and the same ``end`` (the scanned range: the file
     size), ``bytes_read`` and ``truncated_bytes``, also when the walk stops before the last chunk."""
     from mploader.engine import DirPlan
-    from mploader.format.names import parse_partition_dir
     from mploader.scan import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "stitch")
     d = str(root / groups[0][0])
-    partitions = []
-    for name in sorted(os.listdir(d)):
-        if os.path.isdir(os.path.join(d, name)):
-            tp, kind = parse_partition_dir(name)
-            partitions.append((os.path.join(d, name), tp, kind))
+    partitions = _partitions_of(d)
     engine = PoolEngine(LoadStats(), 2, [d], None, chunk_bytes=CHUNK)
     mismatches = []
     try:
@@ -530,16 +533,11 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
     sent through the shared-memory block), the same as an inline scan makes; a chunked one without it
     (Phase 2 drafts the joined table)."""
     from mploader.engine import DirPlan
-    from mploader.format.names import parse_partition_dir
     from mploader.scan import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
     d = str(root / groups[0][0])
-    partitions = []
-    for name in sorted(os.listdir(d)):
-        if os.path.isdir(os.path.join(d, name)):
-            tp, kind = parse_partition_dir(name)
-            partitions.append((os.path.join(d, name), tp, kind))
+    partitions = _partitions_of(d)
     engine = PoolEngine(LoadStats(), 2, [d], None, chunk_bytes=CHUNK)
     seen = {"whole": 0, "chunked": 0}
     try:
