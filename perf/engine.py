@@ -9,6 +9,8 @@ recovery point: a full unclean recovery), warms the page cache, then measures in
   ``unpack_from`` per header and CRC-32C per batch: 1 process, then N processes splitting the files),
   then mploader N=1 (inline) and N=k (process pool); every figure is the best of its rounds;
 * a thread-pool engine (the seed KIP's design, in Python) and a serial loop over kafka-python's reader;
+* optionally (``--cold``) the same with an empty page cache: the disk's read bandwidth (1 and N
+  readers) and mploader N=1 / N=k, each after ``echo 3 > /proc/sys/vm/drop_caches``;
 * optionally a clean-shutdown load of many small segments (seconds and parent memory per segment).
 
 It prints a Markdown table; ``--report perf/README.md`` replaces the section between the
@@ -192,6 +194,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--workers", default="1,2", help="comma-separated process counts; the first is the baseline")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="also measure with an empty page cache (needs root)")
     ap.add_argument("--clean-segments", type=int, default=0, help="also time a clean load of this many segments")
     ap.add_argument("--clean-partitions", type=int, default=3000)
     ap.add_argument("--out", default=str(ROOT / "perf" / "out" / "engine"))
@@ -280,6 +283,9 @@ def main() -> None:
     kp_full = kp_s * total / kp_bytes
     say(f"| serial kafka-python reader (extrapolated from {kp_bytes / 1e6:.0f} MB) | {kp_full:.2f} | "
         f"{kp_bytes / kp_s / 1e9:.3f} | | mploader {max(workers)} workers is {kp_full / best_n:.1f}x faster |")
+    if args.cold:
+        say("")
+        cold_loads(dirs, paths, total, workers, total / bare1, say)
     if args.clean_segments:
         say("")
         clean_load(out, args, workers, say)
@@ -287,6 +293,57 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
     if args.report:
         replace_section(Path(args.report), "engine", lines)
+
+
+def drop_caches() -> bool:
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def read_files(paths: list[str]) -> int:
+    nbytes = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while chunk := f.read(8 << 20):
+                nbytes += len(chunk)
+    return nbytes
+
+
+def disk_read_seconds(paths: list[str], readers: int) -> float:
+    """Seconds for ``readers`` processes to read all files (split by size) from an empty page cache."""
+    groups: list[list[str]] = [[] for _ in range(readers)]
+    for i, p in enumerate(sorted(paths, key=os.path.getsize, reverse=True)):
+        groups[i % readers].append(p)
+    with Pool(readers) as pool:
+        pool.map(abs, range(readers))
+        drop_caches()
+        t0 = time.perf_counter()
+        pool.map(read_files, groups)
+        return time.perf_counter() - t0
+
+
+def cold_loads(dirs: list[str], paths: list[str], total: int, workers: list[int], cached_rate: float,
+               say) -> None:  # type: ignore[no-untyped-def]
+    """The loads with an empty page cache, against min(disk bandwidth, cores x the cached 1-process rate)."""
+    if not drop_caches():
+        say("cold: skipped (writing /proc/sys/vm/drop_caches needs root)")
+        return
+    readers = max(workers)
+    disk = {n: total / disk_read_seconds(paths, n) for n in sorted({1, readers})}
+    best_disk = max(disk.values())
+    say(f"cold page cache: disk read {', '.join(f'{r / 1e9:.2f} GB/s with {n} reader(s)' for n, r in disk.items())}")
+    say("")
+    say("| workers | seconds | GB/s | limit: min(disk, workers x cached 1-process rate) | share of the limit |")
+    say("|---|---|---|---|---|")
+    for w in workers:
+        drop_caches()
+        dt, _ = timed_load(dirs, w)
+        limit = min(best_disk, w * cached_rate)
+        say(f"| {w} | {dt:.2f} | {total / dt / 1e9:.2f} | {limit / 1e9:.2f} GB/s | {total / dt / limit:.0%} |")
 
 
 def clean_load(out: Path, args: argparse.Namespace, workers: list[int], say) -> None:  # type: ignore[no-untyped-def]
