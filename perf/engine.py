@@ -273,6 +273,8 @@ def main() -> None:
         best = min(r[0] for r in results[n])
         say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
             f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
+        say(f"| mploader {n} workers vs {n} x the 1-process bare rate (cores x single-process walk+CRC) | | "
+            f"{total / best / 1e9:.2f} | | {(total / best) / (n * total / bare1):.0%} of {n * total / bare1 / 1e9:.2f} GB/s |")
     threads = max(workers)
     warm(paths)
     tt = min(load_with_threads(dirs, threads) for _ in range(args.repeat))
