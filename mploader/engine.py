@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 MIN_ENTRY_BYTES = 26  # the smallest legacy entry; bounds the rows a byte range can hold
 CHUNK_BYTES = 64 * 1024 * 1024  # no piece of a cut segment is smaller (except the last)
 PIECES_PER_WORKER = 4  # segments are cut only when a dir has fewer pieces of that size than this per worker
+PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 
 
 def piece_bytes(total_bytes: int, workers: int) -> int:

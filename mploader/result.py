@@ -95,7 +95,7 @@ class LoadStats:
     worker_restarts: int = 0  # Phase 1 tasks retried because their worker died
     inline_fallbacks: int = 0  # ... and scanned in the parent after the retry died too
     pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
-    scans_in_parent: int = 0  # prefetched scans no worker had started when Phase 2 needed them
+    scans_in_parent: int = 0  # planned scans the parent made: its head of the order, or no worker had started them
     workers_per_dir: int = 1
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs

@@ -205,6 +205,8 @@ def main(spec_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # the test data sets are small: every planned scan goes to the workers unless a test says otherwise
+    mploader.pool.PoolEngine.parent_head_bytes = spec.get("parent_head_bytes", 0)
     if spec.get("crashy"):
         mploader.pool.worker_scan = crashy_scan
     blocks_file = spec.get("blocks")

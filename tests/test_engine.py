@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -270,6 +271,13 @@ class DataSets:
 @pytest.fixture(scope="session")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> DataSets:
     return DataSets(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def workers_scan_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test data sets are far smaller than the head of the order the parent keeps for itself
+    (PARENT_HEAD_BYTES): without this the pools here would get no task."""
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
@@ -560,6 +568,24 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
     finally:
         engine.close()
     assert seen["whole"] and seen["chunked"], seen
+
+
+def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) -> None:
+    """The first segments Phase 2 needs, up to parent_head_bytes, are scanned by the parent while the
+    pool starts (never submitted); the rest go to the workers; the load is the inline one."""
+    d = data_dir(tmp_path / "pool", "d1", clean=False)
+    part = PartitionBuilder(d, "t", 0)
+    for base in (0, 300, 600):
+        part.segment(base, *(B(o) for o in range(base, base + 300)))
+    first = os.path.getsize(os.path.join(d, "t-0", "00000000000000000000.log"))
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", first)
+    shutil.copytree(tmp_path / "pool", tmp_path / "inline")
+    pooled = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    assert pooled.stats.scans_in_parent == 1 and pooled.stats.pickled_bytes > 0  # 1 kept, 2 sent to workers
+    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+                       now_ms=NOW)
+    lg_p, lg_i = pooled.logs[next(iter(pooled.logs))], inline.logs[next(iter(inline.logs))]
+    assert (lg_p.log_end_offset, lg_p.recovered_segments) == (lg_i.log_end_offset, lg_i.recovered_segments) == (900, [0, 300, 600])
 
 
 # ------------------------------------------------------------------------------------------------
