@@ -132,27 +132,17 @@ def largest_lower_bound(keys: list[int], target: int) -> int:
     return search(0, hot)
 
 
-def varint(data: bytes, p: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = data[p]
-        p += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), p
-
-
 def marker_coordinator_epoch(data: bytes, pos: int) -> int:
     """The coordinator epoch of the end-transaction marker record of the control batch at ``pos``."""
+    end = len(data)
     p = pos + 61
-    _length, p = varint(data, p)
+    _length, p = read_varint(data, p, end, 5)
     p += 1  # attributes
-    _ts, p = varint(data, p)
-    _od, p = varint(data, p)
-    key_len, p = varint(data, p)
+    _ts, p = read_varint(data, p, end, 10)
+    _od, p = read_varint(data, p, end, 5)
+    key_len, p = read_varint(data, p, end, 5)
     p += key_len
-    _value_len, p = varint(data, p)
+    _value_len, p = read_varint(data, p, end, 5)
     return struct.unpack_from(">hi", data, p)[1]
 
 
