@@ -118,15 +118,21 @@ def log_size(disk: Disk, seg: Segment) -> int:
 
 
 def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -> SegmentScan:
-    """Entries from ``position`` to ``end`` without CRC checks (Kafka's plain batch iteration)."""
+    """Entries from ``position`` to ``end`` without CRC checks (Kafka's plain batch iteration).  The walk
+    runs over the file's own bytes, so every position it reports (rows, stop, errors) is the file's."""
     size = log_size(disk, seg)
     end = size if end is None else min(end, size)
-    data = disk.read(seg.log_path, position, end) if position < end else b""
-    task = SegmentTask(seg.log_path, seg.base_offset, 0, len(data), check_crc=False)
-    walk = scan_buffer(data, task, len(data))
-    walk.batches["position"] += position
-    walk.start, walk.end, walk.valid_bytes = position, position + len(data), walk.valid_bytes + position
-    return walk
+    task = SegmentTask(seg.log_path, seg.base_offset, position, end, check_crc=False)
+    if position >= end:
+        return scan_buffer(b"", task, position)
+    buf = disk.view(seg.log_path)
+    try:
+        if isinstance(buf, mmap.mmap):
+            buf.madvise(mmap.MADV_NORMAL)  # view() expects index lookups; this is a sequential walk
+        return scan_buffer(buf, task, end)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
 
 
 def _entries(disk: Disk, seg: Segment, position: int) -> Iterator[tuple[bytes | mmap.mmap, int, int, int]]:

@@ -140,3 +140,21 @@ def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):
                                           "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence",
                                           "records_count", "coordinator_epoch", "marker_timestamp"))
         assert (int(row["magic"]), got) == (magic, want)
+
+
+def test_a_plain_walk_from_a_position_reports_file_positions(tmp_path):  # type: ignore[no-untyped-def]
+    """walk_from (producer-state reads of unrecovered segments) names the byte of a bad entry in the file,
+    not in the range it was asked for."""
+    from mploader.disk import Disk
+    from mploader.segment import Segment, walk_from
+
+    first = records.build_batch(0, records.simple_records([b"a" * 100]))
+    second = records.build_batch(1, records.simple_records([b"b" * 100]))
+    bad = struct.pack(">qiib", 2, 14, 0, 2) + bytes(13)  # a 26-byte v2 entry: smaller than a batch header
+    seg = Segment(str(tmp_path), 0)
+    (tmp_path / "00000000000000000000.log").write_bytes(first + second + bad)
+    walk = walk_from(Disk(), seg, len(first))
+    at = len(first) + len(second)
+    assert walk.batches["position"].tolist() == [len(first)]
+    assert (walk.start, walk.valid_bytes, walk.end) == (len(first), at, at + len(bad))
+    assert walk.fatal is not None and f"at byte {at}" in walk.fatal, walk.fatal
