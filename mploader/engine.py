@@ -43,7 +43,7 @@ from .format.names import DirKind, TopicPartition
 from .metrics import MetricsRegistry
 from .progress import Progress
 from .result import LoadStats
-from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
+from .scan import SegmentScan, SegmentTask, Stop, scan_segment
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +62,13 @@ def piece_bytes(total_bytes: int, workers: int) -> int:
 
 
 class InlineSource:
-    """Scans on the calling thread."""
+    """Scans on the calling thread; ``lock`` guards the engine's shared stats (one per engine)."""
 
-    def __init__(self, stats: LoadStats, progress: Progress | None = None, data_dir: str = ""):
+    def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = ""):
         self.stats = stats
         self.progress = progress
         self.data_dir = data_dir
-        self._lock = threading.Lock()
+        self._lock = lock
 
     def scan(self, task: SegmentTask) -> SegmentScan:
         t0 = time.perf_counter()
@@ -90,10 +90,14 @@ class Engine:
     def __init__(self, stats: LoadStats, progress: Progress | None = None):
         self.stats = stats
         self.progress = progress
-        self._inline = InlineSource(stats)
+        self._lock = threading.Lock()  # every update of ``stats``, from any thread
 
     def source(self, data_dir: str) -> InlineSource:
-        return InlineSource(self.stats, self.progress, data_dir)
+        return self.inline_source(data_dir)
+
+    def inline_source(self, data_dir: str) -> InlineSource:
+        """Scans in the calling thread, counted in the stats and the progress of ``data_dir``."""
+        return InlineSource(self.stats, self._lock, self.progress, data_dir)
 
     def prefetch(self, dirs: Sequence["DirPlan"]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
         """Start Phase 1 ahead of Phase 2; returns, per data dir, the order in which Phase 2 should load
@@ -247,36 +251,30 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
 
 
 def stitch(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, int | None]:
-    """Join chunk scans in order.  Returns the joined scan and, when a chunk did not end exactly
-    at the next chunk's start (a boundary that the continuous walk would not hit), the position
-    from which the rest must be scanned again without cuts."""
+    """Join chunk scans in order.  Returns the joined scan and, when a chunk stopped on a torn entry
+    (one running past its end: a cut that the continuous walk does not hit), the position from which the
+    rest must be scanned again without cuts.  A chunk that ends with Stop.END ended exactly at its cut."""
     if len(parts) == 1:
         return parts[0], None
     rows = []
-    last = parts[-1]
     for k, part in enumerate(parts):
         rows.append(part.batches)
-        if k == len(parts) - 1:
-            last = part
-            break
-        nxt = parts[k + 1].start
-        if part.stop is Stop.END and part.valid_bytes == nxt:
+        last = k == len(parts) - 1
+        if not last and part.stop is Stop.END:
             continue
-        if part.stop is Stop.INCOMPLETE:
-            joined = _join(task, rows, part)
-            return joined, part.valid_bytes
-        last = part
-        break
-    return _join(task, rows, last), None
+        resume = part.valid_bytes if not last and part.stop is Stop.INCOMPLETE else None
+        return join_scans(task, rows, part), resume
+    raise AssertionError("unreachable: the last part returns")
 
 
-def _join(task: SegmentTask, rows: list[np.ndarray], last: SegmentScan) -> SegmentScan:
-    table = np.concatenate(rows) if rows else np.empty(0, BATCH_TABLE)
+def join_scans(task: SegmentTask, rows: list[np.ndarray], last: SegmentScan) -> SegmentScan:
+    """One scan of ``task``'s range from the tables of its consecutive pieces, ending as ``last`` ends."""
+    table = rows[0] if len(rows) == 1 else np.concatenate(rows)
     return SegmentScan(task.path, task.base_offset, task.start, last.end, last.valid_bytes, last.stop,
                        last.stop_detail, table, last.fatal, last.fatal_exception,
                        bytes_read=last.end - task.start)
 
 
 __all__ = ["Engine", "DirPlan", "InlineSource", "make_engine", "plan_segment_scans", "chunk_boundaries", "piece_bytes",
-           "stitch",
+           "stitch", "join_scans",
            "usable_cpus", "workers_per_dir"]

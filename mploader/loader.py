@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 import numpy as np
@@ -509,8 +509,7 @@ def _values_of(by_base: dict[int, Segment], start: int, end: int, where: str) ->
 
 def _prefix(scan: SegmentScan, size: int) -> SegmentScan:
     """The scan of a segment truncated at its valid end: same batches, nothing left to truncate."""
-    return SegmentScan(scan.path, scan.base_offset, scan.start, size, size, scan.stop, scan.stop_detail, scan.batches,
-                       scan.fatal, scan.fatal_exception)
+    return replace(scan, end=size, valid_bytes=size, bytes_read=0)  # the draft (a pure function of the rows) stays
 
 
 def _empty_table() -> np.ndarray:

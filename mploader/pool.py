@@ -22,8 +22,8 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
-from .engine import (MIN_ENTRY_BYTES, PARENT_HEAD_BYTES, DirPlan, Engine, InlineSource, chunk_boundaries, piece_bytes,
-                     plan_segment_scans, stitch)
+from .engine import (MIN_ENTRY_BYTES, PARENT_HEAD_BYTES, DirPlan, Engine, chunk_boundaries, piece_bytes,
+                     join_scans, plan_segment_scans, stitch)
 from .errors import LoadInterrupted
 from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
@@ -152,14 +152,11 @@ class PoolEngine(Engine):
         self._pending: dict[tuple, _Pending] = {}
         self._kept: set[tuple] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
-        self._worker_slots: dict[str, dict[int, int]] = {}
-        self._lock = threading.Lock()
         self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         self.planned: dict[str, list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]] = {}
         for d in data_dirs:
-            self._worker_slots[d] = {}
             if metrics is not None:
                 for i in range(workers):
                     tags = metrics.tags(dir=d, threadNum=i)
@@ -250,37 +247,40 @@ class PoolEngine(Engine):
     def collect(self, data_dir: str, task: SegmentTask) -> SegmentScan:
         with self._lock:
             pend = self._pending.pop(_key(task), None)
-            kept = pend is None and _key(task) in self._kept
-            if kept:
+            if pend is None and _key(task) in self._kept:  # the head of the order: the parent's own scan
                 self._kept.discard(_key(task))
                 self.stats.scans_in_parent += 1
-        if kept:  # a planned scan: it counts in the progress like the workers' ones
-            return InlineSource(self.stats, self.progress, data_dir).scan(task)
         if pend is None:
-            return self._inline.scan(task)
+            return self.inline_source(data_dir).scan(task)
         t0 = time.perf_counter()
         try:
             fresh = _stat(task.path) == pend.stat
-            parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
+            if fresh:
+                parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
+            else:  # the file changed since planning (e.g. a swap was completed): the chunks are of no use
+                for c in pend.chunks:
+                    c.future.cancel()
         finally:
             for c in pend.chunks:
                 self._free(c.block)
         with self._lock:
             self._remaining[data_dir] -= 1
-            self.stats.segments_scanned += 1
             self.stats.wait_seconds += time.perf_counter() - t0
         self._update_gauges(data_dir)
-        if not fresh:  # the file changed since planning (e.g. a swap was completed): scan it again
-            return self._inline.scan(task)
+        if not fresh:
+            return self.inline_source(data_dir).scan(task)
         scan, resume = stitch(task, parts)
         if resume is not None:  # a cut that the continuous walk does not hit: continue without cuts
-            rest = self._inline.scan(SegmentTask(task.path, task.base_offset, resume, task.end))
-            scan = SegmentScan(task.path, task.base_offset, task.start, rest.end, rest.valid_bytes, rest.stop,
-                               rest.stop_detail, np.concatenate([scan.batches, rest.batches]), rest.fatal,
-                               rest.fatal_exception, bytes_read=rest.end - task.start)
+            t1 = time.perf_counter()
+            rest = scan_segment(SegmentTask(task.path, task.base_offset, resume, task.end))
+            with self._lock:
+                self.stats.add_scan(time.perf_counter() - t1, rest)
+            scan = join_scans(task, [scan.batches, rest.batches], rest)
         # like an inline scan, the result describes the task's whole range, whatever chunk it stopped in
         scan.end = parts[-1].end
         scan.bytes_read = scan.end - task.start
+        with self._lock:
+            self.stats.segments_scanned += 1
         if self.progress is not None:
             self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan

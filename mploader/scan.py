@@ -17,7 +17,7 @@ import enum
 import mmap
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import zlib
@@ -137,7 +137,6 @@ class SegmentScan:
     fatal: str | None = None  # message of a Marker.FATAL batch (Kafka exception name in fatal_exception)
     fatal_exception: str | None = None
     bytes_read: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
     draft: RecoveryDraft | None = None  # what Phase 2's recovery needs besides the table (a scan from byte 0)
 
     @property
@@ -172,74 +171,77 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     stop, detail = Stop.END, ""
     fatal: tuple[str, str] | None = None
     mv = memoryview(buf)
-    up23 = _PREFIX23.unpack_from
-    append = positions.append
-    check = task.check_crc
-    limit = end - records.HEADER_SIZE_UP_TO_MAGIC
-    fast_end = end - 23
-    while True:
-        # fast path: plain, CRC-valid v2 batches (the common case), as few Python operations as possible
-        while check and p < fast_end:
-            _, size, _, magic, crc, attributes = up23(buf, p)
+    try:
+        up23 = _PREFIX23.unpack_from
+        append = positions.append
+        check = task.check_crc
+        limit = end - records.HEADER_SIZE_UP_TO_MAGIC
+        fast_end = end - 23
+        while True:
+            # fast path: plain v2 batches (CRC-valid when checked), the common case, as few Python operations
+            # as possible
+            while p < fast_end:
+                _, size, _, magic, crc, attributes = up23(buf, p)
+                total = size + 12
+                if (magic < 2 or size < 49 or total > end - p or attributes & records.ATTR_CONTROL
+                        or (check and crc32c(mv[p + 21 : p + total]) != crc)):
+                    break
+                append(p)
+                p += total
+            # general path: one entry with every rule of FileLogInputStream and recovery
+            if p >= limit:
+                if p < end:
+                    stop, detail = Stop.INCOMPLETE, f"{end - p} trailing bytes too short for an entry header"
+                break
+            if p + 23 > end:  # too short for any complete entry; only the size field can still matter
+                size = _PREFIX.unpack_from(buf, p)[1]
+                if size < 14:
+                    stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
+                else:
+                    stop, detail = Stop.INCOMPLETE, f"entry of {size + 12} bytes runs past the end ({end})"
+                break
+            _, size, ple_or_crc, magic, crc, attributes = up23(buf, p)
+            if size < 14:
+                stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
+                break
             total = size + 12
-            if (magic < 2 or size < 49 or total > end - p or attributes & records.ATTR_CONTROL
-                    or crc32c(mv[p + 21 : p + total]) != crc):
+            if p > end - total:
+                stop, detail = Stop.INCOMPLETE, f"entry of {total} bytes runs past the end ({end})"
+                break
+            if magic >= 2:
+                if total < records.RECORD_BATCH_OVERHEAD:
+                    if check:  # ensureValid rejects it
+                        stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
+                        break
+                    if p + records.RECORD_BATCH_OVERHEAD > end:  # plain iteration reads 61 header bytes regardless
+                        fatal = (f"v2 entry of {total} bytes at byte {p}: its 61-byte header runs past the end of "
+                                 "the file", "KafkaException")
+                        break
+                    append(p)  # its header fields come from the bytes that follow, as Kafka reads them
+                    p += total
+                    continue
+                if check and crc32c(mv[p + 21 : p + total]) != crc:
+                    stop, detail = Stop.CRC, "record batch CRC mismatch"
+                    break
+                if attributes & records.ATTR_CONTROL and task.parse_markers and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0:
+                    marker, coord, mts, message = _marker(buf, p, records.read_batch_header(buf, p), task.path)
+                    markers[p] = (marker, coord, mts)
+                    append(p)
+                    p += total
+                    if marker == Marker.INVALID:
+                        stop, detail = Stop.INVALID_RECORD, f"control record at byte {p - total} is invalid"
+                        break
+                    if marker == Marker.FATAL:
+                        fatal = message
+                        break
+                    continue
+            elif check and zlib.crc32(mv[p + 16 : p + total]) != (ple_or_crc & 0xFFFFFFFF):
+                stop, detail = Stop.CRC, "legacy message CRC mismatch"
                 break
             append(p)
             p += total
-        # general path: one entry with every rule of FileLogInputStream and recovery
-        if p >= limit:
-            if p < end:
-                stop, detail = Stop.INCOMPLETE, f"{end - p} trailing bytes too short for an entry header"
-            break
-        if p + 23 > end:  # too short for any complete entry; only the size field can still matter
-            size = _PREFIX.unpack_from(buf, p)[1]
-            if size < 14:
-                stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
-            else:
-                stop, detail = Stop.INCOMPLETE, f"entry of {size + 12} bytes runs past the end ({end})"
-            break
-        _, size, ple_or_crc, magic, crc, attributes = up23(buf, p)
-        if size < 14:
-            stop, detail = Stop.CORRUPT_SIZE, f"size field {size} below the minimum 14"
-            break
-        total = size + 12
-        if p > end - total:
-            stop, detail = Stop.INCOMPLETE, f"entry of {total} bytes runs past the end ({end})"
-            break
-        if magic >= 2:
-            if total < records.RECORD_BATCH_OVERHEAD:
-                if check:  # ensureValid rejects it
-                    stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
-                    break
-                if p + records.RECORD_BATCH_OVERHEAD > end:  # plain iteration reads 61 header bytes regardless
-                    fatal = (f"v2 entry of {total} bytes at byte {p}: its 61-byte header runs past the end of "
-                             "the file", "KafkaException")
-                    break
-                append(p)  # its header fields come from the bytes that follow, as Kafka reads them
-                p += total
-                continue
-            if check and crc32c(mv[p + 21 : p + total]) != crc:
-                stop, detail = Stop.CRC, "record batch CRC mismatch"
-                break
-            if attributes & records.ATTR_CONTROL and task.parse_markers and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0:
-                marker, coord, mts, message = _marker(buf, p, records.read_batch_header(buf, p), task.path)
-                markers[p] = (marker, coord, mts)
-                append(p)
-                p += total
-                if marker == Marker.INVALID:
-                    stop, detail = Stop.INVALID_RECORD, f"control record at byte {p - total} is invalid"
-                    break
-                if marker == Marker.FATAL:
-                    fatal = message
-                    break
-                continue
-        elif check and zlib.crc32(mv[p + 16 : p + total]) != (ple_or_crc & 0xFFFFFFFF):
-            stop, detail = Stop.CRC, "legacy message CRC mismatch"
-            break
-        append(p)
-        p += total
-    mv.release()
+    finally:  # an exception out of the walk must not leave the mapping exported (BufferError on close)
+        mv.release()
     scan = SegmentScan(task.path, task.base_offset, task.start, end, p, stop, detail,
                        batch_table(buf, positions, markers), bytes_read=end - task.start)
     if fatal is not None:

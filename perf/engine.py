@@ -91,7 +91,7 @@ def bare_parallel(paths: list[str], n: int) -> float:
 
 class ThreadSource(InlineSource):
     def __init__(self, engine: "ThreadEngine"):
-        super().__init__(engine.stats)
+        super().__init__(engine.stats, engine._lock)
         self.engine = engine
 
     def scan(self, task: SegmentTask) -> SegmentScan:

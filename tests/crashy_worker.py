@@ -35,8 +35,8 @@ from mploader.pool import worker_scan as _real_worker_scan
 # LoadStats fields that legitimately depend on the engine (or on time) and are left out when two
 # loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks,
 # scans the parent took over because no worker had started them),
-# and segments_scanned (the pool counts collected prefetches, plus an inline re-scan of a file
-# that changed after planning, so it is a count of scans done, not of scans Phase 2 asked for).
+# and segments_scanned (the pool counts the segments Phase 2 collected, the inline engine every scan,
+# including the producer-state reads of unrecovered segments).
 # Any other stats field whose name contains "seconds" is a timing too and is left out as well.
 ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
                           "worker_restarts", "inline_fallbacks", "scans_in_parent")
