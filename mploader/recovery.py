@@ -21,7 +21,7 @@ from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
 from .draft import RecoveryDraft, draft_recovery, index_draft
-from .scan import BatchColumns, Marker, SegmentScan, Stop
+from .scan import BatchColumns, Marker, SegmentScan
 from .segment import Segment
 
 INT32_MAX = 2**31 - 1
@@ -53,9 +53,10 @@ class IndexPlan:
 
 
 def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
-                 path: str, draft: np.ndarray | None = None) -> IndexPlan:
+                 path: str, draft: np.ndarray | None = None, final_entry: bool = True) -> IndexPlan:
     """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the
-    :func:`~mploader.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored)."""
+    :func:`~mploader.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored).
+    ``final_entry``: False when recover() throws inside its loop, before the time entry it appends after it."""
     n = len(rows)
     if draft is None:
         draft = index_draft(rows, base, interval)
@@ -63,7 +64,7 @@ def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int
     plan = _plan_vectorised(base, d, offset_slots, time_slots)
     if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
         plan = _plan_sequential(base, d, offset_slots, time_slots, path)
-    if plan.failed_at_row is None and n:
+    if final_entry and plan.failed_at_row is None and n:
         _final_time_entry(plan, base, rows, time_slots, path)
     return plan
 
@@ -168,7 +169,10 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     draft = scan.draft
     if draft is None or draft.interval != cfg.index_interval_bytes:  # not made by Phase 1: make it here
         draft = draft_recovery(rows, base, cfg.index_interval_bytes)
-    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft.index)
+    # an offset overflow or a control batch Kafka cannot read throws inside recover()'s loop
+    throws_in_loop = limit < len(rows) or scan.fatal is not None
+    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft.index,
+                        final_entry=not throws_in_loop)
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
@@ -187,15 +191,18 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     if had_txn_index or txn_bytes:
         disk.write(seg.txn_index_path, txn_bytes)
 
-    if plan.failed_at_row is not None or limit < len(rows):
-        # the exception leaves the reset indexes at full size with the entries appended so far
+    if plan.failed_at_row is not None or throws_in_loop:
+        # the exception leaves the .log as it was and the reset indexes at full size with the entries appended
+        # so far; the first problem in batch order decides which exception it is
         _write_reset_index(disk, seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY),
                            cfg.max_index_size, 8)
         _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
                            cfg.max_index_size, 12)
-        if limit < len(rows) and (plan.failed_at_row is None):
+        if plan.failed_at_row is not None:
+            raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
+        if limit < len(rows):
             raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
-        raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
+        raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)
     if plan.final_time_failed:  # recover() truncated the log and trimmed the offset index first
         if scan.valid_bytes < disk.size(path):
             disk.set_size(path, scan.valid_bytes)
@@ -210,8 +217,6 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         disk.set_size(path, valid)
     disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
     disk.write(seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY))
-    if scan.fatal is not None and scan.stop is not Stop.INVALID_RECORD:
-        raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)
     return SegmentRecovery(size - valid, valid, len(txn_entries))
 
 

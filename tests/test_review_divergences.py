@@ -376,3 +376,27 @@ def test_clean_read_next_offset_does_not_parse_control_records(tmp_path):
     result = load(d)
 
     assert result.logs[TP].log_end_offset == 3
+
+
+def test_a_control_batch_kafka_cannot_read_fails_start_up_without_cutting_the_log(tmp_path):
+    """recover() throws inside its loop at a control batch whose record is not a transaction marker
+    (IllegalArgumentException): the .log keeps every byte, including the batches after it, and the
+    indexes are left reset at full size with the entries appended before it (no post-loop time entry)."""
+    from mploader import LoaderConfig, StartupFailedError, load_logs
+    from mploader.format import records
+    from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
+
+    leader_change = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2), b"\x00\x00\x00\x00\x00\x03")],
+                                        control=True, transactional=True, producer_id=9, producer_epoch=0)
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d, "t", 0).segment(0, B(0), B(1), leader_change, B(3), B(4))
+    log = pb.path / "00000000000000000000.log"
+    before = log.read_bytes()
+    cfg = LoaderConfig(index_interval_bytes=0)  # every batch after the first is indexed
+    with pytest.raises(StartupFailedError) as e:
+        load_logs([str(d)], cfg, now_ms=NOW)
+    assert e.value.kafka_exception == "IllegalArgumentException"
+    assert log.read_bytes() == before
+    index = (pb.path / "00000000000000000000.index").read_bytes()
+    assert len(index) == cfg.max_index_size  # reset: full size
+    assert [struct.unpack_from(">i", index, 8 * k)[0] for k in range(3)] == [1, 2, 0]  # entries for offsets 1, 2
