@@ -17,7 +17,7 @@ from .config import EffectiveConfig
 from .disk import Disk
 from .epoch_cache import LeaderEpochCache
 from .errors import StartupFailedError
-from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
+from .format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
 from .draft import RecoveryDraft, draft_recovery, index_draft
@@ -133,15 +133,6 @@ def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots
         plan.time_rel = np.append(t_rel, mts_off - base)
 
 
-def _index_bytes(rel: np.ndarray, second: np.ndarray, dtype: np.dtype) -> bytes:
-    arr = np.empty(len(rel), dtype)
-    if dtype is OFFSET_ENTRY:
-        arr["relative_offset"], arr["position"] = rel, second
-    else:
-        arr["timestamp"], arr["relative_offset"] = second, rel
-    return arr.tobytes()
-
-
 @dataclass(slots=True)
 class SegmentRecovery:
     truncated_bytes: int
@@ -181,22 +172,15 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
 
     _apply_batches(applied, draft.prefix(len(applied)), psm, epochs, txn_entries, path)
 
-    txn_bytes = b""
-    if txn_entries:
-        arr = np.zeros(len(txn_entries), TXN_ENTRY)  # version 0
-        columns = np.array(txn_entries, np.int64).T
-        for name, col in zip(("producer_id", "first_offset", "last_offset", "last_stable_offset"), columns):
-            arr[name] = col
-        txn_bytes = arr.tobytes()
-    if had_txn_index or txn_bytes:
-        disk.write(seg.txn_index_path, txn_bytes)
+    if had_txn_index or txn_entries:
+        disk.write(seg.txn_index_path, txn_index_bytes(txn_entries))
 
     if plan.failed_at_row is not None or throws_in_loop:
         # the exception leaves the .log as it was and the reset indexes at full size with the entries appended
         # so far; the first problem in batch order decides which exception it is
-        _write_reset_index(disk, seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY),
+        _write_reset_index(disk, seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos),
                            cfg.max_index_size, 8)
-        _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+        _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12)
         if plan.failed_at_row is not None:
             raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
@@ -206,8 +190,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     if plan.final_time_failed:  # recover() truncated the log and trimmed the offset index first
         if scan.valid_bytes < disk.size(path):
             disk.set_size(path, scan.valid_bytes)
-        disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
-        _write_reset_index(disk, seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY),
+        disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
+        _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12)
         raise InvalidOffsetError(f"{path}: time index offset goes backwards at the final entry")
 
@@ -215,8 +199,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     size = disk.size(path)
     if valid < size:
         disk.set_size(path, valid)
-    disk.write(seg.index_path, _index_bytes(plan.offset_rel, plan.offset_pos, OFFSET_ENTRY))
-    disk.write(seg.time_index_path, _index_bytes(plan.time_rel, plan.time_ts, TIME_ENTRY))
+    disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
+    disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel))
     return SegmentRecovery(size - valid, valid, len(txn_entries))
 
 

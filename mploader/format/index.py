@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
@@ -86,10 +87,13 @@ def time_index_bytes(base_offset: int, timestamps: np.ndarray | list[int], offse
     return _pad(arr.tobytes(), file_size, TIME_ENTRY.itemsize)
 
 
-def txn_index_bytes(entries: list["AbortedTxn"]) -> bytes:
-    arr = np.empty(len(entries), TXN_ENTRY)
-    for i, e in enumerate(entries):
-        arr[i] = (0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+def txn_index_bytes(entries: Sequence[AbortedTxn | tuple[int, int, int, int]]) -> bytes:
+    """Serialise aborted transactions, version 0: AbortedTxn or (producer id, first, last, last stable offset)."""
+    arr = np.zeros(len(entries), TXN_ENTRY)
+    if entries:
+        columns = np.array([e if isinstance(e, tuple) else astuple(e) for e in entries], np.int64).T
+        for name, col in zip(("producer_id", "first_offset", "last_offset", "last_stable_offset"), columns):
+            arr[name] = col
     return arr.tobytes()
 
 
