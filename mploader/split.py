@@ -37,6 +37,7 @@ import numpy as np
 
 from .config import EffectiveConfig
 from .disk import Disk
+from .draft import index_entry_rows
 from .errors import CorruptRecordError, InvalidRecordError, StartupFailedError
 from .format import legacy, names
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
@@ -182,15 +183,11 @@ def _index_after_aborted_recovery(old: _Log, base: int, interval: int) -> tuple[
     """
     stop = _first(~old.fits(base) | old.bad_last)
     limit = len(old) if stop is None else stop
-    pos = old.pos[:limit]
-    entry: tuple[int, int] | None = None
-    last_entry_pos = 0
-    while True:
-        i = int(np.searchsorted(pos, last_entry_pos + interval, side="right"))
-        if i >= limit:
-            return entry
-        last_entry_pos = int(pos[i])
-        entry = (int(old.last[i]), last_entry_pos)
+    rows = index_entry_rows(old.pos[:limit], interval)
+    if not len(rows):
+        return None
+    i = int(rows[-1])
+    return int(old.last[i]), int(old.pos[i])
 
 
 def has_overflow(disk: Disk, segment: Segment, cfg: EffectiveConfig) -> bool:
