@@ -169,6 +169,10 @@ def test_known_cases_by_hand():
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments(), st.integers(0, 40))
+# the outcomes the generator rarely or never reaches, through a draft of a longer table
+@example((0, [100] * 6, [0, 1, 2, 3, 3, 4], [-1] * 6, 0, 24), 5)  # full offset index, then a repeat: fatal
+@example((0, [100, 10, 100, 100], [10, 20, 15, 30], [5, 50, 60, 0], 50, DEFAULT_MAX_INDEX_SIZE), 3)  # final entry
+@example((0, [100, 100], [0, 1], [5, 6], 0, 8), 1)  # no slot for the final time entry: BufferOverflowException
 def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
     """Phase 1 drafts the index entries of the whole scan; recovery may apply only a prefix of it (a batch
     whose offset overflows the segment ends it): the draft's rows inside the prefix give the model's outcome."""
