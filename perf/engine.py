@@ -267,8 +267,8 @@ def main() -> None:
                 f"{draft / scan:.0%} of Phase 1 |")
             say(f"| - of which Phase 2 + fixed costs | {best - scan:.2f} | | | {(best - scan) / scan:.0%} of Phase 1 |")
         else:
-            say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B for "
-                f"{info['scanned']} scans |")
+            say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B in all "
+                f"({info['scanned']} segments scanned, the parent's own among them) |")
     for n in workers[1:]:
         best = min(r[0] for r in results[n])
         say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
@@ -334,17 +334,16 @@ def cold_loads(dirs: list[str], paths: list[str], total: int, workers: list[int]
     if not drop_caches():
         say("cold: skipped (writing /proc/sys/vm/drop_caches needs root)")
         return
-    readers = max(workers)
-    disk = {n: total / disk_read_seconds(paths, n) for n in sorted({1, readers})}
-    best_disk = max(disk.values())
+    disk = {n: total / disk_read_seconds(paths, n) for n in workers}  # the disk with as many readers as workers
     say(f"cold page cache: disk read {', '.join(f'{r / 1e9:.2f} GB/s with {n} reader(s)' for n, r in disk.items())}")
     say("")
-    say("| workers | seconds | GB/s | limit: min(disk, workers x cached 1-process rate) | share of the limit |")
+    say("| workers | seconds | GB/s | limit: min(disk with that many readers, workers x cached 1-process rate) "
+        "| share of the limit |")
     say("|---|---|---|---|---|")
     for w in workers:
         drop_caches()
         dt, _ = timed_load(dirs, w)
-        limit = min(best_disk, w * cached_rate)
+        limit = min(disk[w], w * cached_rate)
         say(f"| {w} | {dt:.2f} | {total / dt / 1e9:.2f} | {limit / 1e9:.2f} GB/s | {total / dt / limit:.0%} |")
 
 
