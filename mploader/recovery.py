@@ -207,10 +207,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
 def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: int, entry: int) -> None:
     """An index left by an exception after ``reset()``: reset only moves the write position and
     zero-extends the file, so the new entries overwrite the start of the old bytes and the rest stays."""
-    size = round_down(max_index_size, entry)
-    old = disk.read(path) if disk.exists(path) else b""
-    data = (entries + old[len(entries):])[:size]
-    disk.write(path, data + bytes(size - len(data)))
+    disk.write(path, entries, truncate=False)
+    disk.set_size(path, round_down(max_index_size, entry))
 
 
 def _apply_batches(rows: BatchColumns, draft: RecoveryDraft, psm: ProducerStateManager,

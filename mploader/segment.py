@@ -229,9 +229,7 @@ def truncate_to(disk: Disk, seg: Segment, offset: int, max_index_size: int) -> i
     for path, dtype in ((seg.index_path, OFFSET_ENTRY), (seg.time_index_path, TIME_ENTRY)):
         if disk.exists(path):
             # Kafka only moves the index position back; the bytes stay, then the file is resized to full size
-            size = round_down(max_index_size, dtype.itemsize)
-            old = disk.read(path)
-            disk.write(path, (old + bytes(max(0, size - len(old))))[:size])
+            disk.set_size(path, round_down(max_index_size, dtype.itemsize))
     if disk.exists(seg.txn_index_path):
         tx = read_entries(disk, seg.txn_index_path, TXN_ENTRY)
         over = np.flatnonzero(tx["last_offset"] >= offset)
