@@ -6,7 +6,7 @@ timestamp, open transaction, the last few batches' metadata), the ongoing and
 arrive as rows of a Phase 1 batch table (see :mod:`mploader.scan`).
 
 Snapshot bytes depend on ``java.util.HashMap`` iteration order, so the producer
-map remembers insertion order and the largest size it ever had (its capacity).
+ids also go into a model of Kafka's table (:class:`mploader.format.java_hashmap.JavaLongHashMap`).
 """
 
 from __future__ import annotations
