@@ -71,7 +71,8 @@ def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnInd
 def _apply_vectorised(psm: ProducerStateManager, rows: BatchColumns, row: np.ndarray,
                       txn_entries: list[TxnIndexEntry]) -> bool:
     """The batches ``row`` of ``rows`` (sorted by producer id, log order within each) at once; False (and
-    ``psm`` untouched beyond the producers already entered) when they need :func:`replay`.  A row's table index is also its place in log order."""
+    ``psm`` untouched beyond the producers already entered) when they need :func:`replay`.  A row's table
+    index is also its place in log order."""
     n = len(row)
 
     def column(name: str) -> np.ndarray:
