@@ -230,13 +230,18 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
         return []
     pos = entries["position"].astype(np.int64)
     rel = entries["relative_offset"].astype(np.int64)
+    # the first entry at or past a target, in index order, always raises the largest position so far:
+    # searching those (increasing) positions visits one entry per cut, not every entry
+    raising = np.flatnonzero(pos > np.maximum.accumulate(np.concatenate(([0], pos[:-1]))))
+    raised = pos[raising]
     out: list[int] = []
     target = chunk_bytes
     with open(log_path, "rb") as f:
-        for i in np.flatnonzero(np.diff(pos, prepend=0) > 0):
+        while (k := int(np.searchsorted(raised, target))) < len(raising):
+            i = int(raising[k])
             p = int(pos[i])
-            if p < target or p >= size - 61:
-                continue
+            if p >= size - 61:
+                break
             f.seek(p)
             head = f.read(61)
             if len(head) < 61 or head[16] != 2:

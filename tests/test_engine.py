@@ -35,8 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import psutil
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
@@ -47,6 +50,7 @@ import mploader.manager as manager_mod  # noqa: E402
 import mploader.pool as pool_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine import Engine, chunk_boundaries, make_engine, workers_per_dir  # noqa: E402
+from mploader.format import records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.pool import PoolEngine  # noqa: E402
@@ -1033,3 +1037,31 @@ def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, 
 
     monkeypatch.setattr(engine_mod, "open", fake_open, raising=False)
     assert engine_mod.usable_cpus() == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(80, 400), min_size=5, max_size=60), picks=st.lists(st.integers(0, 59), max_size=30),
+       chunk=st.integers(100, 3000))
+def test_chunk_cuts_are_the_first_confirmed_entry_past_each_target(tmp_path_factory, sizes, picks, chunk) -> None:
+    """Whatever the order of the index entries (a damaged index may go back), each cut is the first entry in
+    index order at or past the target (the previous cut + chunk_bytes) whose position starts a v2 batch
+    with that entry's offset; the first that does not stops the cutting."""
+    from mploader.format import index as index_fmt
+
+    d = tmp_path_factory.mktemp("cuts")
+    batches = [records.build_batch(i, records.simple_records([b"v" * (s - 72)])) for i, s in enumerate(sizes)]
+    starts = np.cumsum([0] + [len(b) for b in batches[:-1]]).tolist()
+    log = d / "00000000000000000000.log"
+    log.write_bytes(b"".join(batches))
+    picked = [p % len(batches) for p in picks]  # entries in any order, repeats included
+    (d / "00000000000000000000.index").write_bytes(
+        index_fmt.offset_index_bytes(0, picked, [starts[i] for i in picked], file_size=8 * (len(picked) + 5)))
+    size = log.stat().st_size
+    expected, target = [], chunk
+    if size > chunk:
+        for i in picked:
+            if starts[i] >= target and starts[i] < size - 61:
+                expected.append(starts[i])
+                target = starts[i] + chunk
+            # a start of a batch with the entry's own offset is always confirmed here: nothing stops early
+    assert engine_mod.chunk_boundaries(str(log), 0, size, chunk) == expected
