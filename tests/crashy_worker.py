@@ -194,7 +194,8 @@ def main(spec_path: str) -> None:
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
     appended there as it is created), ``started`` (touched when the first partition finished
-    loading), ``crashy`` (True: install :func:`crashy_scan`).
+    loading, after which that loading thread holds still for 0.5 s), ``crashy`` (True: install
+    :func:`crashy_scan`).
     """
     import logging
 
@@ -226,6 +227,9 @@ def main(spec_path: str) -> None:
         if started and event.name == REMAINING_LOGS_TO_RECOVER and event.kind == "set" and not os.path.exists(started):
             with open(started, "w"):
                 pass
+            # the load goes on for at least this long after the marker exists, however slowly the test
+            # polls for it: a SIGINT sent on seeing the marker always lands mid-load
+            time.sleep(0.5)
 
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
