@@ -194,8 +194,7 @@ def main(spec_path: str) -> None:
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
     appended there as it is created), ``started`` (touched when the first partition finished
-    loading, after which that loading thread holds still for 0.5 s), ``crashy`` (True: install
-    :func:`crashy_scan`).
+    loading), ``crashy`` (True: install :func:`crashy_scan`).
     """
     import logging
 
@@ -205,6 +204,9 @@ def main(spec_path: str) -> None:
 
     with open(spec_path) as f:
         spec = json.load(f)
+    # Ctrl-C raises KeyboardInterrupt here even when the test run was started in the background, whose
+    # children inherit an ignored SIGINT (a shell's rule for asynchronous commands)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # the test data sets are small: every planned scan goes to the workers unless a test says otherwise
     mploader.pool.PoolEngine.parent_head_bytes = spec.get("parent_head_bytes", 0)
@@ -227,9 +229,6 @@ def main(spec_path: str) -> None:
         if started and event.name == REMAINING_LOGS_TO_RECOVER and event.kind == "set" and not os.path.exists(started):
             with open(started, "w"):
                 pass
-            # the load goes on for at least this long after the marker exists, however slowly the test
-            # polls for it: a SIGINT sent on seeing the marker always lands mid-load
-            time.sleep(0.5)
 
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
