@@ -32,6 +32,14 @@ def _workers(text: str) -> int | str:
     return n
 
 
+def _read_ahead(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    from .cli import parse_size  # cli imports this module
+
+    return parse_size(text)
+
+
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
     p.add_argument("--dry-run", action="store_true", help="report everything recovery would do; change nothing")
@@ -41,6 +49,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                         "usable CPUs divided among the data dirs, inline when there is under 1 GiB to scan per dir")
     p.add_argument("--recovery-threads", type=int, default=1, metavar="N",
                    help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
+    p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
+                   help="per data dir, how far ahead of the scans the disk is asked to read (e.g. 512MiB); 0: off; "
+                        "'auto' (default): 256 MiB beyond what the workers hold, at most a quarter of free memory")
     p.add_argument("--index-interval-bytes", type=int, default=4096, metavar="B", help="log.index.interval.bytes")
     p.add_argument("--max-index-size", type=int, default=10485760, metavar="B", help="log.index.size.max.bytes")
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
@@ -133,7 +144,7 @@ def run_load(args: argparse.Namespace) -> int:
             num_recovery_threads_per_data_dir=args.recovery_threads,
             num_segment_loading_threads_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
-            dry_run=args.dry_run,
+            dry_run=args.dry_run, read_ahead_bytes=args.read_ahead,
         )
     except ValueError as e:
         print(f"mploader load: {e}", file=sys.stderr)

@@ -58,6 +58,9 @@ class LoaderConfig:
     ``remote_log_storage_system_enable``         remote.log.storage.system.enable
     ``topic_overrides``                          {topic: TopicConfig}
     ``dry_run``                                  compute and report everything; change no byte on disk
+    ``read_ahead_bytes``                         per data dir, the most bytes of planned scans asked of the
+                                                 disk ahead of Phase 1 (:mod:`mploader.readahead`); 0: off;
+                                                 "auto" (default): see :func:`mploader.readahead.auto_window`
     """
 
     num_recovery_threads_per_data_dir: int = 1
@@ -72,6 +75,7 @@ class LoaderConfig:
     record_version: int = 2
     topic_overrides: Mapping[str, TopicConfig] = field(default_factory=dict)
     dry_run: bool = False
+    read_ahead_bytes: int | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
@@ -79,6 +83,9 @@ class LoaderConfig:
         n = self.num_segment_loading_threads_per_data_dir
         if n != "auto" and (not isinstance(n, int) or n < 1):
             raise ValueError('num_segment_loading_threads_per_data_dir must be "auto" or an int >= 1')
+        r = self.read_ahead_bytes
+        if r != "auto" and (not isinstance(r, int) or r < 0):
+            raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.max_index_size < 4:

@@ -8,7 +8,9 @@ Data flow of the process-pool engine::
       for (recovery range of unclean partitions,
       segments without .index), biggest first,
       big segments cut into chunks at confirmed
-      offset-index positions
+      offset-index positions; a read-ahead thread
+      asks the disk for them in that order
+      (mploader.readahead)
     for each task: create a SharedMemory block  ──►  scan the mmap'd .log range (CRC, headers,
       sized for the worst case (sparse in /dev/shm)    control markers), write the batch table
                                                        into the block through a raw byte view
@@ -42,6 +44,7 @@ from .format.index import OFFSET_ENTRY
 from .format.names import DirKind, TopicPartition
 from .metrics import MetricsRegistry
 from .progress import Progress
+from .readahead import Range, ReadAhead, auto_window
 from .result import LoadStats
 from .scan import SegmentScan, SegmentTask, Stop, scan_segment
 
@@ -64,10 +67,12 @@ def piece_bytes(total_bytes: int, workers: int) -> int:
 class InlineSource:
     """Scans on the calling thread; ``lock`` guards the engine's shared stats (one per engine)."""
 
-    def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = ""):
+    def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = "",
+                 read_ahead: ReadAhead | None = None):
         self.stats = stats
         self.progress = progress
         self.data_dir = data_dir
+        self.read_ahead = read_ahead
         self._lock = lock
 
     def scan(self, task: SegmentTask) -> SegmentScan:
@@ -77,6 +82,8 @@ class InlineSource:
         with self._lock:
             self.stats.segments_scanned += 1
             self.stats.add_scan(elapsed, result)
+        if self.read_ahead is not None:
+            self.read_ahead.done(result.bytes_read)
         if self.progress is not None:
             self.progress.segments_scanned(self.data_dir, 1, result.bytes_read)
         return result
@@ -87,25 +94,42 @@ class Engine:
 
     workers_per_dir = 1
 
-    def __init__(self, stats: LoadStats, progress: Progress | None = None):
+    def __init__(self, stats: LoadStats, progress: Progress | None = None, read_ahead_bytes: int | str = "auto"):
         self.stats = stats
         self.progress = progress
+        self.read_ahead_bytes = read_ahead_bytes  # LoaderConfig.read_ahead_bytes
+        self.planned: dict[str, list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]] = {}
         self._lock = threading.Lock()  # every update of ``stats``, from any thread
+        self._read_ahead: dict[str, ReadAhead] = {}
 
     def source(self, data_dir: str) -> InlineSource:
         return self.inline_source(data_dir)
 
     def inline_source(self, data_dir: str) -> InlineSource:
-        """Scans in the calling thread, counted in the stats and the progress of ``data_dir``."""
-        return InlineSource(self.stats, self._lock, self.progress, data_dir)
+        """Scans in the calling thread, counted in the stats, the progress and the read-ahead of ``data_dir``."""
+        return InlineSource(self.stats, self._lock, self.progress, data_dir, self._read_ahead.get(data_dir))
 
     def prefetch(self, dirs: Sequence["DirPlan"]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
         """Start Phase 1 ahead of Phase 2; returns, per data dir, the order in which Phase 2 should load
-        the partitions (inline: as listed, nothing to do ahead of time)."""
+        the partitions (inline: as listed; only the disk's read-ahead of an unclean dir starts now)."""
+        for plan in dirs:
+            if not plan.clean:  # a clean dir scans only segments without an index: not worth a listing
+                rank = {part: i for i, part in enumerate(plan.partitions)}
+                planned = sorted(self.planned.get(plan.data_dir) or plan_segment_scans(plan), key=lambda p: rank[p[0]])
+                self._start_read_ahead(plan.data_dir, [(t.path, 0, _size(t.path)) for _, ts in planned for t in ts])
         return {plan.data_dir: list(plan.partitions) for plan in dirs}
 
+    def _start_read_ahead(self, data_dir: str, ranges: list[Range]) -> None:
+        """Advise the kernel to read ``ranges`` (in the order the scans will take them) ahead of Phase 1."""
+        if not ranges or self.read_ahead_bytes == 0 or not hasattr(os, "posix_fadvise"):
+            return
+        window = (auto_window(self.workers_per_dir, max(end - start for _, start, end in ranges))
+                  if self.read_ahead_bytes == "auto" else int(self.read_ahead_bytes))
+        self._read_ahead[data_dir] = ReadAhead(ranges, window)
+
     def close(self, kill: bool = False) -> None:
-        pass
+        for read_ahead in self._read_ahead.values():
+            read_ahead.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +189,11 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
                          default=0)
     n = workers_per_dir(cfg, len(paths), scan_bytes)
     if n <= 1 or not paths:
-        return Engine(stats, progress)
-    from .pool import PoolEngine
+        engine = Engine(stats, progress, cfg.read_ahead_bytes)
+    else:
+        from .pool import PoolEngine
 
-    engine = PoolEngine(stats, n, paths, metrics, progress)
+        engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes)
     engine.planned = planned  # prefetch reuses the plans "auto" already made
     return engine
 

@@ -143,8 +143,8 @@ class PoolEngine(Engine):
     # submitting them: about what it scans (at ~1 GB/s) while loky starts the workers (0.3-0.5 s measured)
     parent_head_bytes = PARENT_HEAD_BYTES
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
-                 progress: Progress | None = None, chunk_bytes: int | None = None):
-        super().__init__(stats, progress)
+                 progress: Progress | None = None, chunk_bytes: int | None = None, read_ahead_bytes: int | str = "auto"):
+        super().__init__(stats, progress, read_ahead_bytes)
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
@@ -155,7 +155,6 @@ class PoolEngine(Engine):
         self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-        self.planned: dict[str, list[tuple[tuple[str, TopicPartition, DirKind], list[SegmentTask]]]] = {}
         for d in data_dirs:
             if metrics is not None:
                 for i in range(workers):
@@ -201,6 +200,9 @@ class PoolEngine(Engine):
             except BrokenProcessPool:  # the replacement broke too (another task's worker died)
                 ex = self._executor(data_dir, fresh=True)
                 fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+        read_ahead = self._read_ahead.get(data_dir)
+        if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
+            fut.add_done_callback(lambda _f, n=end - chunk_task.start: read_ahead.done(n))
         return _Chunk(chunk_task, block, capacity, fut, ex)
 
     # ---- prefetch ------------------------------------------------------------------------------------
@@ -220,12 +222,15 @@ class PoolEngine(Engine):
             cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
             head = np.cumsum([st[0] for _, st in stated]) <= self.parent_head_bytes
             self._kept.update(_key(task) for (task, _), kept in zip(stated, head) if kept)  # collect() scans them
-            stated = [ts for ts, kept in zip(stated, head) if not kept]
+            ranges = [(task.path, 0, st[0]) for (task, st), kept in zip(stated, head) if kept]
+            cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
+                   for (task, st), kept in zip(stated, head) if not kept]
+            ranges += [(task.path, a, b) for task, _, cuts in cut for a, b in zip(cuts, cuts[1:])]
+            self._start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
             with self._lock:
-                self._remaining[plan.data_dir] = len(stated)
-            for task, st in stated:
+                self._remaining[plan.data_dir] = len(cut)
+            for task, st, cuts in cut:
                 pend = _Pending(plan.data_dir, task, st)
-                cuts = [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]]
                 whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
                 for a, b in zip(cuts, cuts[1:]):
                     t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
@@ -343,6 +348,7 @@ class PoolEngine(Engine):
 
     def close(self, kill: bool = False) -> None:
         self._closed.set()
+        super().close(kill)  # the read-ahead first: nothing more to read for this load
         for pend in list(self._pending.values()):
             for c in pend.chunks:
                 c.future.cancel()

@@ -10,7 +10,8 @@ recovery point: a full unclean recovery), warms the page cache, then measures in
   then mploader N=1 (inline) and N=k (process pool); every figure is the best of its rounds;
 * a thread-pool engine (the seed KIP's design, in Python) and a serial loop over kafka-python's reader;
 * optionally (``--cold``) the same with an empty page cache: the disk's read bandwidth (1 and N
-  readers) and mploader N=1 / N=k, each after ``echo 3 > /proc/sys/vm/drop_caches``;
+  readers) and mploader N=1 / N=k with and without the read-ahead, each after
+  ``echo 3 > /proc/sys/vm/drop_caches``;
 * optionally a clean-shutdown load of many small segments (seconds and parent memory per segment).
 
 It prints a Markdown table; ``--report perf/README.md`` replaces the section between the
@@ -169,10 +170,10 @@ def warm(paths: list[str]) -> None:
                 pass
 
 
-def timed_load(dirs: list[str], workers: int | str) -> tuple[float, dict]:
+def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto") -> tuple[float, dict]:
     gc.collect()
     t0 = time.perf_counter()
-    r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers))
+    r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead))
     dt = time.perf_counter() - t0
     return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds, "bytes": r.stats.bytes_read,
                 "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
@@ -287,7 +288,7 @@ def main() -> None:
         f"{kp_bytes / kp_s / 1e9:.3f} | | mploader {max(workers)} workers is {kp_full / best_n:.1f}x faster |")
     if args.cold:
         say("")
-        cold_loads(dirs, paths, total, workers, total / bare1, say)
+        cold_loads(dirs, paths, total, workers, total / bare1, args.repeat, say)
     if args.clean_segments:
         say("")
         clean_load(out, args, workers, say)
@@ -329,22 +330,30 @@ def disk_read_seconds(paths: list[str], readers: int) -> float:
 
 
 def cold_loads(dirs: list[str], paths: list[str], total: int, workers: list[int], cached_rate: float,
-               say) -> None:  # type: ignore[no-untyped-def]
-    """The loads with an empty page cache, against min(disk bandwidth, cores x the cached 1-process rate)."""
+               repeat: int, say) -> None:  # type: ignore[no-untyped-def]
+    """The loads with an empty page cache, against min(disk bandwidth, cores x the cached 1-process rate),
+    with the read-ahead (the default) and without it, alternately; each figure is the best of its rounds."""
     if not drop_caches():
         say("cold: skipped (writing /proc/sys/vm/drop_caches needs root)")
         return
     disk = {n: total / disk_read_seconds(paths, n) for n in workers}  # the disk with as many readers as workers
     say(f"cold page cache: disk read {', '.join(f'{r / 1e9:.2f} GB/s with {n} reader(s)' for n, r in disk.items())}")
     say("")
-    say("| workers | seconds | GB/s | limit: min(disk with that many readers, workers x cached 1-process rate) "
-        "| share of the limit |")
-    say("|---|---|---|---|---|")
-    for w in workers:
-        drop_caches()
-        dt, _ = timed_load(dirs, w)
+    say("| workers | read-ahead | seconds | GB/s | limit: min(disk with that many readers, workers x cached "
+        "1-process rate) | share of the limit |")
+    say("|---|---|---|---|---|---|")
+    runs: dict[tuple[int, int | str], list[float]] = {}
+    for _ in range(repeat):
+        for w in workers:
+            for read_ahead in ("auto", 0):
+                reset_recovery_points(dirs)
+                drop_caches()
+                runs.setdefault((w, read_ahead), []).append(timed_load(dirs, w, read_ahead)[0])
+    for (w, read_ahead), times in runs.items():
+        dt = min(times)
         limit = min(disk[w], w * cached_rate)
-        say(f"| {w} | {dt:.2f} | {total / dt / 1e9:.2f} | {limit / 1e9:.2f} GB/s | {total / dt / limit:.0%} |")
+        say(f"| {w} | {'auto' if read_ahead else 'off'} | {dt:.2f} | {total / dt / 1e9:.2f} | {limit / 1e9:.2f} GB/s "
+            f"| {total / dt / limit:.0%} |")
 
 
 def clean_load(out: Path, args: argparse.Namespace, workers: list[int], say) -> None:  # type: ignore[no-untyped-def]

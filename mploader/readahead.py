@@ -1,0 +1,118 @@
+"""Read-ahead of Phase 1's byte ranges: the disk reads the next segments while the scans compute.
+
+A scan maps its segment and walks it; on a cold page cache every page fault waits for its disk read,
+so one scanning process takes about read time + CPU time.  A thread per data dir asks the kernel for
+the planned ranges, in the order the scans will take them, with ``POSIX_FADV_WILLNEED``: the kernel
+queues the reads and returns, the thread moves on, and the scans find their pages in the page cache.
+
+The thread keeps at most ``window`` bytes asked for and not yet scanned (the engine reports each
+finished scan with :meth:`ReadAhead.done`), so a load larger than memory does not evict its own
+read-ahead.  It is advice only: nothing is read into Python, and an error (a file gone, a system
+without ``posix_fadvise``) only ends the advice for that file.  On a warm page cache the kernel finds
+every page present: ~12 ms per GB of thread time on the project's machine (perf/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Sequence
+
+import psutil
+
+STEP_BYTES = 4 * 1024 * 1024  # one piece of advice (one request of the disk: max_sectors_kb is 4 MiB here)
+WINDOW_BYTES = 256 * 1024 * 1024  # asked ahead beyond what the busy scans hold (auto_window)
+
+Range = tuple[str, int, int]  # path, start, end
+
+
+def auto_window(workers: int, largest_range: int) -> int:
+    """"auto" read-ahead: WINDOW_BYTES beyond the ranges that ``workers`` scans can hold at once (a
+    range counts as done only when its whole scan is), and never more than a quarter of the memory
+    now available."""
+    available = psutil.virtual_memory().available
+    return max(STEP_BYTES, min(available // 4, WINDOW_BYTES + workers * largest_range))
+
+
+class ReadAhead:
+    """Advises the kernel to read ``ranges`` in order, at most ``window`` bytes ahead of :meth:`done`."""
+
+    def __init__(self, ranges: Sequence[Range], window: int, step: int = STEP_BYTES):
+        self.window = max(window, step)  # room for one piece, or the thread could never move
+        self.step = step
+        self.ranges = tuple(ranges)
+        self.advised = 0  # bytes asked for so far
+        self.scanned = 0  # bytes reported done
+        self._stopped = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="mploader-readahead", daemon=True)
+        self._thread.start()
+
+    def done(self, nbytes: int) -> None:
+        """``nbytes`` of the ranges have been scanned: their pages are no longer ahead."""
+        with self._cond:
+            self.scanned += nbytes
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Stop advising and join the thread (it never blocks for long: one fadvise call at most)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        _idle_io_priority()
+        waiting: tuple[str, int] | None = None  # the piece asked for before the last one: (path, its last byte)
+        for path, start, end in self.ranges:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                for offset in range(start, end, self.step):
+                    n = min(self.step, end - offset)
+                    with self._cond:
+                        while not self._stopped and self.advised + n - self.scanned > self.window:
+                            self._cond.wait()
+                        if self._stopped:
+                            return
+                        self.advised += n
+                    os.posix_fadvise(fd, offset, n, os.POSIX_FADV_WILLNEED)
+                    if waiting is not None:
+                        _wait_for_read(*waiting)
+                    waiting = (path, offset + n - 1)
+            except (OSError, AttributeError):  # advice only: a file that changed or a system without it
+                continue
+            finally:
+                os.close(fd)
+
+
+def _idle_io_priority() -> None:
+    """This thread's reads go to the disk only when nobody else's wait (the idle I/O class, honoured by
+    the mq-deadline and bfq schedulers): the read-ahead must not delay what the scans and the workers'
+    start-up read themselves."""
+    try:
+        psutil.Process(threading.get_native_id()).ionice(psutil.IOPRIO_CLASS_IDLE)  # a thread id: this thread only
+    except (psutil.Error, OSError, AttributeError, ValueError):
+        pass
+
+
+def _wait_for_read(path: str, byte: int) -> None:
+    """Block until the page holding ``byte`` is read.  WILLNEED only queues reads: asking for the whole
+    window at once would queue hundreds of MB ahead of every other read of the machine (a worker's
+    imports at pool start were measured to wait 0.45 s behind it), so at most two pieces are in flight."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this one byte, not the kernel's own read-ahead
+        os.pread(fd, 1, byte)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = ["ReadAhead", "auto_window", "STEP_BYTES", "WINDOW_BYTES"]

@@ -1,0 +1,164 @@
+"""The read-ahead of Phase 1's ranges (mploader.readahead) and how the engines drive it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from mploader import LoaderConfig, load_logs
+from mploader.engine import DirPlan, Engine
+from mploader.pool import PoolEngine
+from mploader.readahead import ReadAhead
+from mploader.result import LoadStats
+from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
+from tests.test_engine import _partitions_of
+
+MiB = 1024 * 1024
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise: Linux only")
+
+
+def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def cached(fd: int, offset: int) -> bool:
+    """Whether the page at ``offset`` is in the page cache: a read that must not wait for the disk."""
+    try:
+        os.preadv(fd, [bytearray(4096)], offset, os.RWF_NOWAIT)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def test_the_advised_pages_come_into_the_page_cache(tmp_path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(os.urandom(16 * MiB))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages of our own file: evicted
+        if cached(fd, 12 * MiB):
+            pytest.skip("this file system keeps the pages (tmpfs?) or has no RWF_NOWAIT reads")
+        ra = ReadAhead([(str(path), 8 * MiB, 16 * MiB)], window=64 * MiB, step=MiB)
+        assert eventually(lambda: cached(fd, 12 * MiB) and cached(fd, 16 * MiB - 4096))
+        ra.close()
+        assert not cached(fd, 0)  # outside the range: not read
+    finally:
+        os.close(fd)
+
+
+def test_the_read_ahead_stays_within_its_window_of_what_was_scanned(tmp_path) -> None:
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_bytes(bytes(10 * MiB))
+    b.write_bytes(bytes(6 * MiB))
+    ra = ReadAhead([(str(a), 0, 10 * MiB), (str(tmp_path / "gone.log"), 0, 4 * MiB), (str(b), 0, 6 * MiB)],
+                   window=4 * MiB, step=MiB)
+    try:
+        assert eventually(lambda: ra.advised == 4 * MiB)
+        time.sleep(0.05)
+        assert ra.advised == 4 * MiB  # and no further: nothing scanned yet
+        ra.done(3 * MiB)
+        assert eventually(lambda: ra.advised == 7 * MiB)
+        ra.done(13 * MiB)
+        assert eventually(lambda: not ra._thread.is_alive())
+        assert ra.advised == 16 * MiB  # a file that is gone is skipped, not an error
+    finally:
+        ra.close()
+
+
+def test_close_stops_a_read_ahead_that_waits_for_its_window(tmp_path) -> None:
+    a = tmp_path / "a.log"
+    a.write_bytes(bytes(8 * MiB))
+    ra = ReadAhead([(str(a), 0, 8 * MiB)], window=MiB, step=MiB)
+    assert eventually(lambda: ra.advised == MiB)
+    t0 = time.monotonic()
+    ra.close()
+    assert time.monotonic() - t0 < 1 and not ra._thread.is_alive() and ra.advised == MiB
+
+
+def _unclean_dir(root: Path) -> tuple[Path, list[str]]:
+    """One unclean data dir, partitions t-0 and t-1 of three segments each; their .log paths in offset order."""
+    d = data_dir(root, "d1", clean=False)
+    logs = []
+    for p in (0, 1):
+        part = PartitionBuilder(d, "t", p)
+        for base in (0, 300, 600):
+            part.segment(base, *(B(o, value=bytes(200)) for o in range(base, base + 300)))
+            logs.append(os.path.join(d, f"t-{p}", f"{base:020d}.log"))
+    return d, logs
+
+
+def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dirs(tmp_path) -> None:
+    d, logs = _unclean_dir(tmp_path)
+    parts = _partitions_of(str(d))
+    engine = Engine(LoadStats())
+    try:
+        order = engine.prefetch([DirPlan(str(d), False, parts[::-1], {})])  # t-1 listed first
+        ra = engine._read_ahead[str(d)]
+        assert [p for p, _, _ in ra.ranges] == logs[3:] + logs[:3] and order[str(d)] == parts[::-1]
+        assert all((start, end) == (0, os.path.getsize(p)) for p, start, end in ra.ranges)
+        source = engine.source(str(d))
+        from mploader.scan import SegmentTask
+
+        for p in logs:
+            source.scan(SegmentTask(p, int(os.path.basename(p)[:20])))
+        assert ra.scanned == sum(os.path.getsize(p) for p in logs)
+    finally:
+        engine.close()
+    clean = Engine(LoadStats())
+    clean.prefetch([DirPlan(str(d), True, parts, {})])
+    assert clean._read_ahead == {}
+    off = Engine(LoadStats(), read_ahead_bytes=0)
+    off.prefetch([DirPlan(str(d), False, parts, {})])
+    assert off._read_ahead == {}
+
+
+def test_the_pool_engine_reads_ahead_the_parents_head_then_the_chunks_as_submitted(tmp_path, monkeypatch) -> None:
+    d, logs = _unclean_dir(tmp_path)
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", os.path.getsize(logs[0]))
+    engine = PoolEngine(LoadStats(), 2, [str(d)], None, chunk_bytes=20_000)
+    submitted: list[tuple[str, int, int | None]] = []
+    real_submit = PoolEngine._submit
+
+    def submit(self, data_dir, task, broken=None):  # type: ignore[no-untyped-def]
+        submitted.append((task.path, task.start, task.end or os.path.getsize(task.path)))
+        return real_submit(self, data_dir, task, broken)
+
+    monkeypatch.setattr(PoolEngine, "_submit", submit)
+    try:
+        engine.prefetch([DirPlan(str(d), False, _partitions_of(str(d)), {})])
+        ra = engine._read_ahead[str(d)]
+        assert ra.ranges[0] == (logs[0], 0, os.path.getsize(logs[0]))  # the parent's own scan comes first
+        assert list(ra.ranges[1:]) == submitted and len(submitted) > len(logs) - 1  # cut segments: chunks
+        for pend in list(engine._pending.values()):
+            for chunk in pend.chunks:
+                chunk.future.result()
+        # every worker's scan is reported done as it ends; the parent's own when it scans it
+        assert eventually(lambda: ra.scanned == sum(e - s for _, s, e in ra.ranges[1:]))
+    finally:
+        engine.close()
+    assert not ra._thread.is_alive()
+
+
+def test_a_load_leaves_no_read_ahead_thread_behind(tmp_path) -> None:
+    d, _ = _unclean_dir(tmp_path)
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    assert result.stats.segments_recovered == 6
+    assert not [t for t in threading.enumerate() if t.name == "mploader-readahead"]
+
+
+def test_read_ahead_bytes_is_auto_or_a_size() -> None:
+    assert LoaderConfig(read_ahead_bytes=0).read_ahead_bytes == 0
+    with pytest.raises(ValueError, match="read_ahead_bytes"):
+        LoaderConfig(read_ahead_bytes=-1)
