@@ -5,19 +5,31 @@ Public API::
     from mploader import load_logs, LoaderConfig, TopicPartition
     result = load_logs(["/data1/kafka", "/data2/kafka"], LoaderConfig(), now_ms=None)
     log = result.logs[TopicPartition("orders", 3)]
+
+The names below are imported on first use (PEP 562): a Phase 1 worker process imports
+``mploader.pool`` / ``mploader.scan`` only, not the loader, the manager and their imports
+(~0.1 s less start-up per worker, perf/README.md).
 """
 
-from .config import LoaderConfig, TopicConfig
-from .errors import (
-    CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError,
-    InvalidPartitionDirError, MalformedCheckpointError, MploaderError, StartupFailedError,
-)
-from .format.names import DirKind, TopicPartition
-from .manager import load_logs
-from .metrics import MetricsRegistry
-from .result import LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_ORIGIN = {  # public name -> the module that defines it
+    "load_logs": "manager",
+    "LoaderConfig": "config", "TopicConfig": "config",
+    "TopicPartition": "format.names", "DirKind": "format.names",
+    "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
+    "ProducerInfo": "result",
+    "MetricsRegistry": "metrics",
+    **{name: "errors" for name in (
+        "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
+        "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError",
+        "StartupFailedError")},
+}
 
 __all__ = [
     "load_logs", "LoaderConfig", "TopicConfig", "TopicPartition", "DirKind", "LoadResult", "LoadedLog",
@@ -26,3 +38,28 @@ __all__ = [
     "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError", "StartupFailedError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _ORIGIN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:
+    from .config import LoaderConfig, TopicConfig
+    from .errors import (
+        CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError,
+        InvalidPartitionDirError, MalformedCheckpointError, MploaderError, StartupFailedError,
+    )
+    from .format.names import DirKind, TopicPartition
+    from .manager import load_logs
+    from .metrics import MetricsRegistry
+    from .result import LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo

@@ -29,77 +29,14 @@ from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
 from .format.names import DirKind, TopicPartition
 from .result import LoadStats
-from .draft import INDEX_DRAFT, ROW, RecoveryDraft
+from .draft import RecoveryDraft
 from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
+from .worker import DRAFT_DTYPES, SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
 
 log = logging.getLogger(__name__)
 
-# ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, spill, seconds)
-# | ("oserror", pid, errno, strerror, filename); draft: None or (interval, length of each draft array, seconds)
-Descriptor = tuple
-# a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
-DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
-SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES)
-
-
 def pickled_size(obj: object) -> int:
     return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _regions(capacity: int) -> list[int]:
-    """Byte offsets of the table and of each draft array in a block of ``capacity`` slots."""
-    offsets = [0]
-    for dtype in (BATCH_TABLE, *DRAFT_DTYPES):
-        offsets.append(offsets[-1] + capacity * dtype.itemsize)
-    return offsets
-
-
-def _draft_arrays(draft: RecoveryDraft) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return draft.index, draft.producer_rows, draft.epoch_rows
-
-
-def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
-                      draft: tuple[int, tuple[int, ...], float] | None) -> tuple[np.ndarray, RecoveryDraft | None]:
-    """Copy the batch table (and the recovery draft) out of a block through raw byte views (10x faster
-    than a structured assignment)."""
-    at = _regions(capacity)
-    out = []
-    lengths = (rows, *(() if draft is None else draft[1]))
-    for k, (dtype, n) in enumerate(zip((BATCH_TABLE, *DRAFT_DTYPES), lengths)):
-        a = np.empty(n, dtype)
-        a.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=n * dtype.itemsize, offset=at[k])
-        out.append(a)
-    if draft is None:
-        return out[0], None
-    return out[0], RecoveryDraft(draft[0], *out[1:], seconds=draft[2])
-
-
-def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
-    """Runs in a worker: scan, write the batch table (and the recovery draft) into the parent's block,
-    return a descriptor."""
-    t0 = time.perf_counter()
-    try:
-        scan = scan_segment(task)
-    except OSError as e:
-        return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
-    rows = len(scan.batches)
-    arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
-    draft = None if scan.draft is None else (scan.draft.interval, tuple(len(a) for a in arrays[1:]),
-                                             scan.draft.seconds)
-    spill = None
-    if rows <= capacity:
-        block = shared_memory.SharedMemory(name=block_name)
-        try:
-            for a, offset in zip(arrays, _regions(capacity)):
-                view = np.frombuffer(block.buf, np.uint8, count=a.nbytes, offset=offset)
-                view[:] = a.view(np.uint8)
-                del view
-        finally:
-            block.close()
-    else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
-        spill = [a.tobytes() for a in arrays]
-    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
-            scan.fatal, scan.fatal_exception, spill, time.perf_counter() - t0)
 
 
 @dataclass(slots=True)

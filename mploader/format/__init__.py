@@ -9,10 +9,36 @@ One module per file kind, struct layouts written down once in each module's docs
 * :mod:`.checkpoint` text checkpoints, ``partition.metadata``, the clean-shutdown marker
 * :mod:`.snapshot`   producer-state ``.snapshot`` files
 * :mod:`.names`      file and partition-directory names
+
+The modules are imported on first use (PEP 562), so that importing one (a worker imports
+:mod:`.records` and :mod:`.log`) does not import them all.
 """
 
-from . import checkpoint, compression, index, legacy, log, names, records, snapshot
-from .names import DirKind, TopicPartition
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_MODULES = ("checkpoint", "compression", "index", "legacy", "log", "names", "records", "snapshot")
 
 __all__ = ["checkpoint", "compression", "index", "legacy", "log", "names", "records", "snapshot",
            "DirKind", "TopicPartition"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)  # the import binds it in this package
+    if name in ("DirKind", "TopicPartition"):
+        value = getattr(importlib.import_module(".names", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:
+    from . import checkpoint, compression, index, legacy, log, names, records, snapshot
+    from .names import DirKind, TopicPartition
