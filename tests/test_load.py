@@ -130,8 +130,8 @@ def test_dry_run_on_a_corrupt_unclean_log_matches_the_real_load(tmp_path: Path, 
 def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
     d, _ = _corrupt_broker(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    out = subprocess.run([sys.executable, "-m", "mploader", "load", "--json", "--now-ms", str(NOW), str(d)],
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "mploader", "load", "--json", "--read-ahead", "64MiB", "--now-ms",
+                          str(NOW), str(d)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     (log,) = doc["logs"]
@@ -145,6 +145,9 @@ def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
     usage = subprocess.run([sys.executable, "-m", "mploader", "load", "--workers", "0", str(d)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert usage.returncode == 2
+    usage = subprocess.run([sys.executable, "-m", "mploader", "load", "--read-ahead", "lots", str(d)],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert usage.returncode == 2 and "not a size" in usage.stderr
     (tmp_path / "lost+found").mkdir()
     (d / "lost+found").mkdir()
     fatal = subprocess.run([sys.executable, "-m", "mploader", "load", str(d)], capture_output=True, text=True,
