@@ -22,6 +22,7 @@ import psutil
 
 STEP_BYTES = 4 * 1024 * 1024  # one piece of advice (one request of the disk: max_sectors_kb is 4 MiB here)
 WINDOW_BYTES = 256 * 1024 * 1024  # asked ahead beyond what the busy scans hold (auto_window)
+CLOSE_WAIT_S = 0.2  # close() waits this long for the thread (see there)
 
 Range = tuple[str, int, int]  # path, start, end
 
@@ -55,11 +56,13 @@ class ReadAhead:
             self._cond.notify()
 
     def close(self) -> None:
-        """Stop advising and join the thread (it never blocks for long: one fadvise call at most)."""
+        """Stop advising.  The thread ends at once unless it is waiting for a read: a read in the idle I/O
+        class can wait as long as other reads keep the disk busy (up to the scheduler's aging, 10 s for
+        mq-deadline), so a Ctrl-C does not wait for it; the thread then ends after that read."""
         with self._cond:
             self._stopped = True
             self._cond.notify()
-        self._thread.join()
+        self._thread.join(timeout=CLOSE_WAIT_S)
 
     def _run(self) -> None:
         _idle_io_priority()
