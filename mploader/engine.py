@@ -283,14 +283,16 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
 def stitch(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, int | None]:
     """Join chunk scans in order.  Returns the joined scan and, when a chunk stopped on a torn entry
     (one running past its end: a cut that the continuous walk does not hit), the position from which the
-    rest must be scanned again without cuts.  A chunk that ends with Stop.END ended exactly at its cut."""
+    rest must be scanned again without cuts.  A chunk that ends with Stop.END and no fatal batch ended
+    exactly at its cut; one that met a batch Kafka cannot read (``fatal``, also with Stop.END) ends the
+    walk there, as it would end the continuous one."""
     if len(parts) == 1:
         return parts[0], None
     rows = []
     for k, part in enumerate(parts):
         rows.append(part.batches)
         last = k == len(parts) - 1
-        if not last and part.stop is Stop.END:
+        if not last and part.stop is Stop.END and part.fatal is None:
             continue
         resume = part.valid_bytes if not last and part.stop is Stop.INCOMPLETE else None
         return join_scans(task, rows, part), resume

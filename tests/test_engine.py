@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -275,13 +276,6 @@ class DataSets:
 @pytest.fixture(scope="session")
 def datasets(tmp_path_factory: pytest.TempPathFactory) -> DataSets:
     return DataSets(tmp_path_factory)
-
-
-@pytest.fixture(autouse=True)
-def workers_scan_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test data sets are far smaller than the head of the order the parent keeps for itself
-    (PARENT_HEAD_BYTES): without this the pools here would get no task."""
-    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
@@ -538,6 +532,30 @@ def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, re
     finally:
         engine.close()
     assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("cut_after", [2, 3, 4])
+def test_a_batch_kafka_cannot_read_ends_a_stitched_scan_as_it_ends_the_whole_one(cut_after: int) -> None:
+    """A control batch Kafka cannot read (here a LEADER_CHANGE record in a transactional batch: start-up
+    fails) stops the continuous walk after it; cut into chunks, the joined scan must stop there too,
+    with the same failure, whichever chunk holds it."""
+    from mploader.engine import stitch
+    from mploader.scan import SegmentTask, scan_buffer
+
+    unreadable = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2), bytes(6))], control=True,
+                                     transactional=True, producer_id=9, producer_epoch=0)
+    entries = [B(0), B(1), unreadable, B(3), B(4)]
+    data = b"".join(entries)
+    whole = scan_buffer(data, SegmentTask("x.log", 0), len(data))
+    assert whole.fatal is not None and len(whole.batches) == 3
+    cut = len(b"".join(entries[:cut_after]))
+    parts = [scan_buffer(data, SegmentTask("x.log", 0, 0, cut), cut),
+             scan_buffer(data, SegmentTask("x.log", 0, cut, len(data)), len(data))]
+    joined, resume = stitch(SegmentTask("x.log", 0), parts)
+    assert resume is None
+    assert (joined.fatal, joined.fatal_exception, joined.valid_bytes, joined.stop) == \
+        (whole.fatal, whole.fatal_exception, whole.valid_bytes, whole.stop)
+    assert joined.batches.tobytes() == whole.batches.tobytes()
 
 
 def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -> None:
