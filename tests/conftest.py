@@ -30,6 +30,16 @@ def _corpus_source() -> Path | None:
     return None
 
 
+@pytest.fixture(autouse=True)
+def workers_scan_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's data sets are far smaller than the head of the order the parent keeps for itself
+    (PARENT_HEAD_BYTES): without this a test's pool would get no task, and a test "with 2 workers"
+    would test the inline scans.  A test of the head sets it itself."""
+    from mploader.pool import PoolEngine
+
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
+
+
 @pytest.fixture(scope="session")
 def real_corpus_source() -> Path:
     """The read-only corpus folder (for its documentation files only: ANALYSIS.json, *.tsv)."""

@@ -13,6 +13,7 @@ import pytest
 from mploader import LoaderConfig, load_logs
 from mploader.engine import DirPlan, Engine
 from mploader.pool import PoolEngine
+from mploader import readahead
 from mploader.readahead import ReadAhead
 from mploader.result import LoadStats
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
@@ -42,18 +43,23 @@ def cached(fd: int, offset: int) -> bool:
 
 
 def test_the_advised_pages_come_into_the_page_cache(tmp_path) -> None:
+    """Each page is probed once, after the thread is done: a probe of a page not in the cache starts its
+    read, so polling a page would bring it in without any read-ahead."""
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(os.urandom(16 * MiB))
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages of our own file: evicted
-        if cached(fd, 12 * MiB):
+        if cached(fd, 4 * MiB):
             pytest.skip("this file system keeps the pages (tmpfs?) or has no RWF_NOWAIT reads")
         ra = ReadAhead([(str(path), 8 * MiB, 16 * MiB)], window=64 * MiB, step=MiB)
-        assert eventually(lambda: cached(fd, 12 * MiB) and cached(fd, 16 * MiB - 4096))
+        assert eventually(lambda: not ra._thread.is_alive())
+        # the thread waited for the read of every piece but the last (8..15 MiB), so these pages are in;
+        # none is the last byte of a piece (the one byte the thread reads itself)
+        assert [cached(fd, o) for o in (8 * MiB, 9 * MiB + 40960, 12 * MiB + 65536, 14 * MiB + 131072)] == [True] * 4
+        assert not cached(fd, 2 * MiB)  # outside the range: not read
         ra.close()
-        assert not cached(fd, 0)  # outside the range: not read
     finally:
         os.close(fd)
 
@@ -82,19 +88,42 @@ def test_close_stops_a_read_ahead_that_waits_for_its_window(tmp_path) -> None:
     a.write_bytes(bytes(8 * MiB))
     ra = ReadAhead([(str(a), 0, 8 * MiB)], window=MiB, step=MiB)
     assert eventually(lambda: ra.advised == MiB)
+    ra.close()
+    assert not ra._thread.is_alive() and ra.advised == MiB
+
+
+def test_close_does_not_wait_for_a_read_in_flight(tmp_path, monkeypatch) -> None:
+    """A read in the idle I/O class can wait for seconds behind other reads: close() (Ctrl-C) returns
+    without it, and the thread ends once the read does, advising nothing more."""
+    a = tmp_path / "a.log"
+    a.write_bytes(bytes(8 * MiB))
+    read_done = threading.Event()
+    waiting = threading.Event()
+
+    def slow_read(path: str, byte: int) -> None:
+        waiting.set()
+        read_done.wait(30)
+
+    monkeypatch.setattr(readahead, "_wait_for_read", slow_read)
+    ra = ReadAhead([(str(a), 0, 8 * MiB)], window=64 * MiB, step=MiB)
+    assert waiting.wait(5)
     t0 = time.monotonic()
     ra.close()
-    assert time.monotonic() - t0 < 1 and not ra._thread.is_alive() and ra.advised == MiB
+    assert time.monotonic() - t0 < 0.5 and ra._thread.is_alive()
+    advised = ra.advised
+    read_done.set()
+    assert eventually(lambda: not ra._thread.is_alive()) and ra.advised == advised
 
 
 def _unclean_dir(root: Path) -> tuple[Path, list[str]]:
-    """One unclean data dir, partitions t-0 and t-1 of three segments each; their .log paths in offset order."""
+    """One unclean data dir, partitions t-0 (4.6 MB) and t-1 (0.8 MB) of three segments each; their .log
+    paths in offset order."""
     d = data_dir(root, "d1", clean=False)
     logs = []
-    for p in (0, 1):
+    for p, value in ((0, 5000), (1, 800)):
         part = PartitionBuilder(d, "t", p)
         for base in (0, 300, 600):
-            part.segment(base, *(B(o, value=bytes(200)) for o in range(base, base + 300)))
+            part.segment(base, *(B(o, value=bytes(value)) for o in range(base, base + 300)))
             logs.append(os.path.join(d, f"t-{p}", f"{base:020d}.log"))
     return d, logs
 
@@ -104,7 +133,8 @@ def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dir
     parts = _partitions_of(str(d))
     engine = Engine(LoadStats())
     try:
-        order = engine.prefetch([DirPlan(str(d), False, parts[::-1], {})])  # t-1 listed first
+        # t-1 listed first: the smaller one, which the biggest-first plan puts last
+        order = engine.prefetch([DirPlan(str(d), False, parts[::-1], {})])
         ra = engine._read_ahead[str(d)]
         assert [p for p, _, _ in ra.ranges] == logs[3:] + logs[:3] and order[str(d)] == parts[::-1]
         assert all((start, end) == (0, os.path.getsize(p)) for p, start, end in ra.ranges)
@@ -151,11 +181,15 @@ def test_the_pool_engine_reads_ahead_the_parents_head_then_the_chunks_as_submitt
     assert not ra._thread.is_alive()
 
 
-def test_a_load_leaves_no_read_ahead_thread_behind(tmp_path) -> None:
+def test_a_load_leaves_no_read_ahead_thread_behind(tmp_path, monkeypatch) -> None:
+    """With nothing reported done, the read-ahead waits for its window (4 MiB, under the 5.4 MB to
+    scan) until the load ends: closing the engine must end it."""
     d, _ = _unclean_dir(tmp_path)
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
-    assert result.stats.segments_recovered == 6
-    assert not [t for t in threading.enumerate() if t.name == "mploader-readahead"]
+    monkeypatch.setattr(ReadAhead, "done", lambda self, nbytes: None)
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2, read_ahead_bytes=1),
+                       now_ms=NOW)
+    assert result.stats.segments_recovered == 6 and result.stats.scans_in_parent == 0
+    assert eventually(lambda: not [t for t in threading.enumerate() if t.name == "mploader-readahead"], 1.0)
 
 
 def test_read_ahead_bytes_is_auto_or_a_size() -> None:
