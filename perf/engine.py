@@ -266,7 +266,7 @@ def main() -> None:
                 f"{walk / bare1:.2f}x the bare walk |")
             say(f"| -- the recovery draft (Phase 2 work done in Phase 1) | {draft:.2f} | | {draft / batches * 1e6:.2f} | "
                 f"{draft / scan:.0%} of Phase 1 |")
-            say(f"| - of which Phase 2 + fixed costs | {best - scan:.2f} | | | {(best - scan) / scan:.0%} of Phase 1 |")
+            say(f"| - of which Phase 2 + fixed costs | {best - scan:.2f} | | | {(best - scan) / scan:.1%} of Phase 1 |")
         else:
             say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B in all "
                 f"({info['scanned']} segments scanned, the parent's own among them) |")
