@@ -162,3 +162,22 @@ def test_a_plain_walk_from_a_position_reports_file_positions(tmp_path):  # type:
     assert walk.batches["position"].tolist() == [len(first)]
     assert (walk.start, walk.valid_bytes, walk.end) == (len(first), at, at + len(bad))
     assert walk.fatal is not None and f"at byte {at}" in walk.fatal, walk.fatal
+
+
+def _tiny_v2_entry(offset: int) -> bytes:
+    """A v2 entry of 32 bytes: below the 61-byte batch header, which plain iteration reads anyway."""
+    return struct.pack(">qiib", offset, 20, 0, 2) + bytes(15)
+
+
+def test_a_plain_walk_reads_a_tiny_v2_entrys_header_up_to_the_end_of_the_file_not_of_the_walk() -> None:
+    """Kafka's plain iteration (producer-state reads up to a position) loads a v2 header from the file:
+    an entry within 61 bytes of the walk's end but not of the file's is read, not a failed start-up."""
+    head = records.build_batch(0, [records.Record(0, 0, None, b"v")])
+    tiny = _tiny_v2_entry(1)
+    tail = records.build_batch(2, [records.Record(0, 0, None, b"w" * 100)])
+    data = head + tiny + tail
+    end = len(head) + len(tiny)  # the walk stops right after the tiny entry; the file goes on
+    scan = scan_buffer(data, SegmentTask("x.log", 0, check_crc=False), end)
+    assert scan.fatal is None and scan.valid_bytes == end and len(scan.batches) == 2
+    at_eof = scan_buffer(head + tiny, SegmentTask("x.log", 0, check_crc=False), end)
+    assert at_eof.fatal is not None and at_eof.fatal_exception == "KafkaException"
