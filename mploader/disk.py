@@ -33,16 +33,17 @@ class Disk:
     # ---- reading -----------------------------------------------------------------------
 
     def list_files(self, directory: str) -> list[str]:
-        """Names of the regular files in ``directory`` (unsorted, like Java's listFiles)."""
+        """Names of the regular files in ``directory`` (unsorted, like Java's listFiles filtered by
+        ``File.isFile``, which follows links: a dangling link or one to a directory is not listed)."""
         names = set()
         links = set()
         with os.scandir(directory) as it:
             for e in it:
-                if e.is_symlink():  # links are the loader's to refuse
+                if not e.is_file():  # follows links, as isFile does
+                    continue
+                names.add(e.name)
+                if e.is_symlink():  # a link to a file: the loader's to refuse
                     links.add(e.name)
-                    names.add(e.name)
-                elif e.is_file(follow_symlinks=False):
-                    names.add(e.name)
         self._links[directory] = links
         if self._overlay:
             prefix = os.path.join(directory, "")

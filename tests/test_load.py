@@ -203,6 +203,20 @@ def test_symlinked_segment_file_is_refused(tmp_path: Path) -> None:
     assert outside.read_bytes() == B(0)
 
 
+def test_links_that_are_not_files_are_skipped_like_kafka(tmp_path: Path) -> None:
+    """Kafka lists a partition dir's entries through File.isFile, which follows links: a dangling link
+    (an editor's lock file) or a link to a directory is not a file, so it is skipped, not refused."""
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).segment(0, B(0))
+    (pb.path / ".#leader-epoch-checkpoint").symlink_to("user@host.1234:1700000000")
+    (tmp_path / "elsewhere").mkdir()
+    (pb.path / "00000000000000000005.log").symlink_to(tmp_path / "elsewhere")
+    result = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    (log,) = result.logs.values()
+    assert [s.base_offset for s in log.segments] == [0] and log.log_end_offset == 1
+    assert (pb.path / ".#leader-epoch-checkpoint").is_symlink() and list((tmp_path / "elsewhere").iterdir()) == []
+
+
 def test_log_over_2_gib_fails_like_kafka(tmp_path: Path) -> None:
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d).segment(0, B(0))
