@@ -267,6 +267,9 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             cancel.set()
             for _, pool, _ in pools:
                 pool.shutdown(wait=False, cancel_futures=True)
+            engine.close(kill=True)  # the workers go now: a thread waiting for one of their scans stops at once
+            for _, pool, _ in pools:  # the caller releases the dirs' locks next: no loading thread may still write
+                pool.shutdown(wait=True)
             raise
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:

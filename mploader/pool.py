@@ -284,6 +284,8 @@ class PoolEngine(Engine):
         return scan_segment(chunk.task)
 
     def close(self, kill: bool = False) -> None:
+        if self._closed.is_set():  # closed already (a Ctrl-C closes it before the loading threads end)
+            return
         self._closed.set()
         super().close(kill)  # the read-ahead first: nothing more to read for this load
         for pend in list(self._pending.values()):

@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -194,7 +195,7 @@ def main(spec_path: str) -> None:
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
     appended there as it is created), ``started`` (touched when the first partition finished
-    loading), ``crashy`` (True: install :func:`crashy_scan`).
+    loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``crashy`` (True: install :func:`crashy_scan`).
     """
     import logging
 
@@ -230,9 +231,28 @@ def main(spec_path: str) -> None:
             with open(started, "w"):
                 pass
 
+    hold = spec.get("hold_after_started", 0)
+    if hold:  # the first partition loaded after the marker waits first: a loading thread is busy, holding no lock
+        import mploader.loader
+
+        real_load = mploader.loader.LogLoader.load
+        held: list[bool] = []
+
+        def load(self):  # type: ignore[no-untyped-def]
+            if not held and os.path.exists(started):
+                held.append(True)
+                time.sleep(hold)
+            return real_load(self)
+
+        mploader.loader.LogLoader.load = load
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
-    result = load_logs(spec["dirs"], cfg, now_ms=spec["now_ms"], metrics=MetricsRegistry(listener))
+    try:
+        result = load_logs(spec["dirs"], cfg, now_ms=spec["now_ms"], metrics=MetricsRegistry(listener))
+    except KeyboardInterrupt:  # load_logs released the dirs' locks: none of its threads may still be loading
+        alive = sorted(t.name for t in threading.enumerate() if t.name.startswith("log-recovery"))
+        print(f"loading threads alive after the interrupt: {alive}", file=sys.stderr, flush=True)
+        raise
     digest = result_digest(result, spec["root"])
     digest["raw_stats"] = _plain(result.stats.to_json())
     with open(spec["out"], "w") as f:

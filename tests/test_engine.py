@@ -705,13 +705,14 @@ class Child:
 
 def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, now_ms: int, *,
               env: dict[str, str] | None = None, crashy: bool = False, popen: bool = False,
-              timeout: float = 120) -> Any:
+              timeout: float = 120, hold_after_started: float = 0) -> Any:
     """Load ``dirs`` in a fresh interpreter (tests/crashy_worker.py ``main``), in its own session
     (so that it and its workers can be signalled as a group).  Returns (Child, spec), or
     (Popen, spec) with ``popen=True``."""
     spec = {"dirs": [str(d) for d in dirs], "root": str(root), "n": n, "now_ms": now_ms,
             "out": str(tmp_path / f"{name}.out.json"), "blocks": str(tmp_path / f"{name}.blocks"),
-            "started": str(tmp_path / f"{name}.started"), "crashy": crashy}
+            "started": str(tmp_path / f"{name}.started"), "crashy": crashy,
+            "hold_after_started": hold_after_started}
     spec_path = tmp_path / f"{name}.spec.json"
     spec_path.write_text(json.dumps(spec))
     argv = [sys.executable, "-c", "import sys; from tests import crashy_worker; crashy_worker.main(sys.argv[1])",
@@ -812,7 +813,10 @@ def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets
     an identical copy leaves."""
     root, groups = datasets.fresh_copy(BIGGER_DS, request, f"sigint-{when}")
     before = shm_blocks()
-    proc, spec = run_child(tmp_path, "sigint", [root / d for d in groups[0]], root, 2, GEN_NOW, popen=True)
+    # the partition after the first one waits 0.5 s before loading: the SIGINT lands while a loading thread
+    # is busy, and load_logs must not return (releasing the dirs' locks) before that thread ends
+    proc, spec = run_child(tmp_path, "sigint", [root / d for d in groups[0]], root, 2, GEN_NOW, popen=True,
+                           hold_after_started=0.5 if when == "after-first-partition" else 0)
     t0 = time.monotonic()
     if when == "at-0.5s":
         time.sleep(0.5)
@@ -823,6 +827,7 @@ def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets
     proc.send_signal(signal.SIGINT)
     err = _exit_within(proc, spec, 20, "the load did not exit within 20 s of SIGINT")
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
+    assert "loading threads alive after the interrupt: []" in err, err[-3000:]
     assert not os.path.exists(spec["out"])
     assert_child_left_nothing(proc.pid, spec, before, err)
     # the rerun (pool engine) vs one uninterrupted load (the session's inline reference)
