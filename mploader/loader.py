@@ -71,6 +71,7 @@ class LogLoader:
         self.segments: dict[int, Segment] = {}
         self.epochs: LeaderEpochCache | None = None
         self._scans = _ScanCache()
+        self._floor_pin: str | None = None  # see _pin_for_recover_log
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -294,10 +295,20 @@ class LogLoader:
                     try:
                         self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
                         if not self.ctx.clean_shutdown:  # recoverLog may recover it again (§16a): read it once
-                            self._scans.pin(seg.log_path)
+                            self._pin_for_recover_log(seg)
                     except InvalidOffsetError as e:  # only recoverLog catches it
                         raise StartupFailedError(seg.log_path, "InvalidOffsetException", str(e)) from e
                 self.segments[base] = seg
+
+    def _pin_for_recover_log(self, seg: Segment) -> None:
+        """Keep the scan of a segment recovered in the load phase that recoverLog will recover again: those
+        from the floor segment of the recovery point on.  The listing goes in offset order, so a segment
+        at or below the recovery point replaces the previous candidate for the floor."""
+        if seg.base_offset <= self.ctx.recovery_point_checkpoint:
+            if self._floor_pin is not None:
+                self._scans.unpin(self._floor_pin)
+            self._floor_pin = seg.log_path
+        self._scans.pin(seg.log_path)
 
     def _needs_load_time_recovery(self, seg: Segment, present: set[str]) -> bool:
         """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex).
@@ -346,6 +357,7 @@ class LogLoader:
             for i, seg in enumerate(unflushed):
                 try:
                     truncated = self._recover_segment(seg)
+                    self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
                 except (InvalidOffsetError, OSError) as e:
                     log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
                     truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size)
@@ -489,6 +501,10 @@ class _ScanCache:
 
     def pin(self, path: str) -> None:
         self._pinned.add(path)
+
+    def unpin(self, path: str) -> None:
+        """An ordinary cached scan again: dropped when KEEP newer ones are put."""
+        self._pinned.discard(path)
 
     def drop(self, paths: set[str]) -> None:
         for p in paths:

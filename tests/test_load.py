@@ -217,6 +217,32 @@ def test_links_that_are_not_files_are_skipped_like_kafka(tmp_path: Path) -> None
     assert (pb.path / ".#leader-epoch-checkpoint").is_symlink() and list((tmp_path / "elsewhere").iterdir()) == []
 
 
+def test_scans_kept_for_recover_log_are_only_those_it_recovers_again(tmp_path: Path, monkeypatch) -> None:
+    """An unclean partition whose 20 segments all lack their .index: each is recovered in the load phase,
+    and recoverLog recovers again only the floor segment of the recovery point (190).  The scans kept
+    for it are that one, not all 20 batch tables."""
+    from mploader import loader as loader_mod
+
+    d = data_dir(tmp_path, clean=False, rp=[("t", 0, 195)])
+    pb = PartitionBuilder(d)
+    for base in range(0, 200, 10):
+        pb.segment(base, *(B(o) for o in range(base, base + 10)))
+        (pb.path / f"{base:020d}.index").unlink()
+    held: list[int] = []
+    real_put = loader_mod._ScanCache.put
+
+    def put(self, path, scan):  # type: ignore[no-untyped-def]
+        real_put(self, path, scan)
+        held.append(len(self._scans))
+
+    monkeypatch.setattr(loader_mod._ScanCache, "put", put)
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW)
+    (log,) = result.logs.values()
+    assert log.log_end_offset == 200 and log.recovered_segments == list(range(0, 200, 10))
+    assert result.stats.segments_scanned == 20  # the floor segment was read once, for both recoveries
+    assert max(held) <= loader_mod._ScanCache.KEEP + 1
+
+
 def test_log_over_2_gib_fails_like_kafka(tmp_path: Path) -> None:
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d).segment(0, B(0))
