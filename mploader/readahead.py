@@ -8,8 +8,9 @@ queues the reads and returns, the thread moves on, and the scans find their page
 The thread keeps at most ``window`` bytes asked for and not yet scanned (the engine reports each
 finished scan with :meth:`ReadAhead.done`), so a load larger than memory does not evict its own
 read-ahead.  At most two pieces are in flight, and the thread reads in the idle I/O class: the
-read-ahead never makes a read that somebody waits for queue behind it.  It is advice only: nothing is read into Python, and an error (a file gone, a system
-without ``posix_fadvise``) only ends the advice for that file.  On a warm page cache the kernel finds
+read-ahead never makes a read that somebody waits for queue behind it.  It is advice only: nothing
+is read into Python, and an error (a file gone or changed) only ends the advice for that file; the
+engine starts no read-ahead where ``os.posix_fadvise`` is missing.  On a warm page cache the kernel finds
 every page present: ~12 ms per GB of thread time on the project's machine (perf/README.md).
 """
 
@@ -86,7 +87,7 @@ class ReadAhead:
                     if waiting is not None:
                         _wait_for_read(*waiting)
                     waiting = (path, offset + n - 1)
-            except (OSError, AttributeError):  # advice only: a file that changed or a system without it
+            except OSError:  # advice only: a file that changed ends the advice for it
                 continue
             finally:
                 os.close(fd)
