@@ -1062,13 +1062,19 @@ def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, 
     assert engine_mod.usable_cpus() == expected
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.integers(80, 400), min_size=5, max_size=60), picks=st.lists(st.integers(0, 59), max_size=30),
+GOOD, WRONG_OFFSET, MID_BATCH, NEAR_END = range(4)  # kinds of index entries in the chunk-cut property test
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(80, 400), min_size=5, max_size=60),
+       picks=st.lists(st.tuples(st.integers(0, 59), st.sampled_from([GOOD] * 6 + [WRONG_OFFSET, MID_BATCH, NEAR_END])),
+                      max_size=30),
        chunk=st.integers(100, 3000))
 def test_chunk_cuts_are_the_first_confirmed_entry_past_each_target(tmp_path_factory, sizes, picks, chunk) -> None:
     """Whatever the order of the index entries (a damaged index may go back), each cut is the first entry in
-    index order at or past the target (the previous cut + chunk_bytes) whose position starts a v2 batch
-    with that entry's offset; the first that does not stops the cutting."""
+    index order at or past the target (the previous cut + chunk_bytes); it must start a v2 batch whose last
+    offset is the entry's, at least 61 bytes before the end: the first that does not (a wrong offset, a
+    position inside a batch or near the end) stops the cutting."""
     from mploader.format import index as index_fmt
 
     d = tmp_path_factory.mktemp("cuts")
@@ -1076,15 +1082,21 @@ def test_chunk_cuts_are_the_first_confirmed_entry_past_each_target(tmp_path_fact
     starts = np.cumsum([0] + [len(b) for b in batches[:-1]]).tolist()
     log = d / "00000000000000000000.log"
     log.write_bytes(b"".join(batches))
-    picked = [p % len(batches) for p in picks]  # entries in any order, repeats included
-    (d / "00000000000000000000.index").write_bytes(
-        index_fmt.offset_index_bytes(0, picked, [starts[i] for i in picked], file_size=8 * (len(picked) + 5)))
     size = log.stat().st_size
+    entries = []  # (kind, relative offset, position), in index order, repeats included
+    for p, kind in picks:
+        i = p % len(batches)
+        position = {GOOD: starts[i], WRONG_OFFSET: starts[i], MID_BATCH: starts[i] + 7, NEAR_END: size - 30}[kind]
+        entries.append((kind, i + 1000 if kind == WRONG_OFFSET else i, position))
+    (d / "00000000000000000000.index").write_bytes(index_fmt.offset_index_bytes(
+        0, [e[1] for e in entries], [e[2] for e in entries], file_size=8 * (len(entries) + 5)))
     expected, target = [], chunk
     if size > chunk:
-        for i in picked:
-            if starts[i] >= target and starts[i] < size - 61:
-                expected.append(starts[i])
-                target = starts[i] + chunk
-            # a start of a batch with the entry's own offset is always confirmed here: nothing stops early
+        for kind, _, position in entries:
+            if position < target:
+                continue
+            if kind != GOOD:
+                break
+            expected.append(position)
+            target = position + chunk
     assert engine_mod.chunk_boundaries(str(log), 0, size, chunk) == expected
