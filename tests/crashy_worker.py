@@ -77,6 +77,15 @@ def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
 # Digests
 
 
+def startup_report() -> tuple[dict[str, str | None], int]:
+    """Runs in a worker: the thread-count variables of its environment, and how many threads the
+    process has once numpy is imported (what :data:`mploader.pool.WORKER_ENV` is for)."""
+    import numpy  # noqa: F401 - imported by every scan; OpenBLAS starts its threads here
+
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    return {n: os.environ.get(n) for n in names}, len(os.listdir(f"/proc/{os.getpid()}/task"))
+
+
 def _relabel(obj: Any, roots: dict[str, str]) -> Any:
     if isinstance(obj, str):
         for path, label in roots.items():

@@ -623,6 +623,28 @@ def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) ->
     assert (lg_p.log_end_offset, lg_p.recovered_segments) == (lg_i.log_end_offset, lg_i.recovered_segments) == (900, [0, 300, 600])
 
 
+@pytest.mark.skipif(psutil.cpu_count() < 2, reason="OpenBLAS starts no extra thread on one CPU")
+def test_workers_start_no_blas_threads(tmp_path) -> None:
+    """numpy's import starts OpenBLAS's thread pool, one thread per CPU, which the workers never use;
+    the pool's workers are started with it limited to one (their start-up is CPU the parent's scans
+    share)."""
+    from loky import ProcessPoolExecutor
+
+    from tests.crashy_worker import startup_report
+
+    engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None)
+    try:
+        env, threads = engine._executor(str(tmp_path)).submit(startup_report).result()
+    finally:
+        engine.close()
+    assert env == pool_mod.WORKER_ENV
+    if any(os.environ.get(name) for name in pool_mod.WORKER_ENV):
+        pytest.skip("this process's environment limits the threads already")
+    with ProcessPoolExecutor(max_workers=1) as plain:  # the same worker without WORKER_ENV
+        _, plain_threads = plain.submit(startup_report).result()
+    assert threads < plain_threads
+
+
 # ------------------------------------------------------------------------------------------------
 # Nothing per batch is pickled
 
