@@ -213,11 +213,10 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
                     if check:  # ensureValid rejects it
                         stop, detail = Stop.SMALL_BATCH, f"v2 batch of {total} bytes is smaller than its 61-byte header"
                         break
-                    # plain iteration reads the 61 header bytes from the file (loadBatchHeader), whatever the
-                    # entry's size and the end of the read: only the end of the file fails it
-                    if p + records.RECORD_BATCH_OVERHEAD > len(buf):
-                        fatal = (f"v2 entry of {total} bytes at byte {p}: its 61-byte header runs past the end of "
-                                 "the file", "KafkaException")
+                    # plain iteration reads the 61 header bytes from the file: only the file's end fails it
+                    if records.header_load_fails(p, len(buf)):
+                        fatal = (f"v2 entry of {total} bytes: {records.header_load_failure(p, len(buf))}",
+                                 "KafkaException")
                         break
                     append(p)  # its header fields come from the bytes that follow, as Kafka reads them
                     p += total

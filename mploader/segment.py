@@ -18,7 +18,7 @@ import numpy as np
 
 from .disk import Disk
 from .errors import CorruptRecordError, StartupFailedError
-from .format import names
+from .format import names, records
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from .format.log import iter_entries
 from .format.records import HEADER_SIZE_UP_TO_MAGIC
@@ -163,15 +163,13 @@ def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int 
 
 
 def _last_offset(buf: bytes | mmap.mmap, seg: Segment, p: int, magic: int) -> int:
-    """FileChannelRecordBatch.lastOffset(): a legacy entry's offset; for v2 the 61-byte header is read
-    from the file (loadBatchHeader), whatever the entry's own size: past the end of the file that read
-    fails (EOFException, rethrown as KafkaException)."""
+    """FileChannelRecordBatch.lastOffset(): a legacy entry's offset; for v2 it loads the header
+    (:func:`~mploader.format.records.header_load_fails`)."""
     base = _OFFSET.unpack_from(buf, p)[0]
     if magic < 2:
         return base
-    if p + 61 > len(buf):
-        raise StartupFailedError(seg.log_path, "KafkaException",
-                                 f"failed to load the record batch header at byte {p}: end of file")
+    if records.header_load_fails(p, len(buf)):
+        raise StartupFailedError(seg.log_path, "KafkaException", records.header_load_failure(p, len(buf)))
     return base + _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0]
 
 

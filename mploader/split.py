@@ -39,7 +39,7 @@ from .config import EffectiveConfig
 from .disk import Disk
 from .draft import index_entry_rows
 from .errors import CorruptRecordError, InvalidRecordError, StartupFailedError
-from .format import legacy, names
+from .format import legacy, names, records
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
 from .segment import Segment
 
@@ -50,7 +50,6 @@ COPY_BUFFER_BYTES = 1024 * 1024  # LogSegment.appendChunkFromFile's initial read
 LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_SIZE_FIELD = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-V2_HEADER_BYTES = 61  # what DefaultFileChannelRecordBatch loads to read lastOffset / maxTimestamp
 _I32 = struct.Struct(">i")
 
 # the files of one segment, in the order LogSegment.changeFileSuffixes renames them
@@ -97,7 +96,7 @@ class _Log:
         self.magics = buf[self.pos + 16].view(np.int8) if self.n else np.empty(0, np.int8)
         self.offsets = _gather(buf, self.pos, ">i8")
         v2 = self.magics >= 2
-        self.bad_last = v2 & (self.pos + V2_HEADER_BYTES > size)
+        self.bad_last = v2 & records.header_load_fails(self.pos, size)
         ok = v2 & ~self.bad_last
         with np.errstate(over="ignore"):
             self.last = self.offsets.copy()  # legacy: the offset field, no load
@@ -113,11 +112,8 @@ class _Log:
         return self.n
 
     def raise_bad_last(self, i: int) -> None:
-        """DefaultFileChannelRecordBatch.loadBatchHeader reads 61 bytes whatever the batch size."""
         p = int(self.pos[i])
-        raise StartupFailedError(self.path, "KafkaException",
-                                 f"failed to load the record batch header at position {p}: "
-                                 f"end of file after {self.size - p} of {V2_HEADER_BYTES} bytes")
+        raise StartupFailedError(self.path, "KafkaException", records.header_load_failure(p, self.size))
 
     def raise_bad_ts(self, i: int) -> None:
         if self.bad_last[i]:

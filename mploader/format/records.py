@@ -39,6 +39,22 @@ ATTRIBUTES_OFFSET = 21
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 assert BATCH_HEADER.size == RECORD_BATCH_OVERHEAD
 
+
+def header_load_fails(position: int, file_size: int) -> bool:
+    """Whether Kafka fails to read a v2 entry's header at ``position`` of a file of ``file_size`` bytes.
+
+    DefaultFileChannelRecordBatch.loadBatchHeader reads the whole 61-byte header from the file for
+    lastOffset() or maxTimestamp(), whatever the entry's own size and the end of the read it came from:
+    only the end of the file makes that read fail (EOFException, rethrown as KafkaException, which
+    fails start-up).  Applies to any index of positions (numpy arrays too)."""
+    return position + RECORD_BATCH_OVERHEAD > file_size
+
+
+def header_load_failure(position: int, file_size: int) -> str:
+    """The message for :func:`header_load_fails`."""
+    return (f"failed to load the record batch header at byte {position}: end of file after "
+            f"{file_size - position} of {RECORD_BATCH_OVERHEAD} bytes")
+
 ATTR_CODEC_MASK = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
