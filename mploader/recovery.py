@@ -20,7 +20,7 @@ from .errors import StartupFailedError
 from .format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
 from .producer_apply import TxnIndexEntry, apply_producer_batches
 from .producer_state import ProducerStateManager
-from .draft import RecoveryDraft, draft_recovery, index_draft
+from .draft import RecoveryDraft, draft_recovery
 from .scan import BatchColumns, Marker, SegmentScan
 from .segment import Segment
 
@@ -52,14 +52,12 @@ class IndexPlan:
     final_time_failed: bool = False
 
 
-def plan_indexes(base: int, rows: BatchColumns, interval: int, offset_slots: int, time_slots: int,
-                 path: str, draft: np.ndarray | None = None, final_entry: bool = True) -> IndexPlan:
+def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: int, path: str,
+                 draft: np.ndarray, final_entry: bool = True) -> IndexPlan:
     """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the
     :func:`~mploader.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored).
     ``final_entry``: False when recover() throws inside its loop, before the time entry it appends after it."""
     n = len(rows)
-    if draft is None:
-        draft = index_draft(rows, base, interval)
     d = draft[: np.searchsorted(draft["row"], n)]
     plan = _plan_vectorised(base, d, offset_slots, time_slots)
     if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
@@ -162,8 +160,7 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         draft = draft_recovery(rows, base, cfg.index_interval_bytes)
     # an offset overflow or a control batch Kafka cannot read throws inside recover()'s loop
     throws_in_loop = limit < len(rows) or scan.fatal is not None
-    plan = plan_indexes(base, rows_ok, cfg.index_interval_bytes, offset_slots, time_slots, path, draft.index,
-                        final_entry=not throws_in_loop)
+    plan = plan_indexes(base, rows_ok, offset_slots, time_slots, path, draft.index, final_entry=not throws_in_loop)
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort

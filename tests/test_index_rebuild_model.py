@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
 from mploader.format.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
+from mploader.draft import index_draft
 from mploader.recovery import plan_indexes
 from mploader.scan import BATCH_TABLE
 
@@ -77,7 +78,7 @@ def plan_outcome(base: int, rows: np.ndarray, interval: int, max_index_size: int
     offset_slots = round_down(max_index_size, 8) // 8
     time_slots = round_down(max_index_size, 12) // 12
     try:
-        plan = plan_indexes(base, rows, interval, offset_slots, time_slots, "seg.log")
+        plan = plan_indexes(base, rows, offset_slots, time_slots, "seg.log", index_draft(rows, base, interval))
     except StartupFailedError as e:
         return Outcome([], [], fatal=e.kafka_exception)
     return Outcome(
@@ -176,7 +177,6 @@ def test_known_cases_by_hand():
 def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
     """Phase 1 drafts the index entries of the whole scan; recovery may apply only a prefix of it (a batch
     whose offset overflows the segment ends it): the draft's rows inside the prefix give the model's outcome."""
-    from mploader.draft import index_draft
 
     base, sizes, rel_offsets, timestamps, interval, max_index_size = seg
     rows = batch_table(base, sizes, rel_offsets, timestamps)
@@ -185,8 +185,7 @@ def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
     offset_slots = round_down(max_index_size, 8) // 8
     time_slots = round_down(max_index_size, 12) // 12
     try:
-        plan = plan_indexes(base, prefix, interval, offset_slots, time_slots, "seg.log",
-                            index_draft(rows, base, interval))
+        plan = plan_indexes(base, prefix, offset_slots, time_slots, "seg.log", index_draft(rows, base, interval))
     except StartupFailedError as e:
         assert expected.fatal == e.kafka_exception
         return
