@@ -1,4 +1,4 @@
-"""Test helpers for tests/test_engine.py: a Phase 1 worker function that dies on demand, a
+"""Test helpers for tests/test_engine.py: a Phase 1 worker function that dies on demand, one that reports a worker's start-up environment, a
 subprocess load runner, and engine-independent digests of a load (result and bytes on disk).
 
 Why a module: a monkeypatch in the test process does not reach loky's worker processes.  The
@@ -73,10 +73,6 @@ def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
     return _real_worker_scan(task, block_name, capacity)
 
 
-# ------------------------------------------------------------------------------------------------
-# Digests
-
-
 def startup_report() -> tuple[dict[str, str | None], int]:
     """Runs in a worker: the thread-count variables of its environment, and how many threads the
     process has once numpy is imported (what :data:`mploader.pool.WORKER_ENV` is for)."""
@@ -84,6 +80,10 @@ def startup_report() -> tuple[dict[str, str | None], int]:
 
     names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
     return {n: os.environ.get(n) for n in names}, len(os.listdir(f"/proc/{os.getpid()}/task"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Digests
 
 
 def _relabel(obj: Any, roots: dict[str, str]) -> Any:
