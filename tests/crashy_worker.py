@@ -1,5 +1,6 @@
-"""Test helpers for tests/test_engine.py: a Phase 1 worker function that dies on demand, one that reports a worker's start-up environment, a
-subprocess load runner, and engine-independent digests of a load (result and bytes on disk).
+"""Test helpers for tests/test_engine.py: a Phase 1 worker function that dies on demand, one that
+reports a worker's start-up environment, a subprocess load runner, and engine-independent digests of a
+load (result and bytes on disk).
 
 Why a module: a monkeypatch in the test process does not reach loky's worker processes.  The
 subprocess runner (``python -c "from tests import crashy_worker; crashy_worker.main(SPEC)"``)
