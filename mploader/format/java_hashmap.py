@@ -91,48 +91,37 @@ class _TreeBin:
         self._move_root_to_front()
 
 
-def _rotate_left(root: _Node, p: _Node) -> _Node:
-    r = p.right
-    if r is None:
+_OTHER = {"left": "right", "right": "left"}
+
+
+def _rotate(root: _Node, p: _Node, up: str) -> _Node:
+    """TreeNode.rotateLeft (``up`` = "right": p's right child takes p's place) or rotateRight (``up`` =
+    "left"); returns the tree's root."""
+    down = _OTHER[up]
+    c = getattr(p, up)
+    if c is None:
         return root
-    p.right = rl = r.left
-    if rl is not None:
-        rl.parent = p
-    r.parent = pp = p.parent
+    inner = getattr(c, down)
+    setattr(p, up, inner)
+    if inner is not None:
+        inner.parent = p
+    c.parent = pp = p.parent
     if pp is None:
-        root = r
-        r.red = False
+        root = c
+        c.red = False
     elif pp.left is p:
-        pp.left = r
+        pp.left = c
     else:
-        pp.right = r
-    r.left = p
-    p.parent = r
-    return root
-
-
-def _rotate_right(root: _Node, p: _Node) -> _Node:
-    l_ = p.left
-    if l_ is None:
-        return root
-    p.left = lr = l_.right
-    if lr is not None:
-        lr.parent = p
-    l_.parent = pp = p.parent
-    if pp is None:
-        root = l_
-        l_.red = False
-    elif pp.right is p:
-        pp.right = l_
-    else:
-        pp.left = l_
-    l_.right = p
-    p.parent = l_
+        pp.right = c
+    setattr(c, down, p)
+    p.parent = c
     return root
 
 
 def _balance_insertion(root: _Node, x: _Node) -> _Node:
-    """TreeNode.balanceInsertion, step for step (the root it returns decides the list's head)."""
+    """TreeNode.balanceInsertion, step for step (the root it returns decides the list's head).  Kafka's
+    code has one branch for a parent that is a left child and its mirror image; ``side`` is the parent's
+    side here, ``other`` the uncle's."""
     x.red = True
     while True:
         xp = x.parent
@@ -142,42 +131,25 @@ def _balance_insertion(root: _Node, x: _Node) -> _Node:
         xpp = xp.parent
         if not xp.red or xpp is None:
             return root
-        xppl = xpp.left
-        if xp is xppl:
-            xppr = xpp.right
-            if xppr is not None and xppr.red:
-                xppr.red = False
-                xp.red = False
+        side = "left" if xp is xpp.left else "right"
+        other = _OTHER[side]
+        uncle = getattr(xpp, other)
+        if uncle is not None and uncle.red:
+            uncle.red = False
+            xp.red = False
+            xpp.red = True
+            x = xpp
+            continue
+        if x is getattr(xp, other):
+            x = xp
+            root = _rotate(root, x, up=other)
+            xp = x.parent
+            xpp = xp.parent if xp is not None else None
+        if xp is not None:
+            xp.red = False
+            if xpp is not None:
                 xpp.red = True
-                x = xpp
-            else:
-                if x is xp.right:
-                    x = xp
-                    root = _rotate_left(root, x)
-                    xp = x.parent
-                    xpp = xp.parent if xp is not None else None
-                if xp is not None:
-                    xp.red = False
-                    if xpp is not None:
-                        xpp.red = True
-                        root = _rotate_right(root, xpp)
-        else:
-            if xppl is not None and xppl.red:
-                xppl.red = False
-                xp.red = False
-                xpp.red = True
-                x = xpp
-            else:
-                if x is xp.left:
-                    x = xp
-                    root = _rotate_right(root, x)
-                    xp = x.parent
-                    xpp = xp.parent if xp is not None else None
-                if xp is not None:
-                    xp.red = False
-                    if xpp is not None:
-                        xpp.red = True
-                        root = _rotate_left(root, xpp)
+                root = _rotate(root, xpp, up=side)
 
 
 class JavaLongHashMap:
