@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import LoaderConfig
-from .format import names
+from .format import names, records
 from .format.index import OFFSET_ENTRY
 from .format.names import DirKind, TopicPartition
 from .metrics import MetricsRegistry
@@ -265,15 +265,15 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
         while (k := int(np.searchsorted(raised, target))) < len(raising):
             i = int(raising[k])
             p = int(pos[i])
-            if p >= size - 61:
+            if records.header_load_fails(p, size):
                 break
             f.seek(p)
-            head = f.read(61)
-            if len(head) < 61 or head[16] != 2:
-                break  # past the real entries (preallocated zero tail) or not a v2 batch: stop cutting
-            base = int.from_bytes(head[0:8], "big", signed=True)
-            delta = int.from_bytes(head[23:27], "big", signed=True)
-            if base + delta != base_offset + int(rel[i]):
+            head = f.read(records.RECORD_BATCH_OVERHEAD)
+            if len(head) < records.RECORD_BATCH_OVERHEAD:
+                break  # the file is shorter than planned
+            base, _, _, magic, _, _, last_offset_delta = records.BATCH_HEADER.unpack_from(head)[:7]
+            # past the real entries (a preallocated zero tail), not a v2 batch, or not the entry's batch: stop
+            if magic != 2 or base + last_offset_delta != base_offset + int(rel[i]):
                 break
             out.append(p)
             target = p + chunk_bytes
