@@ -29,9 +29,8 @@ from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from .progress import Progress
 from .format.names import DirKind, TopicPartition
 from .result import LoadStats
-from .draft import RecoveryDraft
-from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_segment
-from .worker import DRAFT_DTYPES, SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
+from .scan import SegmentScan, SegmentTask, Stop, scan_segment
+from .worker import SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +236,7 @@ class PoolEngine(Engine):
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
-            t0 = time.perf_counter()
-            scan = scan_segment(chunk.task)
-            with self._lock:
-                self.stats.scans_in_parent += 1
-                self.stats.add_scan(time.perf_counter() - t0, scan)
-            return scan
+            return self._scan_in_parent(chunk)
         try:
             desc = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:
@@ -256,17 +250,23 @@ class PoolEngine(Engine):
         if desc[0] == "oserror":
             _, _, err, msg, filename = desc
             raise OSError(err, msg, filename)
-        _, pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, spill, seconds = desc
-        if spill is not None:
-            arrays = [np.frombuffer(b, dtype).copy() for b, dtype in zip(spill, (BATCH_TABLE, *DRAFT_DTYPES))]
-            table, drafted = arrays[0], None if draft is None else RecoveryDraft(draft[0], *arrays[1:], seconds=draft[2])
-        else:
-            table, drafted = arrays_from_block(chunk.block, chunk.capacity, rows, draft)
+        if desc[0] == "grown":  # the file grew after its block was sized (collect() rescans a changed file)
+            return self._scan_in_parent(chunk)
+        _, pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, seconds = desc
+        table, drafted = arrays_from_block(chunk.block, chunk.capacity, rows, draft)
         t = chunk.task
         scan = SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
                            bytes_read=end - t.start, draft=drafted)
         with self._lock:
             self.stats.add_scan(seconds, scan)
+        return scan
+
+    def _scan_in_parent(self, chunk: _Chunk) -> SegmentScan:
+        t0 = time.perf_counter()
+        scan = scan_segment(chunk.task)
+        with self._lock:
+            self.stats.scans_in_parent += 1
+            self.stats.add_scan(time.perf_counter() - t0, scan)
         return scan
 
     def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:

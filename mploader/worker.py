@@ -20,8 +20,9 @@ import numpy as np
 from .draft import INDEX_DRAFT, ROW, RecoveryDraft
 from .scan import BATCH_TABLE, SegmentTask, scan_segment
 
-# ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, spill, seconds)
-# | ("oserror", pid, errno, strerror, filename); draft: None or (interval, length of each draft array, seconds)
+# ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, seconds)
+# | ("oserror", pid, errno, strerror, filename) | ("grown", pid)
+# draft: None or (interval, length of each draft array, seconds)
 Descriptor = tuple
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
@@ -68,20 +69,20 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor
     arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
     draft = None if scan.draft is None else (scan.draft.interval, tuple(len(a) for a in arrays[1:]),
                                              scan.draft.seconds)
-    spill = None
-    if rows <= capacity:
-        block = shared_memory.SharedMemory(name=block_name)
-        try:
-            for a, offset in zip(arrays, regions(capacity)):
-                view = np.frombuffer(block.buf, np.uint8, count=a.nbytes, offset=offset)
-                view[:] = a.view(np.uint8)
-                del view
-        finally:
-            block.close()
-    else:  # more rows than the worst-case estimate: only possible with corrupt framing; send them along
-        spill = [a.tobytes() for a in arrays]
+    if rows > capacity:
+        # every entry takes at least MIN_ENTRY_BYTES, so only a file that grew after the parent sized the block
+        # has more rows than slots; the parent scans a file that changed since planning again anyway
+        return ("grown", os.getpid())
+    block = shared_memory.SharedMemory(name=block_name)
+    try:
+        for a, offset in zip(arrays, regions(capacity)):
+            view = np.frombuffer(block.buf, np.uint8, count=a.nbytes, offset=offset)
+            view[:] = a.view(np.uint8)
+            del view
+    finally:
+        block.close()
     return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
-            scan.fatal, scan.fatal_exception, spill, time.perf_counter() - t0)
+            scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
 __all__ = ["Descriptor", "DRAFT_DTYPES", "SLOT_BYTES", "arrays_from_block", "regions", "worker_scan"]

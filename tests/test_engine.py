@@ -677,6 +677,47 @@ def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monke
     assert abs(per_task[10_000] - per_task[100]) <= 32, per_task
 
 
+def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_instead(tmp_path, monkeypatch) -> None:
+    """Only a file that grew after its block was sized has more rows than slots: the worker writes
+    nothing and says so, and the parent scans the task itself (same load as inline)."""
+    d = _one_segment_dir(tmp_path / "pool", 300)
+    shutil.copytree(tmp_path / "pool", tmp_path / "inline")
+    real_new_block = PoolEngine._new_block
+    capacities: list[int] = []
+
+    def small_block(engine: PoolEngine, nbytes_range: int) -> Any:
+        block, capacity = real_new_block(engine, nbytes_range)
+        capacities.append(capacity)
+        return block, 10  # room for 10 of the 300 rows
+
+    monkeypatch.setattr(PoolEngine, "_new_block", small_block)
+    pooled = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    assert capacities and pooled.stats.scans_in_parent >= 1 and pooled.stats.worker_restarts == 0
+    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+                       now_ms=NOW)
+    assert result_digest(pooled, tmp_path / "pool") == result_digest(inline, tmp_path / "inline")
+    assert tree_digest(tmp_path / "pool") == tree_digest(tmp_path / "inline")
+
+
+def test_worker_scan_reports_a_grown_file_instead_of_writing_past_its_block(tmp_path) -> None:
+    from multiprocessing import shared_memory
+
+    from mploader.scan import SegmentTask
+    from mploader.worker import SLOT_BYTES, worker_scan
+
+    d = _one_segment_dir(tmp_path, 50)
+    task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)
+    block = shared_memory.SharedMemory(create=True, size=50 * SLOT_BYTES)
+    try:
+        assert worker_scan(task, block.name, 10)[0] == "grown"  # 10 slots claimed for 50 rows
+        assert not any(block.buf[: 50 * SLOT_BYTES])  # nothing written
+        ok = worker_scan(task, block.name, 50)  # exactly enough slots
+    finally:
+        block.close()
+        block.unlink()
+    assert ok[0] == "ok" and ok[6] == 50
+
+
 # ------------------------------------------------------------------------------------------------
 # No shared-memory block outlives a load
 
