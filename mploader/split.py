@@ -41,15 +41,13 @@ from .draft import index_entry_rows
 from .errors import CorruptRecordError, InvalidRecordError, StartupFailedError
 from .format import legacy, names, records
 from .format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
+from .format.log import RECORD_OVERHEAD_V0, iter_entries
 from .segment import Segment
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 COPY_BUFFER_BYTES = 1024 * 1024  # LogSegment.appendChunkFromFile's initial read buffer
-LOG_OVERHEAD = 12
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_SIZE_FIELD = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 _I32 = struct.Struct(">i")
 
 # the files of one segment, in the order LogSegment.changeFileSuffixes renames them
@@ -76,22 +74,16 @@ class _Log:
         self.data = data
         self.size = size = len(data)
         pos: list[int] = []
-        p = 0
         self.corrupt_at: int | None = None  # position of a size field below 14 (iteration raises there)
-        unpack = _I32.unpack_from
-        while p < size - HEADER_SIZE_UP_TO_MAGIC:
-            n = unpack(data, p + 8)[0]
-            if n < MIN_SIZE_FIELD:
-                self.corrupt_at = p
-                break
-            if p > size - LOG_OVERHEAD - n:
-                break  # torn last entry: iteration ends silently
-            pos.append(p)
-            p += LOG_OVERHEAD + n
+        try:
+            for p, _, _ in iter_entries(data, 0, size, path):  # a torn last entry ends it silently
+                pos.append(p)
+        except CorruptRecordError as e:
+            self.corrupt_at = e.position
         self.pos = np.array(pos, dtype=np.int64)
         self.n = len(pos)
         buf = np.frombuffer(data, np.uint8)
-        self.sizes = LOG_OVERHEAD + _gather(buf, self.pos + 8, ">i4")
+        self.sizes = records.LOG_OVERHEAD + _gather(buf, self.pos + 8, ">i4")
         self.csum = np.concatenate(([0], np.cumsum(self.sizes)))  # csum[i] = bytes before entry i
         self.magics = buf[self.pos + 16].view(np.int8) if self.n else np.empty(0, np.int8)
         self.offsets = _gather(buf, self.pos, ">i8")
@@ -148,7 +140,7 @@ class _Log:
         if self.corrupt_at is not None:
             size = _I32.unpack_from(self.data, self.corrupt_at + 8)[0]
             raise StartupFailedError(self.path, "CorruptRecordException",
-                                     f"record size {size} below the minimum {MIN_SIZE_FIELD} at byte "
+                                     f"record size {size} below the minimum {RECORD_OVERHEAD_V0} at byte "
                                      f"{self.corrupt_at} of an overflowed segment")
 
 

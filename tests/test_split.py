@@ -187,6 +187,21 @@ def test_non_increasing_chunk_offsets_are_fatal(tmp_path):
     assert pb.read(name(0, ".log")) == b"".join(batches)
 
 
+def test_a_size_field_below_14_after_the_overflow_is_fatal(tmp_path):
+    """hasOverflow's readNextOffset iterates to the end of the segment: an entry whose size field is
+    below 14 there throws CorruptRecordException, which nothing catches."""
+    corrupt = (0).to_bytes(8, "big") + (5).to_bytes(4, "big") + bytes(20)
+    pb = PartitionBuilder(tmp_path / "d")
+    pb.segment(0, small(0), small(M + 1), indexes=False)
+    pb.write(name(0, ".log"), pb.read(name(0, ".log")) + corrupt)
+    seg = Segment(str(pb.path), 0)
+
+    with pytest.raises(StartupFailedError) as ei:
+        has_overflow(Disk(), seg, cfg())
+    assert ei.value.kafka_exception == "CorruptRecordException"
+    assert f"at byte {len(small(0)) + len(small(M + 1))}" in str(ei.value)
+
+
 def test_legacy_base_offset_comes_from_the_wrapper(tmp_path):
     from mploader.format import compression, legacy
 
