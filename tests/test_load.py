@@ -127,6 +127,25 @@ def test_dry_run_on_a_corrupt_unclean_log_matches_the_real_load(tmp_path: Path, 
     assert dry.to_json()["logs"] == real.to_json()["logs"]
 
 
+def test_cli_load_passes_its_options_to_the_loader(tmp_path: Path, monkeypatch) -> None:
+    """Each option of ``mploader load`` reaches the LoaderConfig that load_logs gets."""
+    import mploader.cli_load as cli_load
+    from mploader.cli import main
+
+    seen: list[LoaderConfig] = []
+
+    def fake_load_logs(dirs, cfg, now_ms=None, progress=None):  # type: ignore[no-untyped-def]
+        seen.append(cfg)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli_load, "load_logs", fake_load_logs)
+    with pytest.raises(SystemExit):
+        main(["load", "--workers", "3", "--recovery-threads", "2", "--read-ahead", "64MiB", "--dry-run", str(tmp_path)])
+    (cfg,) = seen
+    assert (cfg.num_segment_loading_threads_per_data_dir, cfg.num_recovery_threads_per_data_dir,
+            cfg.read_ahead_bytes, cfg.dry_run) == (3, 2, 64 << 20, True)
+
+
 def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
     d, _ = _corrupt_broker(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))

@@ -196,3 +196,20 @@ def test_read_ahead_bytes_is_auto_or_a_size() -> None:
     assert LoaderConfig(read_ahead_bytes=0).read_ahead_bytes == 0
     with pytest.raises(ValueError, match="read_ahead_bytes"):
         LoaderConfig(read_ahead_bytes=-1)
+
+
+@pytest.mark.parametrize("available_mib, workers, largest_mib, expected_mib", [
+    (64_000, 2, 128, 256 + 2 * 128),  # room: what the busy scans hold plus WINDOW_BYTES
+    (128_000, 16, 1024, 256 + 16 * 1024),
+    (1_000, 2, 128, 250),  # at most a quarter of the memory available now
+    (8, 2, 128, 4),  # never below one piece
+])
+def test_auto_window_is_the_busy_scans_plus_a_margin_within_a_quarter_of_free_memory(
+        monkeypatch, available_mib: int, workers: int, largest_mib: int, expected_mib: int) -> None:
+    MiB = 1024 * 1024
+
+    class Memory:
+        available = available_mib * MiB
+
+    monkeypatch.setattr(readahead.psutil, "virtual_memory", lambda: Memory())
+    assert readahead.auto_window(workers, largest_mib * MiB) == expected_mib * MiB
