@@ -31,13 +31,7 @@ _ORIGIN = {  # public name -> the module that defines it
         "StartupFailedError")},
 }
 
-__all__ = [
-    "load_logs", "LoaderConfig", "TopicConfig", "TopicPartition", "DirKind", "LoadResult", "LoadedLog",
-    "LoadStats", "SegmentInfo", "ProducerInfo", "MetricsRegistry",
-    "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
-    "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError", "StartupFailedError",
-    "__version__",
-]
+__all__ = [*_ORIGIN, "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 _MODULES = ("checkpoint", "compression", "index", "legacy", "log", "names", "records", "snapshot")
 
-__all__ = ["checkpoint", "compression", "index", "legacy", "log", "names", "records", "snapshot",
-           "DirKind", "TopicPartition"]
+__all__ = [*_MODULES, "DirKind", "TopicPartition"]
 
 
 def __getattr__(name: str) -> Any:
