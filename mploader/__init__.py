@@ -7,7 +7,7 @@ Public API::
     log = result.logs[TopicPartition("orders", 3)]
 
 The names below are imported on first use (PEP 562): a Phase 1 worker process imports
-:mod:`mploader.worker` and what a scan needs, not the loader, the manager or the pool's parent side
+:mod:`mploader.engine.worker` and what a scan needs, not the loader, the manager or the pool's parent side
 (0.12 s instead of 0.30 s of start-up per worker, perf/README.md).
 """
 
@@ -48,12 +48,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .config import LoaderConfig, TopicConfig
-    from .errors import (
+    from mploader.config import LoaderConfig, TopicConfig
+    from mploader.errors import (
         CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError,
         InvalidPartitionDirError, MalformedCheckpointError, MploaderError, StartupFailedError,
     )
-    from .format.names import DirKind, TopicPartition
-    from .manager import load_logs
-    from .metrics import MetricsRegistry
-    from .result import LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
+    from mploader.format.names import DirKind, TopicPartition
+    from mploader.manager import load_logs
+    from mploader.metrics import MetricsRegistry
+    from mploader.result import LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo

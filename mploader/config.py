@@ -48,7 +48,7 @@ class LoaderConfig:
 
     ``num_recovery_threads_per_data_dir``       num.recovery.threads.per.data.dir
     ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir: N, or "auto" (default; see
-                                                 :func:`mploader.engine.workers_per_dir`)
+                                                 :func:`mploader.engine.base.workers_per_dir`)
     ``index_interval_bytes``                     log.index.interval.bytes
     ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
     ``segment_bytes``                            log.segment.bytes
@@ -59,8 +59,8 @@ class LoaderConfig:
     ``topic_overrides``                          {topic: TopicConfig}
     ``dry_run``                                  compute and report everything; change no byte on disk
     ``read_ahead_bytes``                         per data dir, the most bytes of planned scans asked of the
-                                                 disk ahead of Phase 1 (:mod:`mploader.readahead`); 0: off;
-                                                 "auto" (default): see :func:`mploader.readahead.auto_window`
+                                                 disk ahead of Phase 1 (:mod:`mploader.engine.readahead`); 0: off;
+                                                 "auto" (default): see :func:`mploader.engine.readahead.auto_window`
     """
 
     num_recovery_threads_per_data_dir: int = 1

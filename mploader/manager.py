@@ -20,17 +20,17 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .config import LoaderConfig
-from .disk import Disk
-from .engine import DirPlan, Engine, make_engine
-from .errors import CheckpointNumberFormatError, InvalidPartitionDirError, MalformedCheckpointError, \
+from mploader.config import LoaderConfig
+from mploader.disk.base import Disk
+from mploader.engine.base import DirPlan, Engine, make_engine
+from mploader.errors import CheckpointNumberFormatError, InvalidPartitionDirError, MalformedCheckpointError, \
     StartupFailedError
-from .format import checkpoint, names
-from .format.names import DirKind, TopicPartition
-from .loader import LogLoader, PartitionContext
-from .metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
-from .progress import Progress
-from .result import LoadedLog, LoadResult, LoadStats
+from mploader.format import checkpoint, names
+from mploader.format.names import DirKind, TopicPartition
+from mploader.recovery.loader import LogLoader, PartitionContext
+from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
+from mploader.progress import Progress
+from mploader.result import LoadedLog, LoadResult, LoadStats
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .format.names import DirKind, TopicPartition
+from mploader.format.names import DirKind, TopicPartition
 
 if TYPE_CHECKING:
-    from .scan import SegmentScan
+    from mploader.scan.walk import SegmentScan
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mploader import LoaderConfig, load_logs  # noqa: E402
-from mploader.cli import parse_size  # noqa: E402
-from mploader.engine import DirPlan, Engine, InlineSource, plan_segment_scans  # noqa: E402
-from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.cli.units import parse_size  # noqa: E402
+from mploader.engine.base import DirPlan, Engine, InlineSource, plan_segment_scans  # noqa: E402
+from mploader.generate.core import GeneratorConfig, generate  # noqa: E402
 import mploader.manager as manager  # noqa: E402
-from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
+from mploader.scan.walk import SegmentScan, SegmentTask, scan_segment  # noqa: E402
 
 HEADER = struct.Struct(">qiibI")
 

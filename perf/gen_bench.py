@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mploader.cli import format_bytes, parse_size  # noqa: E402
+from mploader.cli.units import format_bytes, parse_size  # noqa: E402
 
 
 def raw_write(path: Path, size: int, chunk: int = 8 << 20) -> float:

@@ -35,7 +35,7 @@ def workers_scan_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test's data sets are far smaller than the head of the order the parent keeps for itself
     (PARENT_HEAD_BYTES): without this a test's pool would get no task, and a test "with 2 workers"
     would test the inline scans.  A test of the head sets it itself."""
-    from mploader.pool import PoolEngine
+    from mploader.engine.pool import PoolEngine
 
     monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
 

@@ -4,7 +4,7 @@ load (result and bytes on disk).
 
 Why a module: a monkeypatch in the test process does not reach loky's worker processes.  The
 subprocess runner (``python -c "from tests import crashy_worker; crashy_worker.main(SPEC)"``)
-sets ``mploader.pool.worker_scan = crashy_scan``; ``PoolEngine._submit`` looks ``worker_scan``
+sets ``mploader.engine.pool.worker_scan = crashy_scan``; ``PoolEngine._submit`` looks ``worker_scan``
 up at call time, and loky (cloudpickle) pickles a function of an importable module by reference,
 so each worker imports ``tests.crashy_worker`` itself (``PYTHONPATH`` must hold the repository
 root) and runs :func:`crashy_scan`, which reads what to do from the environment:
@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from mploader.pool import worker_scan as _real_worker_scan
+from mploader.engine.pool import worker_scan as _real_worker_scan
 
 # LoadStats fields that legitimately depend on the engine (or on time) and are left out when two
 # loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks,
@@ -45,7 +45,7 @@ ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_pe
 
 
 def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
-    """``mploader.pool.worker_scan`` that dies as ``CRASHY_*`` say (see the module docstring)."""
+    """``mploader.engine.pool.worker_scan`` that dies as ``CRASHY_*`` say (see the module docstring)."""
     mode = os.environ.get("CRASHY_MODE", "")
     match = os.environ.get("CRASHY_MATCH", "")
     if mode and match in task.path:
@@ -76,7 +76,7 @@ def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
 
 def startup_report() -> tuple[dict[str, str | None], int]:
     """Runs in a worker: the thread-count variables of its environment, and how many threads the
-    process has once numpy is imported (what :data:`mploader.pool.WORKER_ENV` is for)."""
+    process has once numpy is imported (what :data:`mploader.engine.pool.WORKER_ENV` is for)."""
     import numpy  # noqa: F401 - imported by every scan; OpenBLAS starts its threads here
 
     names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -209,7 +209,7 @@ def main(spec_path: str) -> None:
     """
     import logging
 
-    import mploader.pool
+    import mploader.engine.pool
     from mploader import LoaderConfig, MetricsRegistry, load_logs
     from mploader.metrics import REMAINING_LOGS_TO_RECOVER
 
@@ -220,12 +220,12 @@ def main(spec_path: str) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     # the test data sets are small: every planned scan goes to the workers unless a test says otherwise
-    mploader.pool.PoolEngine.parent_head_bytes = spec.get("parent_head_bytes", 0)
+    mploader.engine.pool.PoolEngine.parent_head_bytes = spec.get("parent_head_bytes", 0)
     if spec.get("crashy"):
-        mploader.pool.worker_scan = crashy_scan
+        mploader.engine.pool.worker_scan = crashy_scan
     blocks_file = spec.get("blocks")
     if blocks_file:
-        real_new_block = mploader.pool.PoolEngine._new_block
+        real_new_block = mploader.engine.pool.PoolEngine._new_block
 
         def new_block(self, nbytes_range):  # type: ignore[no-untyped-def]
             block, capacity = real_new_block(self, nbytes_range)
@@ -233,7 +233,7 @@ def main(spec_path: str) -> None:
                 bf.write(block.name.lstrip("/") + "\n")
             return block, capacity
 
-        mploader.pool.PoolEngine._new_block = new_block
+        mploader.engine.pool.PoolEngine._new_block = new_block
     started = spec.get("started")
 
     def listener(event) -> None:  # type: ignore[no-untyped-def]
@@ -243,9 +243,9 @@ def main(spec_path: str) -> None:
 
     hold = spec.get("hold_after_started", 0)
     if hold:  # the first partition loaded after the marker waits first: a loading thread is busy, holding no lock
-        import mploader.loader
+        import mploader.recovery.loader
 
-        real_load = mploader.loader.LogLoader.load
+        real_load = mploader.recovery.loader.LogLoader.load
         held: list[bool] = []
 
         def load(self):  # type: ignore[no-untyped-def]
@@ -254,7 +254,7 @@ def main(spec_path: str) -> None:
                 time.sleep(hold)
             return real_load(self)
 
-        mploader.loader.LogLoader.load = load
+        mploader.recovery.loader.LogLoader.load = load
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
     try:

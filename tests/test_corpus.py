@@ -20,6 +20,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
+from tests.log_readout import read_log
 from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
 from mploader.format.log import EntrySummary
 
@@ -51,7 +52,7 @@ def segments(real_corpus: Path, real_corpus_analysis: dict[str, Any]) -> list[Se
             data = path.read_bytes()
             if rel.endswith(".b64"):
                 data = base64.b64decode(data)
-            out.append(Segment(repo, rel, path, data, stats, log.read_log(data, str(path))))
+            out.append(Segment(repo, rel, path, data, stats, read_log(data, str(path))))
     return out
 
 
@@ -234,7 +235,7 @@ def test_kraft_snapshot_files_agree_with_kafka_python(real_corpus: Path) -> None
     nbatches = 0
     for p in files:
         data = p.read_bytes()
-        r = log.read_log(data, str(p))
+        r = read_log(data, str(p))
         if r.valid_bytes != len(data) or not all(e.valid for e in r.entries):
             errors.append(f"{p}: valid prefix {r.valid_bytes} of {len(data)}")
         nbatches += _crosscheck(data, r, str(p), errors)

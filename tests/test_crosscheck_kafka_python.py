@@ -24,6 +24,7 @@ from kafka.record.default_records import ControlRecord, DefaultRecordBatch, Defa
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from tests.log_readout import read_log
 from mploader.format import compression, legacy, log, records
 
 SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -119,7 +120,7 @@ def test_v2_batch_built_by_kafka_python(inp: dict[str, Any]) -> None:
     assert [h.base_timestamp + r.timestamp_delta for r in recs] == timestamps
     assert [(r.key, r.value, list(r.headers)) for r in recs] == [(k, v, hd) for _, k, v, hd in inp["records"]]
 
-    readout = log.read_log(data)
+    readout = read_log(data)
     assert readout.valid_bytes == len(data) and readout.stop_reason == "end"
     [e] = readout.entries
     assert (e.base_offset, e.last_offset, e.max_timestamp, e.partition_leader_epoch, e.valid) == \
@@ -130,14 +131,14 @@ def test_v2_batch_built_by_kafka_python(inp: dict[str, Any]) -> None:
 @given(st.lists(v2_inputs(), min_size=1, max_size=4))
 def test_log_of_kafka_python_batches_frames_like_kafka_python(inputs: list[dict[str, Any]]) -> None:
     data = b"".join(_kafka_python_v2(i) for i in inputs)
-    readout = log.read_log(data, "kp.log")
+    readout = read_log(data, "kp.log")
     theirs = list(MemoryRecords(data))
     assert readout.valid_bytes == len(data) == MemoryRecords(data).valid_bytes()
     assert [(e.size, e.base_offset, e.last_offset, e.valid) for e in readout.entries] == \
         [(b.size_in_bytes, b.base_offset, b.last_offset, b.validate_crc()) for b in theirs]
     # a torn tail: everything before the last batch stays valid, the rest is an incomplete entry
     cut = len(data) - readout.entries[-1].size + 20
-    torn = log.read_log(data[:cut])
+    torn = read_log(data[:cut])
     assert torn.valid_bytes == readout.entries[-1].position and torn.stop_reason == "incomplete"
 
 
@@ -166,7 +167,7 @@ def test_legacy_messages_built_by_kafka_python(magic: int, codec: int) -> None:
     for off, ts, key, value in inputs:
         assert builder.append(off, timestamp=ts, key=key, value=value) is not None
     data = bytes(builder.build())
-    readout = log.read_log(data, "legacy.log")
+    readout = read_log(data, "legacy.log")
     assert readout.valid_bytes == len(data) and all(e.valid for e in readout.entries)
     expected_ts = [ts if magic else -1 for _, ts, _, _ in inputs]
     if codec == compression.NONE:  # one uncompressed message per entry
@@ -284,7 +285,7 @@ def test_legacy_built_by_mploader(magic: int, codec: int, log_append_time: bool,
     assert all(isinstance(b, LegacyRecordBatch) and b.validate_crc() and b.magic == magic for b in theirs)
     got = [(r.offset, r.timestamp, r.key, r.value) for b in theirs for r in b]
     assert got == expected
-    readout = log.read_log(data)
+    readout = read_log(data)
     assert readout.valid_bytes == len(data) and all(e.valid for e in readout.entries)
     assert [o for e in readout.entries for o in legacy.inner_offsets(data, e.position)] == offsets
     assert [(m.offset, m.timestamp if magic else None, m.key, m.value)

@@ -46,15 +46,15 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
 
-import mploader.engine as engine_mod  # noqa: E402
+import mploader.engine.base as engine_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
-import mploader.pool as pool_mod  # noqa: E402
+import mploader.engine.pool as pool_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
-from mploader.engine import Engine, chunk_boundaries, make_engine, workers_per_dir  # noqa: E402
+from mploader.engine.base import Engine, chunk_boundaries, make_engine, workers_per_dir  # noqa: E402
 from mploader.format import records  # noqa: E402
-from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.generate.core import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
-from mploader.pool import PoolEngine  # noqa: E402
+from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import relabel, result_digest, shm_blocks, tree_digest  # noqa: E402
@@ -505,8 +505,8 @@ def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, re
     """PoolEngine.collect() of a chunked segment returns the SegmentScan scan_segment() returns:
     the same batches, valid end and stop -- and the same ``end`` (the scanned range: the file
     size), ``bytes_read`` and ``truncated_bytes``, also when the walk stops before the last chunk."""
-    from mploader.engine import DirPlan
-    from mploader.scan import SegmentTask, scan_segment
+    from mploader.engine.base import DirPlan
+    from mploader.scan.walk import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "stitch")
     d = str(root / groups[0][0])
@@ -539,8 +539,8 @@ def test_a_batch_kafka_cannot_read_ends_a_stitched_scan_as_it_ends_the_whole_one
     """A control batch Kafka cannot read (here a LEADER_CHANGE record in a transactional batch: start-up
     fails) stops the continuous walk after it; cut into chunks, the joined scan must stop there too,
     with the same failure, whichever chunk holds it."""
-    from mploader.engine import stitch
-    from mploader.scan import SegmentTask, scan_buffer
+    from mploader.engine.base import stitch
+    from mploader.scan.walk import SegmentTask, scan_buffer
 
     unreadable = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2), bytes(6))], control=True,
                                      transactional=True, producer_id=9, producer_epoch=0)
@@ -562,8 +562,8 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
     """A segment scanned in one piece by a worker comes back with its recovery draft (made in Phase 1,
     sent through the shared-memory block), the same as an inline scan makes; a chunked one without it
     (Phase 2 drafts the joined table)."""
-    from mploader.engine import DirPlan
-    from mploader.scan import SegmentTask, scan_segment
+    from mploader.engine.base import DirPlan
+    from mploader.scan.walk import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
     d = str(root / groups[0][0])
@@ -702,8 +702,8 @@ def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_in
 def test_worker_scan_reports_a_grown_file_instead_of_writing_past_its_block(tmp_path) -> None:
     from multiprocessing import shared_memory
 
-    from mploader.scan import SegmentTask
-    from mploader.worker import SLOT_BYTES, worker_scan
+    from mploader.scan.walk import SegmentTask
+    from mploader.engine.worker import SLOT_BYTES, worker_scan
 
     d = _one_segment_dir(tmp_path, 50)
     task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)

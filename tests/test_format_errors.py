@@ -19,6 +19,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from tests.log_readout import read_log
 from mploader.errors import (CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError,
                              CorruptSnapshotError, InvalidFileNameError, InvalidPartitionDirError, InvalidRecordError,
                              MalformedCheckpointError, MploaderError, StartupFailedError)
@@ -73,7 +74,7 @@ BOUNDARIES = [72 * i for i in range(11)]
 
 
 def test_canonical_log() -> None:
-    r = log.read_log(STD, PATH)
+    r = read_log(STD, PATH)
     assert (r.valid_bytes, r.stop_reason, len(r.entries)) == (720, "end", 10)
     assert [e.position for e in r.entries] == BOUNDARIES[:-1]
 
@@ -82,7 +83,7 @@ def test_canonical_log() -> None:
 @given(st.integers(0, len(STD)))
 def test_truncated_log_keeps_the_complete_batches(n: int) -> None:
     """SCENARIOS 35: a partial trailing batch is not an error; the valid prefix ends at the last whole batch."""
-    r = log.read_log(STD[:n], PATH)
+    r = read_log(STD[:n], PATH)
     expected = max(b for b in BOUNDARIES if b <= n)
     assert r.valid_bytes == expected and len(r.entries) == expected // 72
     assert r.stop_reason == ("end" if expected == n else "incomplete")
@@ -95,7 +96,7 @@ def test_any_flipped_byte_is_caught_or_harmless(pos: int, xor: int) -> None:
     byte of a batch is protected by the CRC-32C."""
     data = bytearray(STD)
     data[pos] ^= xor
-    r = log.read_log(bytes(data), PATH)
+    r = read_log(bytes(data), PATH)
     batch, within = divmod(pos, 72)
     if within < 8 or 12 <= within < 16:  # baseOffset, partitionLeaderEpoch: not checked at all
         assert r.valid_bytes == 720 and all(e.valid for e in r.entries)
@@ -116,7 +117,7 @@ def test_garbage_after_valid_batches(garbage: bytes, nbatches: int) -> None:
     """Trailing garbage ends iteration or raises inside framing; either way recovery truncates at a boundary."""
     prefix = STD[: 72 * nbatches]
     data = prefix + garbage
-    r = log.read_log(data, PATH)  # never raises
+    r = read_log(data, PATH)  # never raises
     assert len(prefix) <= r.valid_bytes <= len(data)
     assert r.valid_bytes == sum(e.size for e in r.entries) and all(e.valid for e in r.entries)
     assert [e.position for e in r.entries[:nbatches]] == BOUNDARIES[:nbatches]
@@ -130,7 +131,7 @@ def test_garbage_after_valid_batches(garbage: bytes, nbatches: int) -> None:
 def test_size_field_below_14_stops_framing() -> None:
     """SCENARIOS 34 / FORMATS §4: CorruptRecord from the iterator; valid bytes end at that entry."""
     bad = struct.pack(">qiib", 10, 13, 0, 2) + bytes(40)
-    r = log.read_log(STD[:144] + bad + STD[144:], PATH)
+    r = read_log(STD[:144] + bad + STD[144:], PATH)
     assert (r.valid_bytes, r.stop_reason, len(r.entries)) == (144, "corrupt size", 2)
     with pytest.raises(CorruptRecordError) as info:
         list(log.iter_entries(STD[:144] + bad, path=PATH))
@@ -142,28 +143,28 @@ def test_v2_batch_shorter_than_its_header() -> None:
     short = bytearray(_batch(2)[:60])
     struct.pack_into(">i", short, 8, 48)  # entry of 60 bytes < 61
     data = STD[:144] + bytes(short) + STD[144:]
-    r = log.read_log(data, PATH)
+    r = read_log(data, PATH)
     assert (r.valid_bytes, r.stop_reason) == (144, "crc")
     _expect(CorruptRecordError, records.ensure_valid, data, 144, PATH, position=144)
 
 
 def test_at_most_17_trailing_bytes_end_silently() -> None:
     for n in range(0, 18):
-        r = log.read_log(STD[:72] + b"\xff" * n, PATH)
+        r = read_log(STD[:72] + b"\xff" * n, PATH)
         assert r.valid_bytes == 72 and r.stop_reason == ("end" if n == 0 else "incomplete")
 
 
 def test_any_magic_of_2_or_more_is_a_v2_batch_and_negative_is_legacy() -> None:
     data = bytearray(_batch(0))
     data[16] = 7  # magic is outside the CRC: still "valid" as far as recovery is concerned
-    [e] = log.read_log(bytes(data), PATH).entries
+    [e] = read_log(bytes(data), PATH).entries
     assert e.magic == 7 and e.valid
     msg = bytearray(legacy.build_message(3, b"v", magic=1, timestamp=55))
     msg[16] = 0xFF  # magic -1 is inside the legacy CRC: framed as legacy, invalid
-    r = log.read_log(bytes(msg), PATH)
+    r = read_log(bytes(msg), PATH)
     assert r.valid_bytes == 0 and r.stop_reason == "crc"
     struct.pack_into(">I", msg, 12, zlib.crc32(bytes(msg[16:])))  # with a matching CRC-32 it is a valid entry
-    [e] = log.read_log(bytes(msg), PATH).entries
+    [e] = read_log(bytes(msg), PATH).entries
     # LegacyRecord.timestamp(): only magic 0 lacks the timestamp field
     assert (e.magic, e.valid, e.last_offset, e.max_timestamp, e.partition_leader_epoch) == (-1, True, 3, 55, -1)
 
@@ -323,7 +324,7 @@ def test_inner_offsets_errors(data: bytes, error: type[MploaderError]) -> None:
     log_bytes = STD[:72] + data
     _expect(error, legacy.inner_offsets, log_bytes, 72, PATH, position=72)
     _expect(error, legacy.decode_messages, log_bytes, 72, PATH, position=72)
-    [_, e] = log.read_log(log_bytes, PATH).entries  # recovery itself never decompresses: still valid
+    [_, e] = read_log(log_bytes, PATH).entries  # recovery itself never decompresses: still valid
     assert e.valid
 
 

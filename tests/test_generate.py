@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+from tests.log_readout import read_log
 from mploader import cli
-from mploader import generate as gen
+from mploader.cli.units import parse_size
+from mploader.generate import core as gen
 from mploader.errors import CorruptSnapshotError
 from mploader.format import checkpoint, index, log as logfmt, names, records, snapshot
-from mploader.generate import FAULT_KINDS, GeneratorConfig, generate, read_manifest
+from mploader.generate.core import FAULT_KINDS, GeneratorConfig, generate, read_manifest
 
 SMALL = GeneratorConfig(
     data_dirs=2, topics=2, partitions_per_topic=3, total_bytes=1_200_000, segment_bytes=64 * 1024,
@@ -356,7 +358,7 @@ def test_faults_land_where_the_manifest_says(faulty):
             faulted_logs.add(path)
             seg = next(s for s in p["segments"] if s["base_offset"] == f["segment_base"])
             data = path.read_bytes()
-            readout = logfmt.read_log(data)
+            readout = read_log(data)
             assert readout.valid_bytes == f["valid_end"], f
             assert readout.stop_reason != "end" or kind == "zero_tail", f
             kept = [b for b in seg["batches"] if b["position"] < f["valid_end"]]
@@ -517,8 +519,8 @@ def test_cli_generate(tmp_path, capsys):
 
 
 def test_parse_size():
-    assert cli.parse_size("10GB") == 10_000_000_000
-    assert cli.parse_size("256KiB") == 262144
-    assert cli.parse_size("1.5MB") == 1_500_000
-    assert cli.parse_size("4096") == 4096
-    assert cli.parse_size("2gib") == 2 * 2**30
+    assert parse_size("10GB") == 10_000_000_000
+    assert parse_size("256KiB") == 262144
+    assert parse_size("1.5MB") == 1_500_000
+    assert parse_size("4096") == 4096
+    assert parse_size("2gib") == 2 * 2**30

@@ -24,12 +24,12 @@ def test_every_public_name_resolves_to_the_object_of_its_module() -> None:
 
 
 def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
-    """Each worker process of the pool imports mploader.worker when its first task arrives: the loader,
+    """Each worker process of the pool imports mploader.engine.worker when its first task arrives: the loader,
     the manager and the pool's parent side would add ~0.1 s of start-up per worker."""
-    code = ("import sys, mploader.worker; "
+    code = ("import sys, mploader.engine.worker; "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('mploader'))))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
-    assert "mploader.worker" in loaded and "mploader.scan" in loaded
-    heavy = {"mploader.manager", "mploader.loader", "mploader.pool", "mploader.engine", "mploader.recovery",
-             "mploader.producer_state"}
+    assert "mploader.engine.worker" in loaded and "mploader.scan.walk" in loaded
+    heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base", "mploader.recovery.segment_recovery",
+             "mploader.recovery.producer_state"}
     assert not loaded & heavy, sorted(loaded & heavy)

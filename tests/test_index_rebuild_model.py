@@ -1,6 +1,6 @@
 """The vectorised index rebuild (``recovery.plan_indexes``) against the sequential reference model.
 
-For random batch tables the model (``mploader.format.index_model``: Kafka's OffsetIndex and TimeIndex,
+For random batch tables the model (``tests.index_model``: Kafka's OffsetIndex and TimeIndex,
 one append at a time) is driven through the LOADING.md §7.1 loop of ``LogSegment.recover``; the plan must
 give the same offset- and time-index entries, the same failing row (InvalidOffsetException, which Kafka's
 recoverLog catches), the same failed final time entry, and the same fatal exception (anything else).
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
-from mploader.format.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
-from mploader.draft import index_draft
-from mploader.recovery import plan_indexes
-from mploader.scan import BATCH_TABLE
+from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
+from mploader.scan.draft import index_draft
+from mploader.recovery.segment_recovery import plan_indexes
+from mploader.scan.walk import BATCH_TABLE
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

@@ -17,7 +17,7 @@ from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
 from mploader.format.log import iter_entries
 from tests.conftest import corpus_data_dirs
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
-from mploader.fingerprint import changed, tree_state
+from tests.fingerprint import changed, tree_state
 
 
 def kafka_python_valid_prefix(data: bytes) -> int:
@@ -129,7 +129,7 @@ def test_dry_run_on_a_corrupt_unclean_log_matches_the_real_load(tmp_path: Path, 
 
 def test_cli_load_passes_its_options_to_the_loader(tmp_path: Path, monkeypatch) -> None:
     """Each option of ``mploader load`` reaches the LoaderConfig that load_logs gets."""
-    import mploader.cli_load as cli_load
+    import mploader.cli.load as cli_load
     from mploader.cli import main
 
     seen: list[LoaderConfig] = []
@@ -240,7 +240,7 @@ def test_scans_kept_for_recover_log_are_only_those_it_recovers_again(tmp_path: P
     """An unclean partition whose 20 segments all lack their .index: each is recovered in the load phase,
     and recoverLog recovers again only the floor segment of the recovery point (190).  The scans kept
     for it are that one, not all 20 batch tables."""
-    from mploader import loader as loader_mod
+    from mploader.recovery import loader as loader_mod
 
     d = data_dir(tmp_path, clean=False, rp=[("t", 0, 195)])
     pb = PartitionBuilder(d)
@@ -295,7 +295,7 @@ def test_index_longer_than_max_index_size(tmp_path: Path) -> None:
 def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, monkeypatch) -> None:
     """A segment listed but gone when opened (deleted by something else mid-load): Kafka's
     IOException; the partition is not loaded and the data dir goes offline, other partitions load."""
-    from mploader.disk import Disk
+    from mploader.disk.base import Disk
 
     d = data_dir(tmp_path, clean=False)
     PartitionBuilder(d, topic="a").std3()
@@ -383,7 +383,7 @@ def test_many_recovered_segments_are_each_read_once_with_a_bounded_scan_cache(tm
     """8 segments recovered, the seventh also in the load phase (no .index): 8 scans, every byte once,
     although only the latest few batch tables are kept (the load-phase one is kept until recoverLog
     comes back to it after six others)."""
-    from mploader.loader import _ScanCache
+    from mploader.recovery.loader import _ScanCache
 
     d = data_dir(tmp_path, clean=False)
     pb = PartitionBuilder(d)

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mploader.producer_apply as producer_apply
-from mploader.disk import Disk
-from mploader.draft import draft_recovery
+import mploader.recovery.producer_apply as producer_apply
+from mploader.disk.base import Disk
+from mploader.scan.draft import draft_recovery
 from mploader.errors import StartupFailedError
-from mploader.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
-from mploader.recovery import _apply_batches
-from mploader.scan import BATCH_TABLE, BatchColumns, Marker
+from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
+from mploader.recovery.segment_recovery import _apply_batches
+from mploader.scan.walk import BATCH_TABLE, BatchColumns, Marker
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data

@@ -1,4 +1,4 @@
-"""The read-ahead of Phase 1's ranges (mploader.readahead) and how the engines drive it."""
+"""The read-ahead of Phase 1's ranges (mploader.engine.readahead) and how the engines drive it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Callable
 import pytest
 
 from mploader import LoaderConfig, load_logs
-from mploader.engine import DirPlan, Engine
-from mploader.pool import PoolEngine
-from mploader import readahead
-from mploader.readahead import ReadAhead
+from mploader.engine.base import DirPlan, Engine
+from mploader.engine.pool import PoolEngine
+from mploader.engine import readahead
+from mploader.engine.readahead import ReadAhead
 from mploader.result import LoadStats
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
 from tests.test_engine import _partitions_of
@@ -139,7 +139,7 @@ def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dir
         assert [p for p, _, _ in ra.ranges] == logs[3:] + logs[:3] and order[str(d)] == parts[::-1]
         assert all((start, end) == (0, os.path.getsize(p)) for p, start, end in ra.ranges)
         source = engine.source(str(d))
-        from mploader.scan import SegmentTask
+        from mploader.scan.walk import SegmentTask
 
         for p in logs:
             source.scan(SegmentTask(p, int(os.path.basename(p)[:20])))

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mploader.format import records
-from mploader.scan import Marker, SegmentTask, _canonical_marker, scan_buffer
+from mploader.scan.walk import Marker, SegmentTask, _canonical_marker, scan_buffer
 
 
 def _general(buf: bytes) -> tuple[int, int, int]:
@@ -71,7 +71,7 @@ def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[n
     last indexed batch (byte 0 before the first)."""
     import numpy as np
 
-    from mploader.draft import index_entry_rows
+    from mploader.scan.draft import index_entry_rows
 
     pos, p = [], 0
     for size in sizes:
@@ -86,7 +86,7 @@ def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[n
 
 
 def test_a_scan_from_byte_0_drafts_the_recovery_only_when_asked(tmp_path):  # type: ignore[no-untyped-def]
-    from mploader.scan import scan_segment
+    from mploader.scan.walk import scan_segment
 
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300]), partition_leader_epoch=i // 10)
@@ -115,7 +115,7 @@ def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):
     """A segment written before and after a message-format upgrade: every column of every row equals what
     the per-entry parsers read (the table is filled column by column, all-v2 tables take a shortcut)."""
     from mploader.format import legacy
-    from mploader.scan import scan_buffer
+    from mploader.scan.walk import scan_buffer
 
     if only_v2:
         magics = [2] * len(magics)
@@ -149,8 +149,8 @@ def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):
 def test_a_plain_walk_from_a_position_reports_file_positions(tmp_path):  # type: ignore[no-untyped-def]
     """walk_from (producer-state reads of unrecovered segments) names the byte of a bad entry in the file,
     not in the range it was asked for."""
-    from mploader.disk import Disk
-    from mploader.segment import Segment, walk_from
+    from mploader.disk.base import Disk
+    from mploader.recovery.segment import Segment, walk_from
 
     first = records.build_batch(0, records.simple_records([b"a" * 100]))
     second = records.build_batch(1, records.simple_records([b"b" * 100]))

@@ -1,4 +1,4 @@
-"""mploader.split: Kafka's offset-overflow segment split (LOADING.md §11), beyond scenarios 74-79.
+"""mploader.recovery.split: Kafka's offset-overflow segment split (LOADING.md §11), beyond scenarios 74-79.
 
 Expected values are worked out by hand from Kafka's LogSegment.appendFromFile / append and
 LocalLog.splitOverflowedSegment / replaceSegments.
@@ -12,10 +12,10 @@ import pytest
 
 from mploader import StartupFailedError, TopicPartition
 from mploader.config import LoaderConfig
-from mploader.disk import Disk
+from mploader.disk.base import Disk
 from mploader.format import records
-from mploader.segment import Segment
-from mploader.split import has_overflow, replace_in_segment_map, split_overflowed_segment
+from mploader.recovery.segment import Segment
+from mploader.recovery.split import has_overflow, replace_in_segment_map, split_overflowed_segment
 from tests.kafkadir import T0, V0, V1, PartitionBuilder, data_dir, load, name, oi_bytes, ti_bytes
 
 TP = TopicPartition("t", 0)

@@ -39,5 +39,5 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from . import checkpoint, compression, index, legacy, log, names, records, snapshot
-    from .names import DirKind, TopicPartition
+    from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
+    from mploader.format.names import DirKind, TopicPartition

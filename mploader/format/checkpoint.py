@@ -22,8 +22,8 @@ import os
 import re
 from typing import Callable, TypeVar
 
-from ..errors import CheckpointNumberFormatError, MalformedCheckpointError, StartupFailedError
-from .names import TopicPartition
+from mploader.errors import CheckpointNumberFormatError, MalformedCheckpointError, StartupFailedError
+from mploader.format.names import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -23,7 +23,7 @@ from dataclasses import astuple, dataclass
 
 import numpy as np
 
-from ..errors import CorruptIndexError, StartupFailedError
+from mploader.errors import CorruptIndexError, StartupFailedError
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])

@@ -16,8 +16,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from ..errors import CorruptRecordError, InvalidRecordError
-from . import compression
+from mploader.errors import CorruptRecordError, InvalidRecordError
+from mploader.format import compression
 
 MESSAGE_OVERHEAD_V0 = 14  # crc+magic+attributes+keyLength+valueLength
 MESSAGE_OVERHEAD_V1 = 22

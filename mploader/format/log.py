@@ -17,8 +17,8 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..errors import CorruptRecordError
-from . import legacy, records
+from mploader.errors import CorruptRecordError
+from mploader.format import legacy, records
 
 ENTRY_PREFIX = struct.Struct(">qiib")
 RECORD_OVERHEAD_V0 = 14
@@ -68,26 +68,3 @@ def summarize(buf: bytes | memoryview, pos: int, size: int, magic: int) -> Entry
     valid = legacy.message_crc(buf, pos, size) == e.crc
     # maxTimestamp of a legacy entry: the outer timestamp; -1 for magic 0 (read_entry does both)
     return EntrySummary(pos, size, magic, e.offset, e.offset, e.timestamp, -1, valid)
-
-
-@dataclass(frozen=True, slots=True)
-class LogReadout:
-    entries: list[EntrySummary]  # the valid prefix, as recovery would keep it
-    valid_bytes: int  # the byte position where recovery would truncate
-    stop_reason: str  # "end", "incomplete", "corrupt size", "crc"
-
-
-def read_log(buf: bytes | memoryview, path: str | None = None) -> LogReadout:
-    """Walk a whole segment and report where its valid prefix ends (no control-record parsing)."""
-    out: list[EntrySummary] = []
-    valid = 0
-    try:
-        for pos, size, magic in iter_entries(buf, 0, len(buf), path):
-            s = summarize(buf, pos, size, magic)
-            if not s.valid:
-                return LogReadout(out, valid, "crc")
-            out.append(s)
-            valid = pos + size
-    except CorruptRecordError:
-        return LogReadout(out, valid, "corrupt size")
-    return LogReadout(out, valid, "end" if valid == len(buf) else "incomplete")

@@ -12,7 +12,7 @@ import re
 import uuid
 from typing import NamedTuple
 
-from ..errors import InvalidFileNameError, InvalidPartitionDirError
+from mploader.errors import InvalidFileNameError, InvalidPartitionDirError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

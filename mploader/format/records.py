@@ -25,9 +25,9 @@ from typing import Sequence
 import numpy as np
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError, InvalidRecordError, StartupFailedError
-from . import compression
-from .varint import decode_varint, decode_varlong, encode_varint
+from mploader.errors import CorruptRecordError, InvalidRecordError, StartupFailedError
+from mploader.format import compression
+from mploader.format.varint import decode_varint, decode_varlong, encode_varint
 
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # offset + size fields before every entry

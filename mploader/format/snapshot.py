@@ -22,8 +22,8 @@ from typing import Sequence
 
 from crc32c import crc32c
 
-from ..errors import CorruptSnapshotError
-from .java_hashmap import JavaLongHashMap, java_hashmap_order  # noqa: F401 - the order snapshots are written in
+from mploader.errors import CorruptSnapshotError
+from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order  # noqa: F401 - the order snapshots are written in
 
 
 SNAPSHOT_VERSION = 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidRecordError
+from mploader.errors import InvalidRecordError
 
 _MAX_VARINT_BYTES = 5
 _MAX_VARLONG_BYTES = 10

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import mploader.testing
+import tests.faults
 from mploader import DirKind, StartupFailedError, TopicPartition
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER
 from tests.kafkadir import (
@@ -66,7 +66,7 @@ def test_s01_marker_gone_even_when_partition_load_fails(tmp_path):
     d = data_dir(tmp_path, clean=True)
     pb = std3_with_tail(d)
 
-    with mploader.testing.io_error_on(pb.file(0, ".log")):
+    with tests.faults.io_error_on(pb.file(0, ".log")):
         result = load(d)
 
     assert not (d / MARKER).exists()
@@ -340,7 +340,7 @@ def test_s10_io_error_in_one_partition(tmp_path):
     std3(d, topic="a")
     b = std3(d, topic="b")
 
-    with mploader.testing.io_error_on(b.file(0, ".log")):
+    with tests.faults.io_error_on(b.file(0, ".log")):
         result = load(d)
 
     assert TopicPartition("b", 0) not in result.logs

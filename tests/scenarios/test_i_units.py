@@ -1,7 +1,7 @@
 """SCENARIOS.md section I: unit-level behaviour of indexes and segments, scenarios 80-88.
 
 80-84 drive the reference model of Kafka's index objects (mploader/format/index_model.py) and check
-mploader's own sanity checks (mploader/format/index.py) on the same bytes; 85 runs mploader.segment's
+mploader's own sanity checks (mploader/format/index.py) on the same bytes; 85 runs mploader.recovery.segment's
 helpers on real files and compares the index files they leave with the model driven through Kafka's
 LogSegment.truncateTo; 86-88 are full loads (see the note above 87 for how 87/88 map to a load).
 """
@@ -15,17 +15,17 @@ import struct
 import pytest
 
 from mploader import TopicPartition
-from mploader.disk import Disk
+from mploader.disk.base import Disk
 from mploader.format.index import (
     OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, entries_from_bytes, offset_index_problem, read_txn_index, time_index_problem,
     txn_index_problem,
 )
-from mploader.format.index_model import (
+from tests.index_model import (
     CorruptIndexException, IllegalArgumentException, IllegalStateException, InvalidOffsetException, KafkaException,
     OffsetIndex, TimeIndex, TransactionIndex,
 )
 from mploader.errors import StartupFailedError
-from mploader.segment import Segment, offset_index_lookup, read_next_offset, translate_offset, truncate_to
+from mploader.recovery.segment import Segment, offset_index_lookup, read_next_offset, translate_offset, truncate_to
 from tests.kafkadir import (
     OFFSET_INDEX_FULL, TIME_INDEX_FULL, B, N, PartitionBuilder, T0, V1, assert_file, data_dir, load,
     name, oi_bytes, overwrite_bytes, ti_bytes,
@@ -344,7 +344,7 @@ def test_s84_txn_index_sanity_check(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# 85. Segment next offset and truncation (mploader.segment on real files)
+# 85. Segment next offset and truncation (mploader.recovery.segment on real files)
 
 MAX = 1000  # segment.index.bytes of these segments
 

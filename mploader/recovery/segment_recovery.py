@@ -13,16 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import EffectiveConfig
-from .disk import Disk
-from .epoch_cache import LeaderEpochCache
-from .errors import StartupFailedError
-from .format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
-from .producer_apply import TxnIndexEntry, apply_producer_batches
-from .producer_state import ProducerStateManager
-from .draft import RecoveryDraft, draft_recovery
-from .scan import BatchColumns, Marker, SegmentScan
-from .segment import Segment
+from mploader.config import EffectiveConfig
+from mploader.disk.base import Disk
+from mploader.recovery.epoch_cache import LeaderEpochCache
+from mploader.errors import StartupFailedError
+from mploader.format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
+from mploader.recovery.producer_apply import TxnIndexEntry, apply_producer_batches
+from mploader.recovery.producer_state import ProducerStateManager
+from mploader.scan.draft import RecoveryDraft, draft_recovery
+from mploader.scan.walk import BatchColumns, Marker, SegmentScan
+from mploader.recovery.segment import Segment
 
 INT32_MAX = 2**31 - 1
 
@@ -55,7 +55,7 @@ class IndexPlan:
 def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: int, path: str,
                  draft: np.ndarray, final_entry: bool = True) -> IndexPlan:
     """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the
-    :func:`~mploader.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored).
+    :func:`~mploader.scan.draft.index_draft` of the table (or of a longer one: its rows past ``rows`` are ignored).
     ``final_entry``: False when recover() throws inside its loop, before the time entry it appends after it."""
     n = len(rows)
     d = draft[: np.searchsorted(draft["row"], n)]

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import StartupFailedError
-from .format.records import last_sequences
-from .producer_state import (ATTR_CONTROL, ATTR_TRANSACTIONAL, NUM_BATCHES_TO_RETAIN, BatchMetadata,
+from mploader.errors import StartupFailedError
+from mploader.format.records import last_sequences
+from mploader.recovery.producer_state import (ATTR_CONTROL, ATTR_TRANSACTIONAL, NUM_BATCHES_TO_RETAIN, BatchMetadata,
                              ProducerStateManager)
-from .scan import BatchColumns, Marker
+from mploader.scan.walk import BatchColumns, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
 
@@ -37,7 +37,7 @@ TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last off
 def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, by_producer: np.ndarray,
                            txn_entries: list[TxnIndexEntry], path: str) -> None:
     """Apply the batches ``by_producer`` of ``rows`` (v2 batches with a producer id, none INVALID or FATAL,
-    sorted by producer id and log order: :func:`mploader.draft.producer_order`) to ``psm``; the aborted
+    sorted by producer id and log order: :func:`mploader.scan.draft.producer_order`) to ``psm``; the aborted
     transactions' index entries are appended to ``txn_entries``."""
     if not len(by_producer):
         return

@@ -39,9 +39,9 @@ from typing import Any, Iterator
 
 from crc32c import crc32c
 
-from .format import checkpoint, compression, index, log as logfmt, names, records, snapshot
-from .format.index import AbortedTxn
-from .format.snapshot import ProducerSnapshotEntry
+from mploader.format import checkpoint, compression, index, log as logfmt, names, records, snapshot
+from mploader.format.index import AbortedTxn
+from mploader.format.snapshot import ProducerSnapshotEntry
 
 logger = logging.getLogger(__name__)
 

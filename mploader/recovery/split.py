@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import EffectiveConfig
-from .disk import Disk
-from .draft import index_entry_rows
-from .errors import CorruptRecordError, InvalidRecordError, StartupFailedError
-from .format import legacy, names, records
-from .format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
-from .format.log import RECORD_OVERHEAD_V0, iter_entries
-from .segment import Segment
+from mploader.config import EffectiveConfig
+from mploader.disk.base import Disk
+from mploader.scan.draft import index_entry_rows
+from mploader.errors import CorruptRecordError, InvalidRecordError, StartupFailedError
+from mploader.format import legacy, names, records
+from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
+from mploader.format.log import RECORD_OVERHEAD_V0, iter_entries
+from mploader.recovery.segment import Segment
 
 log = logging.getLogger(__name__)
 

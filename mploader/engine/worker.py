@@ -1,7 +1,7 @@
 """What a Phase 1 worker process runs, and the layout of the shared-memory block it fills.
 
-Kept apart from :mod:`mploader.pool` so that a worker imports only what a scan needs (numpy, crc32c,
-:mod:`mploader.scan`), not loky's parent side, the engine and the loader.
+Kept apart from :mod:`mploader.engine.pool` so that a worker imports only what a scan needs (numpy, crc32c,
+:mod:`mploader.scan.walk`), not loky's parent side, the engine and the loader.
 
 A block has, per slot, room for a batch-table row and for a row of each recovery-draft array; with
 ``capacity`` slots the arrays lie one after the other (:func:`regions`).  The parent creates the block
@@ -17,8 +17,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from .draft import INDEX_DRAFT, ROW, RecoveryDraft
-from .scan import BATCH_TABLE, SegmentTask, scan_segment
+from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
+from mploader.scan.walk import BATCH_TABLE, SegmentTask, scan_segment
 
 # ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, seconds)
 # | ("oserror", pid, errno, strerror, filename) | ("grown", pid)

@@ -11,13 +11,12 @@ import time
 from collections import defaultdict
 from typing import TextIO
 
-from .config import LoaderConfig
-from .errors import MploaderError, StartupFailedError
-from .manager import load_logs
-from .progress import Progress
-from .result import LoadResult
-
-EXIT_OK, EXIT_OFFLINE, EXIT_USAGE = 0, 1, 2
+from mploader.config import LoaderConfig
+from mploader.errors import MploaderError, StartupFailedError
+from mploader.manager import load_logs
+from mploader.progress import Progress
+from mploader.result import LoadResult
+from mploader.cli.units import EXIT_FAILURE as EXIT_OFFLINE, EXIT_OK, EXIT_USAGE, format_bytes, parse_size
 
 
 def _workers(text: str) -> int | str:
@@ -35,8 +34,6 @@ def _workers(text: str) -> int | str:
 def _read_ahead(text: str) -> int | str:
     if text == "auto":
         return "auto"
-    from .cli import parse_size  # cli imports this module
-
     return parse_size(text)
 
 
@@ -93,8 +90,6 @@ class _ProgressLine(Progress):
         self.stream.flush()
 
     def _draw(self, force: bool = False) -> None:
-        from .cli import format_bytes
-
         now = time.monotonic()
         if not force and now - self._last < 0.2:
             return
@@ -107,8 +102,6 @@ class _ProgressLine(Progress):
 
 
 def summary_lines(result: LoadResult) -> list[str]:
-    from .cli import format_bytes
-
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for lg in result.all_logs():
         d = per_dir[lg.data_dir]

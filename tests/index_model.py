@@ -11,7 +11,7 @@ once; here ``save(path)`` writes the file when the caller wants it on disk).
 
 This is not used by the loader.  It is the one-entry-at-a-time reference that
 tests drive through LOADING.md §7.1 batch by batch and compare with the
-vectorised Phase 2 (``mploader.recovery.plan_indexes``), and that scenario tests
+vectorised Phase 2 (``mploader.recovery.segment_recovery.plan_indexes``), and that scenario tests
 use for the index primitives (SCENARIOS.md §I).  Keep it obvious rather than fast.
 
 Errors: each Kafka exception is a small class below, a :class:`MploaderError`
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MploaderError, StartupFailedError
-from ..segment import largest_lower_bound_slot
-from .index import OFFSET_ENTRY, TIME_ENTRY
+from mploader.errors import MploaderError, StartupFailedError
+from mploader.recovery.segment import largest_lower_bound_slot
+from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1

@@ -17,19 +17,18 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .config import EffectiveConfig
-from .disk import Disk
-from .epoch_cache import LeaderEpochCache
-from .errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
-from .format import checkpoint, names
-from .format.index import parse_txn_index, txn_index_problem
-from .format.names import DirKind, TopicPartition
-from .producer_state import ProducerStateManager
-from .recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
-from .result import LoadedLog, SegmentInfo
-from .scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_buffer
-from .segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
-from .testing import check_readable
+from mploader.config import EffectiveConfig
+from mploader.disk.base import Disk
+from mploader.recovery.epoch_cache import LeaderEpochCache
+from mploader.errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
+from mploader.format import checkpoint, names
+from mploader.format.index import parse_txn_index, txn_index_problem
+from mploader.format.names import DirKind, TopicPartition
+from mploader.recovery.producer_state import ProducerStateManager
+from mploader.recovery.segment_recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
+from mploader.result import LoadedLog, SegmentInfo
+from mploader.scan.walk import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_buffer
+from mploader.recovery.segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +188,7 @@ class LogLoader:
 
     def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
         """LogLoader.retryOnOffsetOverflow (LOADING.md §11): split the overflowed segment, run ``fn`` again."""
-        from .split import replace_in_segment_map, split_overflowed_segment
+        from mploader.recovery.split import replace_in_segment_map, split_overflowed_segment
 
         while True:
             try:
@@ -218,7 +217,6 @@ class LogLoader:
         cleaned: list[str] = []
         min_cleaned = INT64_MAX
         for name in self.disk.list_files(self.dir):
-            check_readable(self.path(name))
             if name in self.disk.symlinks(self.dir):
                 raise StartupFailedError(self.path(name), "KafkaException",
                                          "a file in a partition directory is a symbolic link; mploader does not "

@@ -8,7 +8,7 @@ track whether any write would have happened (``dirty``) and write once.
 
 from __future__ import annotations
 
-from .errors import StartupFailedError
+from mploader.errors import StartupFailedError
 
 
 class LeaderEpochCache:

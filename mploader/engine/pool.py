@@ -1,6 +1,6 @@
 """The process-pool engine: N loky workers per data dir scan segments ahead of Phase 2.
 
-See :mod:`mploader.engine` for the data flow.  This module owns the pools, the
+See :mod:`mploader.engine.base` for the data flow.  This module owns the pools, the
 shared-memory blocks and the recovery from dead workers: a task whose worker
 died is retried once on a fresh pool, then scanned inline in the parent; the
 load neither hangs nor fails because of it.
@@ -22,15 +22,15 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
-from .engine import (MIN_ENTRY_BYTES, PARENT_HEAD_BYTES, DirPlan, Engine, chunk_boundaries, piece_bytes,
+from mploader.engine.base import (MIN_ENTRY_BYTES, PARENT_HEAD_BYTES, DirPlan, Engine, chunk_boundaries, piece_bytes,
                      join_scans, plan_segment_scans, stitch)
-from .errors import LoadInterrupted
-from .metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
-from .progress import Progress
-from .format.names import DirKind, TopicPartition
-from .result import LoadStats
-from .scan import SegmentScan, SegmentTask, Stop, scan_segment
-from .worker import SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
+from mploader.errors import LoadInterrupted
+from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
+from mploader.progress import Progress
+from mploader.format.names import DirKind, TopicPartition
+from mploader.result import LoadStats
+from mploader.scan.walk import SegmentScan, SegmentTask, Stop, scan_segment
+from mploader.engine.worker import SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
 
 log = logging.getLogger(__name__)
 

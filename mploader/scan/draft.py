@@ -4,9 +4,9 @@ Three compact arrays, each a pure function of a batch table scanned from byte 0,
 them in parallel and the serial parent only finishes the job:
 
 * the index draft: for each batch the index rule picks, what recovery offers the offset index and the
-  time index (the indexes' own append checks stay in Phase 2, :func:`mploader.recovery.plan_indexes`);
+  time index (the indexes' own append checks stay in Phase 2, :func:`mploader.recovery.segment_recovery.plan_indexes`);
 * the producer order: the rows of v2 batches with a producer id, sorted by producer id and log order
-  (the grouping :mod:`mploader.producer_apply` works on);
+  (the grouping :mod:`mploader.recovery.producer_apply` works on);
 * the epoch rows: the v2 batches whose partition leader epoch is above every earlier batch's; whatever
   the cache's latest epoch, recovery assigns exactly those of them above it.
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .scan import BatchColumns
+    from mploader.scan.walk import BatchColumns
 
 INDEX_DRAFT = np.dtype([
     ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)

@@ -24,11 +24,10 @@ import zlib
 
 from crc32c import crc32c
 
-from .draft import RecoveryDraft, draft_recovery
-from .errors import InvalidRecordError, StartupFailedError
-from .format import records
-from .format.records import BatchHeader
-from .testing import check_readable
+from mploader.scan.draft import RecoveryDraft, draft_recovery
+from mploader.errors import InvalidRecordError, StartupFailedError
+from mploader.format import records
+from mploader.format.records import BatchHeader
 
 BATCH_TABLE = np.dtype([
     ("position", "<i8"),
@@ -118,7 +117,7 @@ class SegmentTask:
     parse_markers: bool = True
     check_crc: bool = True  # False: Kafka's plain iteration (producer-state reads of unrecovered segments)
     # log.index.interval.bytes of the partition: a scan from byte 0 also drafts what LogSegment.recover
-    # will need (mploader.draft), in parallel with the other scans; None: Phase 2 drafts it
+    # will need (mploader.scan.draft), in parallel with the other scans; None: Phase 2 drafts it
     index_interval: int | None = None
 
 
@@ -349,7 +348,6 @@ def _marker(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader,
 
 def scan_segment(task: SegmentTask) -> SegmentScan:
     """Map ``task.path`` read-only and scan it."""
-    check_readable(task.path)
     with open(task.path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         end = size if task.end is None else min(task.end, size)

@@ -3,7 +3,7 @@
 The manager holds, per producer id, an entry (epoch, coordinator epoch, last
 timestamp, open transaction, the last few batches' metadata), the ongoing and
 "unreplicated" transactions, and the snapshot files of the directory.  Batches
-arrive as rows of a Phase 1 batch table (see :mod:`mploader.scan`).
+arrive as rows of a Phase 1 batch table (see :mod:`mploader.scan.walk`).
 
 Snapshot bytes depend on ``java.util.HashMap`` iteration order, so the producer
 ids also go into a model of Kafka's table (:class:`mploader.format.java_hashmap.JavaLongHashMap`).
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .disk import Disk
-from .errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
-from .format import names
-from .format.records import java_int, last_sequence
-from .format.java_hashmap import JavaLongHashMap, java_hashmap_order
-from .format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
-from .result import ProducerInfo
-from .scan import Marker
+from mploader.disk.base import Disk
+from mploader.errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
+from mploader.format import names
+from mploader.format.records import java_int, last_sequence
+from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order
+from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
+from mploader.result import ProducerInfo
+from mploader.scan.walk import Marker
 
 NUM_BATCHES_TO_RETAIN = 5
 ATTR_TRANSACTIONAL = 0x10

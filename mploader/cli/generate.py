@@ -1,59 +1,16 @@
-"""The ``mploader`` command.
-
-Subcommands live in :data:`COMMANDS`, a table of name -> :class:`Command` (help text, a function
-that adds the subcommand's arguments, a function that runs it and returns the exit code).  Adding
-one (e.g. ``load``) means writing those two functions and one table entry; :func:`main` needs no
-change.  This is the only module that prints.
-
-Exit codes: 0 success, 1 failure while running, 2 usage error (bad arguments or configuration).
-"""
+"""``mploader generate``: write realistic Kafka data dirs with faults and a ground-truth manifest."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
-from dataclasses import dataclass
-from typing import Callable, Sequence, TextIO
+from typing import TextIO
 
-from .cli_load import add_load_arguments, run_load
-from .format.compression import CODEC_NAMES, UnsupportedCodecError, available_codecs
-from .generate import FAULT_KINDS, Callback, GenerateSummary, GeneratorConfig, generate
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad arguments found after parsing (exit code 2)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Helpers shared by subcommands
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)b?\s*", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``"10GB"`` -> 10_000_000_000, ``"256KiB"`` -> 262144, ``"4096"`` -> 4096 (B optional)."""
-    m = _SIZE.fullmatch(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 4096, 256KiB, 60MB, 10GB)")
-    number, unit, binary = m.groups()
-    power = "kmgtp".find(unit.lower()) + 1 if unit else 0
-    value = float(number) * (1024 if binary else 1000) ** power
-    return int(value)
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError
+from mploader.cli.units import EXIT_OK, UsageError, format_bytes, parse_size
+from mploader.format.compression import CODEC_NAMES, UnsupportedCodecError, available_codecs
+from mploader.generate import FAULT_KINDS, Callback, GenerateSummary, GeneratorConfig, generate
 
 
 class ProgressBar(Callback):
@@ -91,11 +48,7 @@ class ProgressBar(Callback):
         self.stream.flush()
 
 
-# --------------------------------------------------------------------------------------------
-# generate
-
-
-def _add_generate_arguments(p: argparse.ArgumentParser) -> None:
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     d = GeneratorConfig()
     p.add_argument("out_dir", metavar="OUT_DIR",
                    help="where to write the data dirs (data-0, data-1, ...) and manifest.json; "
@@ -152,7 +105,7 @@ _GENERATE_FIELDS = (
 )
 
 
-def _run_generate(args: argparse.Namespace) -> int:
+def run_generate(args: argparse.Namespace) -> int:
     changes = {k: getattr(args, k) for k in _GENERATE_FIELDS if getattr(args, k) is not None}
     try:
         config = GeneratorConfig(**changes)
@@ -187,73 +140,3 @@ def _print_generate_summary(s: GenerateSummary) -> None:
         end = f"; valid data ends at byte {f.valid_end}" if f.valid_end is not None else ""
         print(f"    {f.kind:<16} {where}: {f.detail}{end}")
     print(f"  manifest     {s.manifest} (+ manifest.jsonl)")
-
-
-# --------------------------------------------------------------------------------------------
-# The subcommand table
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-COMMANDS: dict[str, Command] = {
-    "generate": Command(
-        "write realistic Kafka data dirs (with faults and a ground-truth manifest)",
-        _add_generate_arguments, _run_generate,
-    ),
-    "load": Command("load and recover data dirs as a Kafka broker's start-up does", add_load_arguments, run_load),
-}
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mploader")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mploader", description="Load and recover Apache Kafka log directories, exactly as Kafka does.")
-    parser.add_argument("--version", action="version", version=f"mploader {_version()}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, cmd in COMMANDS.items():
-        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
-        cmd.add_arguments(p)
-        p.set_defaults(_run=cmd.run)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse: 2 on bad usage, 0 for --help/--version
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
-    if args.verbose:
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
-                            format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        return args._run(args)
-    except UsageError as e:
-        print(f"mploader {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as e:
-        print(f"mploader {args.command}: {e}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print(f"mploader {args.command}: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

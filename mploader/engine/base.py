@@ -10,7 +10,7 @@ Data flow of the process-pool engine::
       big segments cut into chunks at confirmed
       offset-index positions; a read-ahead thread
       asks the disk for them in that order
-      (mploader.readahead)
+      (mploader.engine.readahead)
     for each task: create a SharedMemory block  ──►  scan the mmap'd .log range (CRC, headers,
       sized for the worst case (sparse in /dev/shm)    control markers), write the batch table
                                                        into the block through a raw byte view
@@ -38,15 +38,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .config import LoaderConfig
-from .format import names, records
-from .format.index import OFFSET_ENTRY
-from .format.names import DirKind, TopicPartition
-from .metrics import MetricsRegistry
-from .progress import Progress
-from .readahead import Range, ReadAhead, auto_window
-from .result import LoadStats
-from .scan import SegmentScan, SegmentTask, Stop, scan_segment
+from mploader.config import LoaderConfig
+from mploader.format import names, records
+from mploader.format.index import OFFSET_ENTRY
+from mploader.format.names import DirKind, TopicPartition
+from mploader.metrics import MetricsRegistry
+from mploader.progress import Progress
+from mploader.engine.readahead import Range, ReadAhead, auto_window
+from mploader.result import LoadStats
+from mploader.scan.walk import SegmentScan, SegmentTask, Stop, scan_segment
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     if n <= 1 or not paths:
         engine = Engine(stats, progress, cfg.read_ahead_bytes)
     else:
-        from .pool import PoolEngine
+        from mploader.engine.pool import PoolEngine
 
         engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes)
     engine.planned = planned  # prefetch reuses the plans "auto" already made

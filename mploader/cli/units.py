@@ -1,0 +1,36 @@
+"""What every sub-command shares: exit codes, usage errors, sizes in and out."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad arguments found after parsing (exit code 2)."""
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)b?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``"10GB"`` -> 10_000_000_000, ``"256KiB"`` -> 262144, ``"4096"`` -> 4096 (B optional)."""
+    m = _SIZE.fullmatch(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 4096, 256KiB, 60MB, 10GB)")
+    number, unit, binary = m.groups()
+    power = "kmgtp".find(unit.lower()) + 1 if unit else 0
+    value = float(number) * (1024 if binary else 1000) ** power
+    return int(value)
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError
