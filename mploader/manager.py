@@ -22,7 +22,9 @@ from typing import Sequence
 
 from mploader.config import LoaderConfig
 from mploader.disk.base import Disk
-from mploader.engine.base import DirPlan, Engine, make_engine
+from mploader.engine.base import Engine
+from mploader.engine.plan import DirPlan
+from mploader.engine.select import make_engine
 from mploader.errors import CheckpointNumberFormatError, InvalidPartitionDirError, MalformedCheckpointError, \
     StartupFailedError
 from mploader.format import checkpoint, names

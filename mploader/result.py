@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from mploader.format.names import DirKind, TopicPartition
 
 if TYPE_CHECKING:
-    from mploader.scan.walk import SegmentScan
+    from mploader.scan import SegmentScan
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,7 @@ class LoadStats:
     inline_fallbacks: int = 0  # ... and scanned in the parent after the retry died too
     pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
     scans_in_parent: int = 0  # planned scans the parent made: its head of the order, or no worker had started them
+    unplanned_scans: int = 0  # whole-segment scans Phase 2 asked for that the engine had not planned (0 expected)
     workers_per_dir: int = 1
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs

@@ -27,9 +27,10 @@ import shutil
 import struct
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing import Pool
 from pathlib import Path
+from typing import Sequence
 
 import psutil
 from crc32c import crc32c
@@ -39,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
-from mploader.engine.base import DirPlan, Engine, InlineSource, plan_segment_scans  # noqa: E402
-from mploader.generate.core import GeneratorConfig, generate  # noqa: E402
+from mploader.engine.base import Engine  # noqa: E402
+from mploader.engine.plan import DirPlan, Partition  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
 import mploader.manager as manager  # noqa: E402
-from mploader.scan.walk import SegmentScan, SegmentTask, scan_segment  # noqa: E402
+from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
 
 HEADER = struct.Struct(">qiibI")
 
@@ -90,39 +92,29 @@ def bare_parallel(paths: list[str], n: int) -> float:
 # The KIP's design in Python: a thread pool scanning segments ahead of Phase 2
 
 
-class ThreadSource(InlineSource):
-    def __init__(self, engine: "ThreadEngine"):
-        super().__init__(engine.stats, engine._lock)
-        self.engine = engine
-
-    def scan(self, task: SegmentTask) -> SegmentScan:
-        fut = self.engine.futures.pop(task.path, None)
-        if fut is None or task.end is not None or task.start:
-            return super().scan(task)
-        return fut.result()
-
-
 class ThreadEngine(Engine):
     workers_per_dir = 2
 
     def __init__(self, stats, threads: int):  # type: ignore[no-untyped-def]
         super().__init__(stats)
         self.pool = ThreadPoolExecutor(threads)
-        self.futures: dict[str, object] = {}
-        self._source = ThreadSource(self)
+        self.futures: dict[str, Future[SegmentScan]] = {}
 
-    def source(self, data_dir: str) -> ThreadSource:  # type: ignore[override]
-        return self._source
-
-    def prefetch(self, dirs: list[DirPlan]):  # type: ignore[no-untyped-def, override]
+    def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[Partition]]:
         order = {}
         for plan in dirs:  # the same plan and order as the process pool
-            planned = plan_segment_scans(plan)
+            planned = self.plan(plan)
             order[plan.data_dir] = [part for part, _ in planned]
             for _, tasks in planned:
                 for task in tasks:
                     self.futures[task.path] = self.pool.submit(scan_segment, task)
         return order
+
+    def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
+        fut = self.futures.pop(task.path, None)
+        if fut is None or task.end is not None or task.start:
+            return self.inline_source(data_dir).scan(task)
+        return fut.result()
 
     def close(self, kill: bool = False) -> None:
         self.pool.shutdown()

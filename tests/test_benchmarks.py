@@ -12,7 +12,7 @@ from crc32c import crc32c
 
 from mploader import LoaderConfig, TopicPartition, load_logs
 from mploader.format import records
-from mploader.scan.walk import SegmentTask, scan_segment
+from mploader.scan import SegmentTask, scan_segment
 
 BATCHES = 20_000
 

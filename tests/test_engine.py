@@ -46,13 +46,17 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
 
-import mploader.engine.base as engine_mod  # noqa: E402
+import mploader.engine.chunks as chunks_mod  # noqa: E402
+import mploader.engine.select as select_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
-from mploader.engine.base import Engine, chunk_boundaries, make_engine, workers_per_dir  # noqa: E402
+from mploader.engine.base import Engine  # noqa: E402
+from mploader.engine.inline import InlineEngine  # noqa: E402
+from mploader.engine.chunks import chunk_boundaries  # noqa: E402
+from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
 from mploader.format import records  # noqa: E402
-from mploader.generate.core import GeneratorConfig, generate  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
@@ -115,7 +119,7 @@ def _big_segment(pb: PartitionBuilder, base: int, tail: bytes = b"") -> tuple[Pa
     pb.segment(base, *(B(o, value=BIG_VALUE) for o in range(base, base + BIG_BATCHES)))
     path = pb.file(base, ".log")
     data = path.read_bytes()
-    cuts = engine_mod.chunk_boundaries(str(path), base, len(data), CHUNK)
+    cuts = chunks_mod.chunk_boundaries(str(path), base, len(data), CHUNK)
     assert len(cuts) >= 3, f"expected at least 3 cuts in {path}, got {cuts}"
     if tail:
         with open(path, "ab") as f:
@@ -400,7 +404,7 @@ class EngineConformance:
             monkeypatch.setattr(manager_mod, "make_engine", make)
         real_cuts = pool_mod.chunk_boundaries
 
-        def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = engine_mod.CHUNK_BYTES) -> list[int]:
+        def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> list[int]:
             out = real_cuts(log_path, base_offset, size, chunk_bytes)
             seen["cuts"][os.path.relpath(log_path, root)] = out
             return out
@@ -421,6 +425,8 @@ class EngineConformance:
             if r is not None:
                 assert r.stats.workers_per_dir == self.N
                 assert r.stats.worker_restarts == 0 and r.stats.inline_fallbacks == 0
+                # the engine planned every whole-segment scan Phase 2 asked for (mploader.scan.plan)
+                assert r.stats.unplanned_scans == 0
         if self.N > 1 and ds.pool_work:
             assert spy.names, "the pool engine scanned nothing ahead of Phase 2"
             assert seen["chunk_results"] > 0
@@ -502,11 +508,11 @@ def _partitions_of(d: str) -> list[tuple[str, Any, Any]]:
 
 
 def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, request) -> None:
-    """PoolEngine.collect() of a chunked segment returns the SegmentScan scan_segment() returns:
+    """PoolEngine.scan() of a chunked segment returns the SegmentScan scan_segment() returns:
     the same batches, valid end and stop -- and the same ``end`` (the scanned range: the file
     size), ``bytes_read`` and ``truncated_bytes``, also when the walk stops before the last chunk."""
-    from mploader.engine.base import DirPlan
-    from mploader.scan.walk import SegmentTask, scan_segment
+    from mploader.engine.plan import DirPlan
+    from mploader.scan import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "stitch")
     d = str(root / groups[0][0])
@@ -520,7 +526,7 @@ def test_a_stitched_scan_describes_the_same_range_as_an_inline_scan(datasets, re
                 if not f.endswith(".log") or os.path.getsize(os.path.join(path, f)) <= CHUNK:
                     continue
                 task = SegmentTask(os.path.join(path, f), int(f[:20]))
-                pooled, inline = engine.collect(d, task), scan_segment(task)
+                pooled, inline = engine.scan(d, task), scan_segment(task)
                 assert (pooled.batches == inline.batches).all() and len(pooled.batches) == len(inline.batches)
                 got = (pooled.start, pooled.end, pooled.valid_bytes, pooled.stop, pooled.bytes_read,
                        pooled.truncated_bytes)
@@ -539,8 +545,8 @@ def test_a_batch_kafka_cannot_read_ends_a_stitched_scan_as_it_ends_the_whole_one
     """A control batch Kafka cannot read (here a LEADER_CHANGE record in a transactional batch: start-up
     fails) stops the continuous walk after it; cut into chunks, the joined scan must stop there too,
     with the same failure, whichever chunk holds it."""
-    from mploader.engine.base import stitch
-    from mploader.scan.walk import SegmentTask, scan_buffer
+    from mploader.engine.chunks import stitch
+    from mploader.scan import SegmentTask, scan_buffer
 
     unreadable = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2), bytes(6))], control=True,
                                      transactional=True, producer_id=9, producer_epoch=0)
@@ -562,8 +568,8 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
     """A segment scanned in one piece by a worker comes back with its recovery draft (made in Phase 1,
     sent through the shared-memory block), the same as an inline scan makes; a chunked one without it
     (Phase 2 drafts the joined table)."""
-    from mploader.engine.base import DirPlan
-    from mploader.scan.walk import SegmentTask, scan_segment
+    from mploader.engine.plan import DirPlan
+    from mploader.scan import SegmentTask, scan_segment
 
     root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
     d = str(root / groups[0][0])
@@ -580,7 +586,7 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
                 if not f.endswith(".log"):
                     continue
                 task = SegmentTask(os.path.join(path, f), int(f[:20]), index_interval=4096)
-                pooled, inline = engine.collect(d, task), scan_segment(task)
+                pooled, inline = engine.scan(d, task), scan_segment(task)
                 want = [a.tobytes() for a in (inline.draft.index, inline.draft.producer_rows, inline.draft.epoch_rows)]
                 if os.path.getsize(task.path) > CHUNK and chunk_boundaries(task.path, task.base_offset,
                                                                             os.path.getsize(task.path), CHUNK):
@@ -702,20 +708,20 @@ def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_in
 def test_worker_scan_reports_a_grown_file_instead_of_writing_past_its_block(tmp_path) -> None:
     from multiprocessing import shared_memory
 
-    from mploader.scan.walk import SegmentTask
-    from mploader.engine.worker import SLOT_BYTES, worker_scan
+    from mploader.scan import SegmentTask
+    from mploader.engine.worker import SLOT_BYTES, Grown, Scanned, worker_scan
 
     d = _one_segment_dir(tmp_path, 50)
     task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)
     block = shared_memory.SharedMemory(create=True, size=50 * SLOT_BYTES)
     try:
-        assert worker_scan(task, block.name, 10)[0] == "grown"  # 10 slots claimed for 50 rows
+        assert isinstance(worker_scan(task, block.name, 10), Grown)  # 10 slots claimed for 50 rows
         assert not any(block.buf[: 50 * SLOT_BYTES])  # nothing written
         ok = worker_scan(task, block.name, 50)  # exactly enough slots
     finally:
         block.close()
         block.unlink()
-    assert ok[0] == "ok" and ok[6] == 50
+    assert isinstance(ok, Scanned) and ok.rows == 50
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1059,14 +1065,14 @@ def test_remaining_segments_to_load_is_never_registered_inline(datasets, request
     (10_000_000, 4, 64 * 1024 * 1024),
 ])
 def test_segments_are_cut_only_as_small_as_keeps_every_worker_busy(total, workers, expected) -> None:
-    assert engine_mod.piece_bytes(total, workers) == expected
+    assert chunks_mod.piece_bytes(total, workers) == expected
 
 
 @pytest.mark.parametrize("cpus, dirs, expected", [
     (8, 1, 8), (8, 2, 4), (8, 3, 2), (8, 8, 1), (8, 16, 1), (2, 1, 2), (1, 1, 1), (64, 0, 64), (5, 2, 2),
 ])
 def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs, expected) -> None:
-    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
     assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), dirs) == expected
     assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir=3), dirs) == 3  # explicit N wins
 
@@ -1074,20 +1080,20 @@ def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs
 def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, tmp_path) -> None:
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
-    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 8)
     engine = make_engine(cfg, dirs, LoadStats())
     try:
         assert isinstance(engine, PoolEngine) and engine.workers_per_dir == 4
     finally:
         engine.close()
-    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 3)
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 3)
     engine = make_engine(cfg, dirs, LoadStats())
-    assert type(engine) is Engine and engine.workers_per_dir == 1
+    assert type(engine) is InlineEngine and engine.workers_per_dir == 1
 
 
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
-    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 4)
-    monkeypatch.setattr(engine_mod, "AUTO_POOL_MIN_BYTES", 0)  # this small data set counts as big enough
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(select_mod, "AUTO_POOL_MIN_BYTES", 0)  # this small data set counts as big enough
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
@@ -1096,7 +1102,7 @@ def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) ->
 
 def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:
     """Starting a pool costs more than scanning a few MB: "auto" stays inline below AUTO_POOL_MIN_BYTES."""
-    monkeypatch.setattr(engine_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto-small")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 1 and got.raw[0].stats.segments_scanned > 0
@@ -1121,8 +1127,8 @@ def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, 
             return io.StringIO(cpu_max)
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(engine_mod, "open", fake_open, raising=False)
-    assert engine_mod.usable_cpus() == expected
+    monkeypatch.setattr(select_mod, "open", fake_open, raising=False)
+    assert select_mod.usable_cpus() == expected
 
 
 GOOD, WRONG_OFFSET, MID_BATCH, NEAR_END = range(4)  # kinds of index entries in the chunk-cut property test
@@ -1162,4 +1168,4 @@ def test_chunk_cuts_are_the_first_confirmed_entry_past_each_target(tmp_path_fact
                 break
             expected.append(position)
             target = position + chunk
-    assert engine_mod.chunk_boundaries(str(log), 0, size, chunk) == expected
+    assert chunks_mod.chunk_boundaries(str(log), 0, size, chunk) == expected

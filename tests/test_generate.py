@@ -18,10 +18,11 @@ from kafka.record.default_records import DefaultRecordBatch
 from tests.log_readout import read_log
 from mploader import cli
 from mploader.cli.units import parse_size
-from mploader.generate import core as gen
 from mploader.errors import CorruptSnapshotError
 from mploader.format import checkpoint, index, log as logfmt, names, records, snapshot
-from mploader.generate.core import FAULT_KINDS, GeneratorConfig, generate, read_manifest
+from mploader.generate import (DATA_FAULTS, FAULT_KINDS, Callback, GeneratorConfig, generate, iter_manifest,
+                               read_manifest)
+from mploader.generate import writer as gen_writer
 
 SMALL = GeneratorConfig(
     data_dirs=2, topics=2, partitions_per_topic=3, total_bytes=1_200_000, segment_bytes=64 * 1024,
@@ -354,7 +355,7 @@ def test_faults_land_where_the_manifest_says(faulty):
         ppath = partition_path(out, p)
         path = ppath / f["file"]
         kind = f["kind"]
-        if kind in gen.DATA_FAULTS:
+        if kind in DATA_FAULTS:
             faulted_logs.add(path)
             seg = next(s for s in p["segments"] if s["base_offset"] == f["segment_base"])
             data = path.read_bytes()
@@ -442,10 +443,10 @@ def test_same_seed_same_bytes(tmp_path):
 
 
 def test_manifest_streams_in_chunks(tmp_path, monkeypatch):
-    monkeypatch.setattr(gen, "_MANIFEST_ROWS", 3)
+    monkeypatch.setattr(gen_writer, "_MANIFEST_ROWS", 3)  # read by the partition writer, per batch
     cfg = SMALL.replace(total_bytes=150_000, topics=1, partitions_per_topic=2)
     generate(tmp_path / "b", cfg)
-    lines = list(gen.iter_manifest(tmp_path / "b"))
+    lines = list(iter_manifest(tmp_path / "b"))
     assert max(len(x["rows"]) for x in lines if x["type"] == "batches") == 3
     m = read_manifest(tmp_path / "b")
     for p in all_partitions(m):
@@ -455,7 +456,7 @@ def test_manifest_streams_in_chunks(tmp_path, monkeypatch):
 
 
 def test_progress_callback_sees_every_byte(tmp_path):
-    class Recorder(gen.Callback):
+    class Recorder(Callback):
         def __init__(self):
             super().__init__()
             self.calls = 0

@@ -19,7 +19,7 @@ from mploader.format.index import round_down
 from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
 from mploader.scan.draft import index_draft
 from mploader.recovery.segment_recovery import plan_indexes
-from mploader.scan.walk import BATCH_TABLE
+from mploader.scan import BATCH_TABLE
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

@@ -30,7 +30,7 @@ import pytest
 from crc32c import crc32c
 
 from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
-from mploader.generate.core import DATA_FAULTS, FAULT_KINDS, GeneratorConfig, generate, read_manifest
+from mploader.generate import DATA_FAULTS, FAULT_KINDS, GeneratorConfig, generate, read_manifest
 from tests.kafkadir import expected_indexes, parse_offset_checkpoint_text
 
 GEN = GeneratorConfig(

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 import mploader.recovery.producer_apply as producer_apply
 from mploader.disk.base import Disk
-from mploader.scan.draft import draft_recovery
+from mploader.scan import draft_recovery
 from mploader.errors import StartupFailedError
 from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery.segment_recovery import _apply_batches
-from mploader.scan.walk import BATCH_TABLE, BatchColumns, Marker
+from mploader.scan import BATCH_TABLE, BatchColumns, Marker
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data

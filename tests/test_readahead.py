@@ -11,7 +11,8 @@ from typing import Callable
 import pytest
 
 from mploader import LoaderConfig, load_logs
-from mploader.engine.base import DirPlan, Engine
+from mploader.engine.inline import InlineEngine
+from mploader.engine.plan import DirPlan
 from mploader.engine.pool import PoolEngine
 from mploader.engine import readahead
 from mploader.engine.readahead import ReadAhead
@@ -131,7 +132,7 @@ def _unclean_dir(root: Path) -> tuple[Path, list[str]]:
 def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dirs(tmp_path) -> None:
     d, logs = _unclean_dir(tmp_path)
     parts = _partitions_of(str(d))
-    engine = Engine(LoadStats())
+    engine = InlineEngine(LoadStats())
     try:
         # t-1 listed first: the smaller one, which the biggest-first plan puts last
         order = engine.prefetch([DirPlan(str(d), False, parts[::-1], {})])
@@ -139,17 +140,17 @@ def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dir
         assert [p for p, _, _ in ra.ranges] == logs[3:] + logs[:3] and order[str(d)] == parts[::-1]
         assert all((start, end) == (0, os.path.getsize(p)) for p, start, end in ra.ranges)
         source = engine.source(str(d))
-        from mploader.scan.walk import SegmentTask
+        from mploader.scan import SegmentTask
 
         for p in logs:
             source.scan(SegmentTask(p, int(os.path.basename(p)[:20])))
         assert ra.scanned == sum(os.path.getsize(p) for p in logs)
     finally:
         engine.close()
-    clean = Engine(LoadStats())
+    clean = InlineEngine(LoadStats())
     clean.prefetch([DirPlan(str(d), True, parts, {})])
     assert clean._read_ahead == {}
-    off = Engine(LoadStats(), read_ahead_bytes=0)
+    off = InlineEngine(LoadStats(), read_ahead_bytes=0)
     off.prefetch([DirPlan(str(d), False, parts, {})])
     assert off._read_ahead == {}
 

@@ -86,7 +86,7 @@ def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[n
 
 
 def test_a_scan_from_byte_0_drafts_the_recovery_only_when_asked(tmp_path):  # type: ignore[no-untyped-def]
-    from mploader.scan.walk import scan_segment
+    from mploader.scan import scan_segment
 
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300]), partition_leader_epoch=i // 10)
@@ -115,7 +115,7 @@ def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):
     """A segment written before and after a message-format upgrade: every column of every row equals what
     the per-entry parsers read (the table is filled column by column, all-v2 tables take a shortcut)."""
     from mploader.format import legacy
-    from mploader.scan.walk import scan_buffer
+    from mploader.scan import scan_buffer
 
     if only_v2:
         magics = [2] * len(magics)

@@ -1,9 +1,38 @@
 """The process-pool engine: N loky workers per data dir scan segments ahead of Phase 2.
 
-See :mod:`mploader.engine.base` for the data flow.  This module owns the pools, the
-shared-memory blocks and the recovery from dead workers: a task whose worker
-died is retried once on a fresh pool, then scanned inline in the parent; the
-load neither hangs nor fails because of it.
+Data flow of the process-pool engine::
+
+    parent (Phase 2 threads)                        worker processes (N per data dir, loky)
+    ------------------------                        ---------------------------------------
+    prefetch(): plan the scans Phase 2 will ask
+      for (recovery range of unclean partitions,
+      segments without .index), biggest first,
+      big segments cut into chunks at confirmed
+      offset-index positions; a read-ahead thread
+      asks the disk for them in that order
+      (mploader.engine.readahead)
+    for each task: create a SharedMemory block  ──►  scan the mmap'd .log range (CRC, headers,
+      sized for the worst case (sparse in /dev/shm)    control markers), write the batch table
+                                                       into the block through a raw byte view
+                                                 ◄──  return a small descriptor (stop, valid bytes,
+                                                       row count): nothing per batch is pickled
+    scan(dir, task) (Phase 2 asks): wait for the future,
+      copy the rows out, unlink the block, stitch
+      chunks; a task never prefetched, a stale file
+      or a crashed worker falls back to a retry on
+      a fresh pool, then to an inline scan
+
+The parent creates and unlinks every shared-memory block; workers only attach
+(on Python 3.11 a worker must not unregister a block it did not create).
+Phase 2's results never depend on whether or where a scan ran.
+
+Failures.  A worker that died (killed, crashed, out of memory: loky's ``BrokenProcessPool``, or a
+``MemoryError`` raised in it) has its task retried once on a fresh pool, then scanned in the parent:
+the load neither hangs nor fails because of it (``stats.worker_restarts``, ``stats.inline_fallbacks``).
+An ``OSError`` of the file comes back as :class:`~mploader.engine.worker.ReadFailed` and is raised
+again, as an inline scan would raise it.  Any other exception raised by the scan code is a bug: it is
+raised in the parent as it is, with the worker's traceback as its ``__cause__`` (loky's
+``_RemoteTraceback``), and not retried.
 """
 
 from __future__ import annotations
@@ -22,15 +51,15 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
-from mploader.engine.base import (MIN_ENTRY_BYTES, PARENT_HEAD_BYTES, DirPlan, Engine, chunk_boundaries, piece_bytes,
-                     join_scans, plan_segment_scans, stitch)
+from mploader.engine.base import Engine
+from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, join_scans, piece_bytes, stitch
+from mploader.engine.plan import DirPlan, Partition
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from mploader.progress import Progress
-from mploader.format.names import DirKind, TopicPartition
 from mploader.result import LoadStats
-from mploader.scan.walk import SegmentScan, SegmentTask, Stop, scan_segment
-from mploader.engine.worker import SLOT_BYTES, Descriptor, arrays_from_block, worker_scan
+from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
+from mploader.engine.worker import SLOT_BYTES, Grown, ReadFailed, WorkerResult, arrays_from_block, worker_scan
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +67,7 @@ log = logging.getLogger(__name__)
 # Starting 2 workers took 0.57-0.61 s of CPU with it and 0.38-0.48 s without (2 CPUs, 3 runs each), CPU
 # the parent's first scans share; with 16 CPUs, each of 16 workers would start 16 threads.
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 
 
 def pickled_size(obj: object) -> int:
@@ -49,7 +79,7 @@ class _Chunk:
     task: SegmentTask
     block: shared_memory.SharedMemory
     capacity: int
-    future: Future[Descriptor]
+    future: Future[WorkerResult]
     executor: ProcessPoolExecutor
     retried: bool = False
 
@@ -71,19 +101,11 @@ def _stat(path: str) -> tuple[int, int, int]:
     return st.st_size, st.st_mtime_ns, st.st_ino
 
 
-class PoolSource:
-    def __init__(self, engine: "PoolEngine", data_dir: str):
-        self.engine = engine
-        self.data_dir = data_dir
-
-    def scan(self, task: SegmentTask) -> SegmentScan:
-        return self.engine.collect(self.data_dir, task)
-
-
 class PoolEngine(Engine):
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of
     # submitting them: about what it scans (at ~1 GB/s) while loky starts the workers (0.3-0.5 s measured)
     parent_head_bytes = PARENT_HEAD_BYTES
+
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = None, chunk_bytes: int | None = None, read_ahead_bytes: int | str = "auto"):
         super().__init__(stats, progress, read_ahead_bytes)
@@ -104,9 +126,6 @@ class PoolEngine(Engine):
                     metrics.register(REMAINING_SEGMENTS_TO_LOAD, tags, 0)
                     self._gauges.append((REMAINING_SEGMENTS_TO_LOAD, tags))
 
-    def source(self, data_dir: str) -> PoolSource:  # type: ignore[override]
-        return PoolSource(self, data_dir)
-
     # ---- pools and blocks ----------------------------------------------------------------------
 
     def _executor(self, data_dir: str, fresh: bool = False) -> ProcessPoolExecutor:
@@ -125,7 +144,7 @@ class PoolEngine(Engine):
         return block, capacity
 
     def _free(self, block: shared_memory.SharedMemory) -> None:
-        with self._lock:
+        with self.lock:
             owned = self._blocks.pop(block.name, None) is not None
         if owned:
             block.close()
@@ -133,7 +152,7 @@ class PoolEngine(Engine):
 
     def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
         end = chunk_task.end if chunk_task.end is not None else os.path.getsize(chunk_task.path)
-        with self._lock:
+        with self.lock:
             block, capacity = self._new_block(max(0, end - chunk_task.start))
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
@@ -149,10 +168,10 @@ class PoolEngine(Engine):
 
     # ---- prefetch ------------------------------------------------------------------------------------
 
-    def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[tuple[str, TopicPartition, DirKind]]]:
-        order: dict[str, list[tuple[str, TopicPartition, DirKind]]] = {}
+    def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[Partition]]:
+        order: dict[str, list[Partition]] = {}
         for plan in dirs:
-            planned = self.planned.get(plan.data_dir) or plan_segment_scans(plan)  # in Phase 2's order
+            planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
             tasks = [t for _, ts in planned for t in ts]
             stated: list[tuple[SegmentTask, tuple[int, int, int]]] = []
@@ -163,13 +182,13 @@ class PoolEngine(Engine):
                     continue
             cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
             head = np.cumsum([st[0] for _, st in stated]) <= self.parent_head_bytes
-            self._kept.update(_key(task) for (task, _), kept in zip(stated, head) if kept)  # collect() scans them
+            self._kept.update(_key(task) for (task, _), kept in zip(stated, head) if kept)  # scan() scans them
             ranges = [(task.path, 0, st[0]) for (task, st), kept in zip(stated, head) if kept]
             cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
                    for (task, st), kept in zip(stated, head) if not kept]
             ranges += [(task.path, a, b) for task, _, cuts in cut for a, b in zip(cuts, cuts[1:])]
-            self._start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
-            with self._lock:
+            self.start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
+            with self.lock:
                 self._remaining[plan.data_dir] = len(cut)
             for task, st, cuts in cut:
                 pend = _Pending(plan.data_dir, task, st)
@@ -191,8 +210,8 @@ class PoolEngine(Engine):
 
     # ---- collecting ------------------------------------------------------------------------------------
 
-    def collect(self, data_dir: str, task: SegmentTask) -> SegmentScan:
-        with self._lock:
+    def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
+        with self.lock:
             pend = self._pending.pop(_key(task), None)
             if pend is None and _key(task) in self._kept:  # the head of the order: the parent's own scan
                 self._kept.discard(_key(task))
@@ -210,7 +229,7 @@ class PoolEngine(Engine):
         finally:
             for c in pend.chunks:
                 self._free(c.block)
-        with self._lock:
+        with self.lock:
             self._remaining[data_dir] -= 1
             self.stats.wait_seconds += time.perf_counter() - t0
         self._update_gauges(data_dir)
@@ -220,13 +239,13 @@ class PoolEngine(Engine):
         if resume is not None:  # a cut that the continuous walk does not hit: continue without cuts
             t1 = time.perf_counter()
             rest = scan_segment(SegmentTask(task.path, task.base_offset, resume, task.end))
-            with self._lock:
+            with self.lock:
                 self.stats.add_scan(time.perf_counter() - t1, rest)
             scan = join_scans(task, [scan.batches, rest.batches], rest)
         # like an inline scan, the result describes the task's whole range, whatever chunk it stopped in
         scan.end = parts[-1].end
         scan.bytes_read = scan.end - task.start
-        with self._lock:
+        with self.lock:
             self.stats.segments_scanned += 1
         if self.progress is not None:
             self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
@@ -238,39 +257,39 @@ class PoolEngine(Engine):
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
             return self._scan_in_parent(chunk)
         try:
-            desc = chunk.future.result()
+            result = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:
             if self._closed.is_set():
                 raise LoadInterrupted("the load was interrupted") from None
             return self._after_crash(data_dir, chunk, e)
-        except Exception as e:  # noqa: BLE001 - MemoryError & co. raised inside the worker: the same remedy
+        except MemoryError as e:  # the worker ran out of memory: a resource, like a dead worker, not a bug
             return self._after_crash(data_dir, chunk, e)
-        with self._lock:
-            self.stats.pickled_bytes += pickled_size(desc)
-        if desc[0] == "oserror":
-            _, _, err, msg, filename = desc
-            raise OSError(err, msg, filename)
-        if desc[0] == "grown":  # the file grew after its block was sized (collect() rescans a changed file)
+        # any other exception is the scan code's own: it propagates, loky's worker traceback as its __cause__
+        with self.lock:
+            self.stats.pickled_bytes += pickled_size(result)
+        if isinstance(result, ReadFailed):
+            raise OSError(result.errno, result.strerror, result.filename)
+        if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
             return self._scan_in_parent(chunk)
-        _, pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, seconds = desc
-        table, drafted = arrays_from_block(chunk.block, chunk.capacity, rows, draft)
+        table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)
         t = chunk.task
-        scan = SegmentScan(t.path, t.base_offset, t.start, end, valid, Stop(stop), detail, table, fatal, fatal_exc,
-                           bytes_read=end - t.start, draft=drafted)
-        with self._lock:
-            self.stats.add_scan(seconds, scan)
+        scan = SegmentScan(t.path, t.base_offset, t.start, result.end, result.valid_bytes, Stop(result.stop),
+                           result.stop_detail, table, result.fatal, result.fatal_exception,
+                           bytes_read=result.end - t.start, draft=drafted)
+        with self.lock:
+            self.stats.add_scan(result.seconds, scan)
         return scan
 
     def _scan_in_parent(self, chunk: _Chunk) -> SegmentScan:
         t0 = time.perf_counter()
         scan = scan_segment(chunk.task)
-        with self._lock:
+        with self.lock:
             self.stats.scans_in_parent += 1
             self.stats.add_scan(time.perf_counter() - t0, scan)
         return scan
 
     def _after_crash(self, data_dir: str, chunk: _Chunk, error: BaseException) -> SegmentScan:
-        with self._lock:
+        with self.lock:
             self.stats.worker_restarts += 1
         if not chunk.retried:
             log.warning("%s: a Phase 1 worker died or failed while scanning %s (%s: %s); retrying on a fresh "
@@ -285,7 +304,7 @@ class PoolEngine(Engine):
                 self._free(retry.block)
         log.warning("%s: the retry of %s failed too (%s: %s); scanning it in the parent", data_dir,
                     chunk.task.path, type(error).__name__, error)
-        with self._lock:
+        with self.lock:
             self.stats.inline_fallbacks += 1
         return scan_segment(chunk.task)
 
@@ -311,4 +330,4 @@ class PoolEngine(Engine):
                 self.metrics.remove(name, tags)
 
 
-__all__ = ["PoolEngine", "PoolSource", "worker_scan"]
+__all__ = ["PARENT_HEAD_BYTES", "PoolEngine", "WORKER_ENV", "worker_scan"]

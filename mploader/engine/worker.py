@@ -6,7 +6,12 @@ Kept apart from :mod:`mploader.engine.pool` so that a worker imports only what a
 A block has, per slot, room for a batch-table row and for a row of each recovery-draft array; with
 ``capacity`` slots the arrays lie one after the other (:func:`regions`).  The parent creates the block
 sized for the worst case and reads it back with :func:`arrays_from_block`; the worker attaches to it by
-name, writes through raw byte views and returns a small descriptor tuple.
+name, writes through raw byte views and returns a small typed result (:data:`WorkerResult`): nothing
+per batch is pickled.
+
+A worker catches only ``OSError`` (the file's problem: the parent raises it again, as an inline scan
+would).  Any other exception is the scan code's own, and loky hands it to the parent with the worker's
+traceback; the parent raises it (see :mod:`mploader.engine.pool`).
 """
 
 from __future__ import annotations
@@ -14,16 +19,54 @@ from __future__ import annotations
 import os
 import time
 from multiprocessing import shared_memory
+from typing import NamedTuple
 
 import numpy as np
 
 from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
-from mploader.scan.walk import BATCH_TABLE, SegmentTask, scan_segment
+from mploader.scan import BATCH_TABLE, SegmentTask, scan_segment
 
-# ("ok", pid, end, valid, stop, detail, rows, draft, fatal, fatal_exc, seconds)
-# | ("oserror", pid, errno, strerror, filename) | ("grown", pid)
-# draft: None or (interval, length of each draft array, seconds)
-Descriptor = tuple
+
+
+class DraftLayout(NamedTuple):
+    """Where a recovery draft lies in the block (:class:`mploader.scan.RecoveryDraft` less its arrays)."""
+
+    interval: int
+    lengths: tuple[int, int, int]  # rows of RecoveryDraft.index, .producer_rows, .epoch_rows
+    seconds: float
+
+
+class Scanned(NamedTuple):
+    """The scan's descriptor; its batch table (and draft) are in the block."""
+
+    pid: int
+    end: int
+    valid_bytes: int
+    stop: str  # Stop's value
+    stop_detail: str
+    rows: int
+    draft: DraftLayout | None
+    fatal: str | None
+    fatal_exception: str | None
+    seconds: float
+
+
+class ReadFailed(NamedTuple):
+    """The file could not be read: the parent raises this OSError again."""
+
+    pid: int
+    errno: int | None
+    strerror: str | None
+    filename: str | None
+
+
+class Grown(NamedTuple):
+    """More rows than the block has slots: the file grew after the parent sized the block."""
+
+    pid: int
+
+
+WorkerResult = Scanned | ReadFailed | Grown
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
 SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES)
@@ -42,37 +85,37 @@ def _draft_arrays(draft: RecoveryDraft) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
-                      draft: tuple[int, tuple[int, ...], float] | None) -> tuple[np.ndarray, RecoveryDraft | None]:
+                      draft: DraftLayout | None) -> tuple[np.ndarray, RecoveryDraft | None]:
     """Copy the batch table (and the recovery draft) out of a block through raw byte views (10x faster
     than a structured assignment)."""
     at = regions(capacity)
     out = []
-    lengths = (rows, *(() if draft is None else draft[1]))
+    lengths = (rows, *(() if draft is None else draft.lengths))
     for k, (dtype, n) in enumerate(zip((BATCH_TABLE, *DRAFT_DTYPES), lengths)):
         a = np.empty(n, dtype)
         a.view(np.uint8)[:] = np.frombuffer(block.buf, np.uint8, count=n * dtype.itemsize, offset=at[k])
         out.append(a)
     if draft is None:
         return out[0], None
-    return out[0], RecoveryDraft(draft[0], *out[1:], seconds=draft[2])
+    return out[0], RecoveryDraft(draft.interval, *out[1:], seconds=draft.seconds)
 
 
-def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor:
+def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResult:
     """Runs in a worker: scan, write the batch table (and the recovery draft) into the parent's block,
-    return a descriptor."""
+    return its descriptor."""
     t0 = time.perf_counter()
     try:
         scan = scan_segment(task)
     except OSError as e:
-        return ("oserror", os.getpid(), e.errno, e.strerror, e.filename)
+        return ReadFailed(os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
     arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
-    draft = None if scan.draft is None else (scan.draft.interval, tuple(len(a) for a in arrays[1:]),
-                                             scan.draft.seconds)
+    draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
+                                                                              len(arrays[3])), scan.draft.seconds)
     if rows > capacity:
         # every entry takes at least MIN_ENTRY_BYTES, so only a file that grew after the parent sized the block
         # has more rows than slots; the parent scans a file that changed since planning again anyway
-        return ("grown", os.getpid())
+        return Grown(os.getpid())
     block = shared_memory.SharedMemory(name=block_name)
     try:
         for a, offset in zip(arrays, regions(capacity)):
@@ -81,8 +124,8 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> Descriptor
             del view
     finally:
         block.close()
-    return ("ok", os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
-            scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
+    return Scanned(os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
+                   scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
-__all__ = ["Descriptor", "DRAFT_DTYPES", "SLOT_BYTES", "arrays_from_block", "regions", "worker_scan"]
+__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES", "arrays_from_block", "regions", "worker_scan"]

@@ -43,7 +43,8 @@ class LeaderEpochCache:
             self.dirty = True
 
     def truncate_from_end(self, end_offset: int) -> None:
-        if self.entries and self.entries[-1][1] >= end_offset:
+        """Remove the entries that start at or after ``end_offset`` (none for a negative offset)."""
+        if end_offset >= 0 and self.entries and self.entries[-1][1] >= end_offset:
             while self.entries and self.entries[-1][1] >= end_offset:
                 self.entries.pop()
             self.dirty = True

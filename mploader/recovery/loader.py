@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
@@ -27,17 +27,14 @@ from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.segment_recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from mploader.result import LoadedLog, SegmentInfo
-from mploader.scan.walk import BATCH_TABLE, SegmentScan, SegmentTask, Stop, scan_buffer
+from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop, scan_buffer
+from mploader.scan import plan
 from mploader.recovery.segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
 
 log = logging.getLogger(__name__)
 
-INT64_MAX = 2**63 - 1
+INT64_MAX = plan.INT64_MAX
 MAX_SEGMENT_BYTES = 2**31 - 1  # FileRecords refuses to open a larger .log
-
-
-class ScanSource(Protocol):
-    def scan(self, task: SegmentTask) -> SegmentScan: ...
 
 
 @dataclass(slots=True)
@@ -83,9 +80,6 @@ class LogLoader:
 
     def _sorted_segments(self) -> list[Segment]:
         return [self.segments[b] for b in sorted(self.segments)]
-
-    def _values(self, start: int, end: int) -> list[Segment]:
-        return _values_of(self.segments, start, end, self.dir)
 
     def full_scan(self, seg: Segment) -> SegmentScan:
         """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
@@ -309,20 +303,20 @@ class LogLoader:
         self._scans.pin(seg.log_path)
 
     def _needs_load_time_recovery(self, seg: Segment, present: set[str]) -> bool:
-        """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex).
+        """LogSegment.sanityCheck: True for NoSuchFile (.index) or CorruptIndex (.txnindex), the rule of
+        :func:`mploader.scan.plan.needs_load_time_recovery`.
 
         A missing ``.timeindex`` next to an existing ``.index`` is created empty (not rebuilt)."""
         prefix = names.filename_prefix(seg.base_offset)
-        if prefix + names.INDEX_SUFFIX not in present:
-            return True
-        if prefix + names.TIME_INDEX_SUFFIX not in present:
+        if prefix + names.INDEX_SUFFIX in present and prefix + names.TIME_INDEX_SUFFIX not in present:
             self.disk.write(seg.time_index_path, b"")
             present.add(prefix + names.TIME_INDEX_SUFFIX)
-        if prefix + names.TXN_INDEX_SUFFIX in present:
-            path = seg.txn_index_path
-            entries = parse_txn_index(self.disk.read(path), path, seg.base_offset)
-            return txn_index_problem(path, seg.base_offset, entries) is not None
-        return False
+        return plan.needs_load_time_recovery(seg.base_offset, present, lambda _: self._txn_index_corrupt(seg))
+
+    def _txn_index_corrupt(self, seg: Segment) -> bool:
+        path = seg.txn_index_path
+        entries = parse_txn_index(self.disk.read(path), path, seg.base_offset)
+        return txn_index_problem(path, seg.base_offset, entries) is not None
 
     def _check_cancelled(self) -> None:
         if self.ctx.cancelled.is_set():
@@ -350,7 +344,7 @@ class LogLoader:
         ctx = self.ctx
         rp = ctx.recovery_point_checkpoint
         if not ctx.clean_shutdown:
-            unflushed = self._values(rp, INT64_MAX)
+            unflushed = [self.segments[b] for b in plan.unflushed(sorted(self.segments), rp)]
             ctx.set_remaining_segments(len(unflushed))
             for i, seg in enumerate(unflushed):
                 try:
@@ -511,14 +505,9 @@ class _ScanCache:
 
 
 def _values_of(by_base: dict[int, Segment], start: int, end: int, where: str) -> list[Segment]:
-    if start == end:
-        return []
     if end < start:
         raise StartupFailedError(where, "IllegalArgumentException", f"invalid segment range {start}..{end}")
-    bases = sorted(by_base)
-    floor = [b for b in bases if b <= start]
-    lo = floor[-1] if floor else None
-    return [by_base[b] for b in bases if (lo is None or b >= lo) and b < end]
+    return [by_base[b] for b in plan.values_between(sorted(by_base), start, end)]
 
 
 def _prefix(scan: SegmentScan, size: int) -> SegmentScan:
@@ -530,4 +519,4 @@ def _empty_table() -> np.ndarray:
     return np.empty(0, BATCH_TABLE)
 
 
-__all__ = ["LogLoader", "PartitionContext", "ScanSource"]
+__all__ = ["LogLoader", "PartitionContext"]

@@ -29,7 +29,7 @@ from mploader.errors import StartupFailedError
 from mploader.format.records import last_sequences
 from mploader.recovery.producer_state import (ATTR_CONTROL, ATTR_TRANSACTIONAL, NUM_BATCHES_TO_RETAIN, BatchMetadata,
                              ProducerStateManager)
-from mploader.scan.walk import BatchColumns, Marker
+from mploader.scan import BatchColumns, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
 

@@ -24,7 +24,7 @@ from mploader.format.records import java_int, last_sequence
 from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from mploader.result import ProducerInfo
-from mploader.scan.walk import Marker
+from mploader.scan import Marker
 
 NUM_BATCHES_TO_RETAIN = 5
 ATTR_TRANSACTIONAL = 0x10

@@ -22,7 +22,7 @@ from mploader.format import names, records
 from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from mploader.format.log import iter_entries
 from mploader.format.records import HEADER_SIZE_UP_TO_MAGIC
-from mploader.scan.walk import SegmentScan, SegmentTask, scan_buffer
+from mploader.scan import SegmentScan, SegmentTask, scan_buffer
 
 _OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")

@@ -20,8 +20,8 @@ from mploader.errors import StartupFailedError
 from mploader.format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
 from mploader.recovery.producer_apply import TxnIndexEntry, apply_producer_batches
 from mploader.recovery.producer_state import ProducerStateManager
-from mploader.scan.draft import RecoveryDraft, draft_recovery
-from mploader.scan.walk import BatchColumns, Marker, SegmentScan
+from mploader.scan import RecoveryDraft, draft_recovery
+from mploader.scan import BatchColumns, Marker, SegmentScan
 from mploader.recovery.segment import Segment
 
 INT32_MAX = 2**31 - 1

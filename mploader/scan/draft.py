@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from mploader.scan.walk import BatchColumns
+from mploader.scan.table import BatchColumns
 
 INDEX_DRAFT = np.dtype([
     ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)

@@ -1,0 +1,80 @@
+"""The scans Phase 2 will ask a data dir's engine for, planned before Phase 2 starts.
+
+The choice of segments is :func:`mploader.scan.plan.segments_to_scan`, the rule the loader itself
+follows; this module only lists the partition directories, sizes the work and orders it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from mploader.errors import MploaderError
+from mploader.format import names
+from mploader.format.index import parse_txn_index, txn_index_problem
+from mploader.format.names import DirKind, TopicPartition
+from mploader.scan import SegmentTask
+from mploader.scan.plan import segments_to_scan
+
+Partition = tuple[str, TopicPartition, DirKind]  # partition directory, its topic-partition, its kind
+PlannedScans = list[tuple[Partition, list[SegmentTask]]]  # in the order Phase 2 should take them
+
+
+@dataclass(frozen=True, slots=True)
+class DirPlan:
+    """What the manager knows of a data dir before Phase 2: enough to plan its scans."""
+
+    data_dir: str
+    clean: bool
+    partitions: list[Partition]
+    recovery_points: dict[TopicPartition, int]
+    index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
+
+
+def plan_segment_scans(plan: DirPlan) -> PlannedScans:
+    """Per partition, the whole-segment scans Phase 2 will ask for (:func:`segments_to_scan`), partitions
+    with the most bytes to scan first (so that a huge partition does not make the tail of the load),
+    segments in offset order."""
+    planned = []
+    for rank, part in enumerate(plan.partitions):
+        path, tp, kind = part
+        try:
+            files = set(os.listdir(path))
+        except OSError:
+            planned.append((0, rank, part, []))
+            continue
+        bases = sorted(names.offset_from_file_name(f) for f in files
+                       if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
+        recover_log = not plan.clean and kind is not DirKind.DELETE
+        chosen = segments_to_scan(bases, files, plan.recovery_points.get(tp, 0), recover_log,
+                                  lambda base, path=path: _txn_index_corrupt(path, base))
+        interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
+        tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
+                             index_interval=interval) for b in chosen]
+        planned.append((sum(file_size(t.path) for t in tasks), rank, part, tasks))
+    planned.sort(key=lambda p: (-p[0], p[1]))
+    return [(part, tasks) for _, _, part, tasks in planned]
+
+
+def _txn_index_corrupt(partition_dir: str, base: int) -> bool:
+    """The ``.txnindex`` check of :func:`segments_to_scan`; a file that cannot be read or parsed is left
+    to the loader, which reports it."""
+    path = os.path.join(partition_dir, names.segment_file_name(base, names.TXN_INDEX_SUFFIX))
+    try:
+        with open(path, "rb") as f:
+            entries = parse_txn_index(f.read(), path, base)
+    except (OSError, MploaderError):
+        return False
+    return txn_index_problem(path, base, entries) is not None
+
+
+def file_size(path: str) -> int:
+    """The size of ``path``, 0 when it cannot be stat-ed (the scan will report why)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+__all__ = ["DirPlan", "Partition", "PlannedScans", "file_size", "plan_segment_scans"]

@@ -1,0 +1,73 @@
+"""Which engine a load gets: ``num_segment_loading_threads_per_data_dir`` and the CPUs at hand."""
+
+from __future__ import annotations
+
+import os
+
+from mploader.config import LoaderConfig
+from mploader.engine.base import Engine
+from mploader.engine.inline import InlineEngine
+from mploader.engine.plan import DirPlan, PlannedScans, file_size, plan_segment_scans
+from mploader.metrics import MetricsRegistry
+from mploader.progress import Progress
+from mploader.result import LoadStats
+
+AUTO_POOL_MIN_BYTES = 1 << 30  # "auto" scans inline below this much Phase 1 work in every data dir
+
+
+def usable_cpus() -> int:
+    """CPUs this process may use: affinity mask, then a cgroup v2 CPU quota if one is set."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None) -> int:
+    """``num_segment_loading_threads_per_data_dir``.
+
+    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has
+    :data:`AUTO_POOL_MIN_BYTES` of segments to scan (``scan_bytes``: the largest per-dir amount):
+    starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
+    (perf/README.md).  An explicit number always wins.
+    """
+    n = cfg.num_segment_loading_threads_per_data_dir
+    if n == "auto":
+        if scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
+            return 1
+        return max(1, usable_cpus() // max(1, n_dirs))
+    return int(n)
+
+
+def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
+                metrics: MetricsRegistry | None = None, progress: Progress | None = None) -> Engine:
+    """The engine for these data dirs; given their plans, "auto" also weighs the Phase 1 work."""
+    plans = [d for d in data_dirs if isinstance(d, DirPlan)]
+    paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
+    planned: dict[str, PlannedScans] = {}
+    scan_bytes = None
+    if plans and cfg.num_segment_loading_threads_per_data_dir == "auto":
+        planned = {p.data_dir: plan_segment_scans(p) for p in plans}
+        scan_bytes = max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()),
+                         default=0)
+    n = workers_per_dir(cfg, len(paths), scan_bytes)
+    engine: Engine
+    if n <= 1 or not paths:
+        engine = InlineEngine(stats, progress, cfg.read_ahead_bytes)
+    else:
+        from mploader.engine.pool import PoolEngine  # loky only when a pool is started
+
+        engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes)
+    engine.planned.update(planned)  # prefetch reuses the plans "auto" already made
+    return engine
+
+
+__all__ = ["AUTO_POOL_MIN_BYTES", "make_engine", "usable_cpus", "workers_per_dir"]

@@ -1,0 +1,76 @@
+"""The batch table: one row per valid batch of a scanned range, every header field Phase 2 needs.
+
+Phase 1 fills it (:mod:`mploader.scan.walk`), the pool's workers hand it back through shared memory
+row for row, and Phase 2 reads it column by column (:class:`BatchColumns`).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+BATCH_TABLE = np.dtype([
+    ("position", "<i8"),
+    ("size", "<i8"),
+    ("magic", "<i1"),
+    ("attributes", "<i4"),
+    ("base_offset", "<i8"),
+    ("last_offset", "<i8"),
+    ("max_timestamp", "<i8"),
+    ("partition_leader_epoch", "<i4"),
+    ("producer_id", "<i8"),
+    ("producer_epoch", "<i2"),
+    ("base_sequence", "<i4"),
+    ("records_count", "<i4"),
+    ("marker", "<i1"),  # Marker below
+    ("coordinator_epoch", "<i4"),
+    ("marker_timestamp", "<i8"),
+])
+
+
+class Marker(enum.IntEnum):
+    """What a batch is for producer state (column ``marker`` of the batch table)."""
+
+    NONE = -1  # a data batch, or a control batch without producer id
+    ABORT = 0
+    COMMIT = 1
+    EMPTY_CONTROL = 2  # control batch with 0 records: ignored
+    INVALID = 3  # Kafka's InvalidRecordException: the batch is kept, recovery stops after it
+    FATAL = 4  # an exception Kafka does not catch: broker start-up fails if this batch is applied
+
+
+class BatchColumns:
+    """A batch table read column by column, each column copied out once on first use.
+
+    The table's rows are 80 bytes wide, so every read of one column is a pass over the whole
+    table; Phase 2 reads the same few columns many times."""
+
+    __slots__ = ("table", "_cols", "_parent")
+
+    def __init__(self, table: np.ndarray, parent: "BatchColumns | None" = None):
+        self.table = table
+        self._cols: dict[str, np.ndarray] = {}
+        self._parent = parent
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        col = self._cols.get(name)
+        if col is None:
+            if self._parent is not None:
+                col = self._parent[name][: len(self.table)]
+            else:
+                col = np.ascontiguousarray(self.table[name])
+            self._cols[name] = col
+        return col
+
+    def at(self, name: str, index: np.ndarray) -> np.ndarray:
+        """``self[name][index]`` for a few rows, without copying the column out when it is not yet."""
+        col = self._cols.get(name)
+        return (self.table[name] if col is None else col)[index]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def head(self, n: int) -> "BatchColumns":
+        """The first ``n`` rows, sharing this table's columns."""
+        return self if n >= len(self.table) else BatchColumns(self.table[:n], self)
