@@ -103,7 +103,7 @@ class InvalidFileNameError(MploaderError, ValueError):
 
 
 class StartupFailedError(MploaderError, RuntimeError):
-    """Kafka's own broker would fail to start on this input (LOADING.md §13).
+    """Kafka's own broker would fail to start on this input (docs/loading.md §13).
 
     ``kafka_exception`` names the exception Kafka would throw.
     """

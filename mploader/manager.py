@@ -1,4 +1,4 @@
-"""All data dirs: Kafka's LogManager start-up (LOADING.md §2-§4) around the per-partition loader.
+"""All data dirs: Kafka's LogManager start-up (docs/loading.md §2-§4) around the per-partition loader.
 
 Per data dir, in the order given: the clean-shutdown marker is detected and
 deleted before anything loads, the two checkpoints are read (with Kafka's

@@ -37,7 +37,7 @@ class LoadedLog:
     """One partition directory after loading.
 
     ``recovery_point`` is the value Kafka's next recovery-point checkpoint holds
-    (``max(loader's recovery point, local log start)``, LOADING.md §6.15);
+    (``max(loader's recovery point, local log start)``, docs/loading.md §6.15);
     ``loader_recovery_point`` the loader's own return value before that raise.
     """
 

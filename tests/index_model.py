@@ -1,4 +1,4 @@
-"""Kafka's mutable index objects as a small sequential reference model (FORMATS.md §8-§11).
+"""Kafka's mutable index objects as a small sequential reference model (docs/formats.md §8-§11).
 
 ``OffsetIndex``, ``TimeIndex`` and ``TransactionIndex`` behave like Kafka's
 classes of the same names (AbstractIndex.java and friends): the same state
@@ -10,9 +10,9 @@ it is created -- preallocated for the offset and time indexes), and
 once; here ``save(path)`` writes the file when the caller wants it on disk).
 
 This is not used by the loader.  It is the one-entry-at-a-time reference that
-tests drive through LOADING.md §7.1 batch by batch and compare with the
+tests drive through docs/loading.md §7.1 batch by batch and compare with the
 vectorised Phase 2 (``mploader.recovery.segment_recovery.plan_indexes``), and that scenario tests
-use for the index primitives (SCENARIOS.md §I).  Keep it obvious rather than fast.
+use for the index primitives (docs/scenarios.md §I).  Keep it obvious rather than fast.
 
 Errors: each Kafka exception is a small class below, a :class:`MploaderError`
 whose ``kafka_exception`` attribute names the Java class (the model raises
@@ -184,7 +184,7 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    """OffsetIndex (FORMATS §8): ``(relativeOffset int32, position int32)``."""
+    """OffsetIndex (docs/formats.md §8): ``(relativeOffset int32, position int32)``."""
 
     ENTRY = 8
     NAME = "offset index"
@@ -232,7 +232,7 @@ class OffsetIndex(_Index):
 
 
 class TimeIndex(_Index):
-    """TimeIndex (FORMATS §9): ``(timestamp int64, relativeOffset int32)``."""
+    """TimeIndex (docs/formats.md §9): ``(timestamp int64, relativeOffset int32)``."""
 
     ENTRY = 12
     NAME = "time index"
@@ -302,7 +302,7 @@ _TXN = struct.Struct(">hqqqq")
 
 
 class TransactionIndex:
-    """TransactionIndex (FORMATS §11): 34-byte aborted-transaction entries, appended through a channel.
+    """TransactionIndex (docs/formats.md §11): 34-byte aborted-transaction entries, appended through a channel.
 
     ``data=None``: the file does not exist (it is created by the first append only).
     The channel position starts at the file size; entries are read up to that position.

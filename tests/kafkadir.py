@@ -1,9 +1,9 @@
-"""Builders for partition directories in SCENARIOS.md notation (section 0).
+"""Builders for partition directories in docs/scenarios.md notation (section 0).
 
 ``B(o)``, ``P(o, pid, seq)``, ``T(o, n, pid, seq)``, ``N(o, n)``, ``M(o, pid, commit)``,
 ``V1(o, v, ts)``, ``V0(o, v)`` return batch bytes; :class:`PartitionBuilder` writes
 segments, "consistent" index files (an independent, test-side implementation of
-the LOADING.md §7.1 rule, so tests do not check mploader against itself),
+the docs/loading.md §7.1 rule, so tests do not check mploader against itself),
 snapshots, checkpoints and the marker.
 """
 
@@ -90,7 +90,7 @@ def batch_facts(data: bytes) -> list[BatchFacts]:
 
 
 def expected_indexes(base: int, data: bytes, interval: int = I) -> tuple[bytes, bytes]:
-    """Offset and time index bytes per LOADING.md §7.1 (trimmed)."""
+    """Offset and time index bytes per docs/loading.md §7.1 (trimmed)."""
     oi = bytearray()
     ti = bytearray()
     last_ts_entry = -1
@@ -268,17 +268,17 @@ def flip_bit(path, pos: int, mask: int = 0x01) -> None:
 
 
 def oi_bytes(base: int, *entries: tuple[int, int]) -> bytes:
-    """Offset-index entries ``(absolute offset, position)`` as bytes (FORMATS §8)."""
+    """Offset-index entries ``(absolute offset, position)`` as bytes (docs/formats.md §8)."""
     return b"".join(struct.pack(">ii", o - base, p) for o, p in entries)
 
 
 def ti_bytes(base: int, *entries: tuple[int, int]) -> bytes:
-    """Time-index entries ``(timestamp, absolute offset)`` as bytes (FORMATS §9)."""
+    """Time-index entries ``(timestamp, absolute offset)`` as bytes (docs/formats.md §9)."""
     return b"".join(struct.pack(">qi", t, o - base) for t, o in entries)
 
 
 def txn_entry(pid: int, first: int, last: int, lso: int, version: int = 0) -> bytes:
-    """One 34-byte ``.txnindex`` entry (FORMATS §11)."""
+    """One 34-byte ``.txnindex`` entry (docs/formats.md §11)."""
     return struct.pack(">hqqqq", version, pid, first, last, lso)
 
 
@@ -305,7 +305,7 @@ def tree_bytes(root) -> dict[str, bytes | None]:
 
 
 def parse_offset_checkpoint_text(text: str) -> dict[tuple[str, int], int]:
-    """Test-side reader of a well-formed offset checkpoint (FORMATS §13), for comparing as sets."""
+    """Test-side reader of a well-formed offset checkpoint (docs/formats.md §13), for comparing as sets."""
     lines = text.splitlines()
     if not lines:
         return {}

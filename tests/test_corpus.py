@@ -266,7 +266,7 @@ def _preallocated(source: Path) -> dict[Path, tuple[bool, int]]:
 
     From the documentation only: a preallocated (untrimmed) ``.timeindex`` whose prefix is not
     all zero is judged on its never-written last slot (timestamp 0 < first timestamp): corrupt
-    (FORMATS §9-§10, LOADING §16b).  Preallocated ``.index`` files always pass (last slot
+    (docs/formats.md §9-§10, docs/loading.md §16b).  Preallocated ``.index`` files always pass (last slot
     decodes to the base offset), as do all-zero ones.  Past the prefix the file is all zeros.
     """
     out = {}
@@ -456,7 +456,7 @@ def test_producer_snapshots(real_corpus: Path, log_end_offsets: dict[Path, int])
         if leo is not None and names.offset_from_file_name(path.name) > leo:
             errors.append(f"{path}: snapshot offset beyond the log end {leo}")
     _check(errors)
-    # README: only DonaldY myTopic-0's snapshot (148 bytes = 3 entries) has producers (SCENARIOS 73)
+    # README: only DonaldY myTopic-0's snapshot (148 bytes = 3 entries) has producers (docs/scenarios.md #73)
     assert len(paths) >= 9 and n_entries == 3
     donald = snapshot.read_snapshot(
         real_corpus / "DonaldY__kafka-2.7.1/kafka-logs/myTopic-0/00000000000000000038.snapshot")

@@ -30,7 +30,7 @@ from mploader.format import compression, legacy, log, records
 SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 INT32_MAX = 2**31 - 1
 
-# kafka-python's codec ids equal Kafka's (FORMATS §5): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
+# kafka-python's codec ids equal Kafka's (docs/formats.md §5): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 _OPTIONAL_CODECS = {compression.SNAPPY: "snappy", compression.LZ4: "lz4", compression.ZSTD: "zstd"}
 
 
@@ -62,7 +62,7 @@ def v2_inputs(draw: Any) -> dict[str, Any]:
         "leader_epoch": draw(st.integers(-1, INT32_MAX)),
         "producer_id": draw(st.integers(0, 2**62)) if idempotent else -1,
         "producer_epoch": draw(st.integers(0, 2**15 - 1)) if idempotent else -1,
-        # near INT32_MAX the last sequence wraps around (FORMATS §5)
+        # near INT32_MAX the last sequence wraps around (docs/formats.md §5)
         "base_sequence": draw(st.one_of(st.integers(0, 1000), st.integers(INT32_MAX - 8, INT32_MAX)))
         if idempotent else -1,
         "transactional": idempotent and draw(st.booleans()),
@@ -234,7 +234,7 @@ def test_end_txn_marker_built_by_mploader(codec: int, commit: bool) -> None:
         1234, producer_id=2**40 + 5, producer_epoch=17, commit=commit, coordinator_epoch=77,
         timestamp=1_700_000_123_456, partition_leader_epoch=9, codec=codec)
     if codec == compression.NONE:
-        assert len(data) == 78  # FORMATS §6
+        assert len(data) == 78  # docs/formats.md §6
     b = _kp_batch(data)
     assert (b.is_control_batch, b.is_transactional, b.base_offset, b.leader_epoch) == (True, True, 1234, 9)
     assert (b.producer_id, b.producer_epoch, b.base_sequence, b.compression_type) == (2**40 + 5, 17, -1, codec)

@@ -1,4 +1,4 @@
-"""Smoke-level checks of the format layer against the constants FORMATS.md gives."""
+"""Smoke-level checks of the format layer against the constants docs/formats.md gives."""
 
 from crc32c import crc32c
 
@@ -11,7 +11,7 @@ def test_crc32c_test_vector():
 
 def test_canonical_sizes():
     b = records.build_batch(0, records.simple_records([b"test"]), partition_leader_epoch=0)
-    assert len(b) == 72  # 68 + k, FORMATS.md §5
+    assert len(b) == 72  # 68 + k, docs/formats.md §5
     assert len(records.build_end_txn_marker_batch(0, 1, 0, True)) == 78
     assert len(legacy.build_message(0, b"v" * 7, magic=1)) == 34 + 7
     assert len(legacy.build_message(0, b"v" * 7, magic=0)) == 26 + 7

@@ -2,7 +2,7 @@
 specific :class:`mploader.errors.MploaderError` naming the file (and the byte position or line).
 
 Nothing may escape as IndexError / struct.error / bare ValueError / KeyError.  Rules and error
-classes: FORMATS.md §2-§15, SCENARIOS.md 5-7, 9, 23, 25, 34-37, 70, 71, 73.
+classes: docs/formats.md §2-§15, docs/scenarios.md #5-7, 9, 23, 25, 34-37, 70, 71, 73.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ T0 = 1_700_000_000_000
 
 
 def _batch(o: int, value: bytes = b"test", **kw: Any) -> bytes:
-    """SCENARIOS ``B(o)``: 72 bytes, leader epoch 0, timestamp T0+o."""
+    """docs/scenarios.md ``B(o)``: 72 bytes, leader epoch 0, timestamp T0+o."""
     return records.build_batch(o, records.simple_records([value]), partition_leader_epoch=0, base_timestamp=T0 + o,
                                **kw)
 
@@ -67,7 +67,7 @@ def _only_mploader_errors(fn: Callable[[], Any], allowed: tuple[type[MploaderErr
 
 
 # --------------------------------------------------------------------------------------------
-# .log framing (FORMATS §4) and batch validity (§5, §7)
+# .log framing (docs/formats.md §4) and batch validity (§5, §7)
 
 STD = b"".join(_batch(o) for o in range(10))  # 10 x 72 bytes
 BOUNDARIES = [72 * i for i in range(11)]
@@ -82,7 +82,7 @@ def test_canonical_log() -> None:
 @SETTINGS
 @given(st.integers(0, len(STD)))
 def test_truncated_log_keeps_the_complete_batches(n: int) -> None:
-    """SCENARIOS 35: a partial trailing batch is not an error; the valid prefix ends at the last whole batch."""
+    """docs/scenarios.md #35: a partial trailing batch is not an error; the valid prefix ends at the last whole batch."""
     r = read_log(STD[:n], PATH)
     expected = max(b for b in BOUNDARIES if b <= n)
     assert r.valid_bytes == expected and len(r.entries) == expected // 72
@@ -92,7 +92,7 @@ def test_truncated_log_keeps_the_complete_batches(n: int) -> None:
 @SETTINGS
 @given(st.integers(0, len(STD) - 1), st.integers(1, 255))
 def test_any_flipped_byte_is_caught_or_harmless(pos: int, xor: int) -> None:
-    """SCENARIOS 37: bytes outside the CRC (offset, length, leader epoch, magic) are trusted, every other
+    """docs/scenarios.md #37: bytes outside the CRC (offset, length, leader epoch, magic) are trusted, every other
     byte of a batch is protected by the CRC-32C."""
     data = bytearray(STD)
     data[pos] ^= xor
@@ -129,7 +129,7 @@ def test_garbage_after_valid_batches(garbage: bytes, nbatches: int) -> None:
 
 
 def test_size_field_below_14_stops_framing() -> None:
-    """SCENARIOS 34 / FORMATS §4: CorruptRecord from the iterator; valid bytes end at that entry."""
+    """docs/scenarios.md #34 / docs/formats.md §4: CorruptRecord from the iterator; valid bytes end at that entry."""
     bad = struct.pack(">qiib", 10, 13, 0, 2) + bytes(40)
     r = read_log(STD[:144] + bad + STD[144:], PATH)
     assert (r.valid_bytes, r.stop_reason, len(r.entries)) == (144, "corrupt size", 2)
@@ -139,7 +139,7 @@ def test_size_field_below_14_stops_framing() -> None:
 
 
 def test_v2_batch_shorter_than_its_header() -> None:
-    """SCENARIOS 36: size field 49 (entry 61 - 12 = 49 would be the minimum) frames, but is invalid."""
+    """docs/scenarios.md #36: size field 49 (entry 61 - 12 = 49 would be the minimum) frames, but is invalid."""
     short = bytearray(_batch(2)[:60])
     struct.pack_into(">i", short, 8, 48)  # entry of 60 bytes < 61
     data = STD[:144] + bytes(short) + STD[144:]
@@ -184,7 +184,7 @@ def test_batch_readers_on_garbage(garbage: bytes, pos: int) -> None:
        st.booleans())
 def test_records_section_garbage_with_a_valid_crc(payload: bytes, count: int, codec: int, control: bool) -> None:
     """A CRC-valid batch whose records section is garbage: decode_records and the control-record reader
-    raise only InvalidRecordError / StartupFailedError (FORMATS §6)."""
+    raise only InvalidRecordError / StartupFailedError (docs/formats.md §6)."""
     hdr = bytearray(records.build_batch(40, [], codec=compression.NONE, control=control, transactional=control,
                                         producer_id=5 if control else -1, producer_epoch=0))
     struct.pack_into(">h", hdr, 21, codec | (0x30 if control else 0))
@@ -200,7 +200,7 @@ def test_records_section_garbage_with_a_valid_crc(payload: bytes, count: int, co
 
 
 # --------------------------------------------------------------------------------------------
-# Control batches: how recovery reads a transaction marker (FORMATS §6)
+# Control batches: how recovery reads a transaction marker (docs/formats.md §6)
 
 
 def _control(key: bytes | None, value: bytes | None, *, count: int | None = None, extra: bytes = b"",
@@ -282,7 +282,7 @@ def test_compressed_control_batch_failures() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Legacy wrappers: inner offsets (FORMATS §7)
+# Legacy wrappers: inner offsets (docs/formats.md §7)
 
 
 def _wrapper(inner: bytes, *, offset: int, magic: int = 1, codec: int = compression.GZIP,
@@ -329,7 +329,7 @@ def test_inner_offsets_errors(data: bytes, error: type[MploaderError]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Offset checkpoints (FORMATS §13, SCENARIOS 5-7) and leader-epoch checkpoints (§14)
+# Offset checkpoints (docs/formats.md §13, docs/scenarios.md #5-7) and leader-epoch checkpoints (§14)
 
 
 def _write(tmp_path: Path, content: bytes | str, name: str = "recovery-point-offset-checkpoint") -> Path:
@@ -349,7 +349,7 @@ TP = names.TopicPartition
     ("0\n1\nt 0 30\n", {TP("t", 0): 30}),
     ("0\r\n1\r\nt 0 30", {TP("t", 0): 30}),
     ("0\r1\rt 0 30\r", {TP("t", 0): 30}),
-    ("0\n3\nt 0 20\nu\t1   7   \nt 0 25\n", {TP("t", 0): 25, TP("u", 1): 7}),  # SCENARIOS 7
+    ("0\n3\nt 0 20\nu\t1   7   \nt 0 25\n", {TP("t", 0): 25, TP("u", 1): 7}),  # docs/scenarios.md #7
     ("+0\n+1\nt +3 -5\n", {TP("t", 3): -5}),  # Integer.parseInt accepts a sign
     ("0\n1\nt.x-y 2147483647 9223372036854775807\n", {TP("t.x-y", 2**31 - 1): 2**63 - 1}),
 ])
@@ -358,7 +358,7 @@ def test_checkpoint_accepts(tmp_path: Path, content: str, expected: dict[Any, in
 
 
 @pytest.mark.parametrize("content, line", [
-    ("0\n2\nt 0 30\n", None),  # SCENARIOS 5: count says 2, one line
+    ("0\n2\nt 0 30\n", None),  # docs/scenarios.md #5: count says 2, one line
     ("1\n1\nt 0 30\n", 1),  # version 1
     (" 0\n1\nt 0 30\n", 1),  # version with a space
     ("0 \n0\n", 1),
@@ -380,7 +380,7 @@ def test_checkpoint_malformed(tmp_path: Path, content: str | bytes, line: int | 
 
 
 @pytest.mark.parametrize("content, line", [
-    ("0\n1\nt x 30\n", 3),  # SCENARIOS 6
+    ("0\n1\nt x 30\n", 3),  # docs/scenarios.md #6
     ("0\n1\nt 0 3x\n", 3),
     ("0\n1\nt 2147483648 1\n", 3),  # partition beyond int32
     ("0\n1\nt 0 9223372036854775808\n", 3),
@@ -432,7 +432,7 @@ def test_leader_epoch_checkpoint_errors(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# partition.metadata (FORMATS §15)
+# partition.metadata (docs/formats.md §15)
 
 TOPIC_ID = base64.urlsafe_b64decode("gSnfpEbtQfSDpxM2lhEn9A==")
 
@@ -498,7 +498,7 @@ def test_clean_shutdown_marker_is_read_tolerantly(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Producer snapshots (FORMATS §12, SCENARIOS 70, 73)
+# Producer snapshots (docs/formats.md §12, docs/scenarios.md #70, 73)
 
 
 def _entry(pid: int, **kw: int) -> snapshot.ProducerSnapshotEntry:
@@ -524,7 +524,7 @@ def test_snapshot_layout_scenario_73() -> None:
     (lambda d: d[:6] + struct.pack(">i", -1) + d[10:], 6),  # negative count
     (lambda d: d[:6] + struct.pack(">i", 4) + d[10:], 6),  # count beyond the file
     (lambda d: d[:-1], 6),  # last entry cut
-    (lambda d: d[:3] + bytes([d[3] ^ 1]) + d[4:], 2),  # SCENARIOS 70: a CRC byte flipped
+    (lambda d: d[:3] + bytes([d[3] ^ 1]) + d[4:], 2),  # docs/scenarios.md #70: a CRC byte flipped
     (lambda d: d[:60] + bytes([d[60] ^ 0x80]) + d[61:], 2),  # an entry byte flipped
     (lambda d: d + b"\x00" * 46, 2),  # a longer old file overwritten without truncation
 ])
@@ -535,7 +535,7 @@ def test_corrupt_snapshots(mutate: Callable[[bytes], bytes], position: int) -> N
 
 def test_trailing_bytes_covered_by_the_crc_are_accepted() -> None:
     """Kafka parses the entries it declares and checks the CRC over [6, EOF): extra bytes that the
-    stored CRC covers are not an error (FORMATS §12 only rules out the CRC-mismatch case)."""
+    stored CRC covers are not an error (docs/formats.md §12 only rules out the CRC-mismatch case)."""
     data = bytearray(snapshot.snapshot_bytes([_entry(4001)]) + b"tail")
     struct.pack_into(">I", data, 2, crc32c(bytes(data[6:])))
     assert [e.producer_id for e in snapshot.parse_snapshot(bytes(data), PATH)] == [4001]
@@ -559,7 +559,7 @@ def test_snapshot_file_errors_name_the_file(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Java HashMap iteration order of the producer map (FORMATS §12, SCENARIOS 71)
+# Java HashMap iteration order of the producer map (docs/formats.md §12, docs/scenarios.md #71)
 
 
 def _hashmap_cases() -> list[dict[str, Any]]:
@@ -598,7 +598,7 @@ def test_tree_bins_follow_java(tmp_path) -> None:  # type: ignore[no-untyped-def
 
 
 # --------------------------------------------------------------------------------------------
-# Transaction index (FORMATS §11, SCENARIOS 23)
+# Transaction index (docs/formats.md §11, docs/scenarios.md #23)
 
 
 def _txn(version_byte: int, pid: int, first: int, last: int, lso: int) -> bytes:
@@ -610,10 +610,10 @@ def test_txn_index_rules(tmp_path: Path) -> None:
     p.write_bytes(_txn(0, 1, 2, 15, 16) + _txn(0xFF, 1, 16, 18, 19) + b"\x00" * 33)  # partial entry ignored
     entries = index.read_txn_index(p)
     assert entries["last_offset"].tolist() == [15, 18] and index.txn_index_problem(str(p), 10, entries) is None
-    p.write_bytes(_txn(0, 1, 2, 15, 16) + _txn(0, 1, 2, 5, 2))  # SCENARIOS 22: lastOffset 5 < base 10
+    p.write_bytes(_txn(0, 1, 2, 15, 16) + _txn(0, 1, 2, 5, 2))  # docs/scenarios.md #22: lastOffset 5 < base 10
     problem = index.txn_index_problem(str(p), 10, index.read_txn_index(p))
     assert isinstance(problem, CorruptIndexError) and problem.path == str(p) and problem.position == 34
-    p.write_bytes(_txn(0, 1, 2, 15, 16) + _txn(1, 1, 16, 18, 19))  # SCENARIOS 23: positive version byte
+    p.write_bytes(_txn(0, 1, 2, 15, 16) + _txn(1, 1, 16, 18, 19))  # docs/scenarios.md #23: positive version byte
     err = _expect(StartupFailedError, index.read_txn_index, p, path=str(p))
     assert err.kafka_exception == "KafkaException" and "byte 34" in str(err)
 
@@ -645,7 +645,7 @@ def test_txn_index_fuzz(tmp_path: Path, data: bytes, base: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Offset / time index sanity checks (FORMATS §8-§10, SCENARIOS 25, 81, 83)
+# Offset / time index sanity checks (docs/formats.md §8-§10, docs/scenarios.md #25, 81, 83)
 
 
 def _index_file(tmp_path: Path, name: str, data: bytes, size: int | None = None) -> Path:
@@ -690,7 +690,7 @@ def test_index_sanity_checks_scenarios_81_83(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Names (FORMATS §2-§3, SCENARIOS 9)
+# Names (docs/formats.md §2-§3, docs/scenarios.md #9)
 
 UUID = "0123456789abcdef0123456789abcdef"
 

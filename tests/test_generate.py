@@ -87,7 +87,7 @@ def row_of(pos: int, h: records.BatchHeader, data: bytes) -> dict:
 
 
 def expected_indexes(batches: list[tuple[int, records.BatchHeader]], interval: int, final_time_entry: bool):
-    """LOADING.md §7.1, written again here."""
+    """docs/loading.md §7.1, written again here."""
     offsets, times = [], []
     max_ts, max_ts_off = -1, None
     last_indexed = 0
@@ -230,7 +230,7 @@ class _Entry:
 
 
 def replay(out: Path, p: dict):
-    """Producer state (LOADING.md §8) and aborted transactions, re-derived from the .log files.
+    """Producer state (docs/loading.md §8) and aborted transactions, re-derived from the .log files.
 
     Yields ("segment_end", segment, entries, aborted_in_segment) after each segment."""
     entries: dict[int, _Entry] = {}

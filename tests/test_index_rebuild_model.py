@@ -1,7 +1,7 @@
 """The vectorised index rebuild (``recovery.plan_indexes``) against the sequential reference model.
 
 For random batch tables the model (``tests.index_model``: Kafka's OffsetIndex and TimeIndex,
-one append at a time) is driven through the LOADING.md §7.1 loop of ``LogSegment.recover``; the plan must
+one append at a time) is driven through the docs/loading.md §7.1 loop of ``LogSegment.recover``; the plan must
 give the same offset- and time-index entries, the same failing row (InvalidOffsetException, which Kafka's
 recoverLog catches), the same failed final time entry, and the same fatal exception (anything else).
 """
@@ -35,7 +35,7 @@ class Outcome:
 
 
 def model_recover(base: int, rows: np.ndarray, interval: int, max_index_size: int) -> Outcome:
-    """LogSegment.recover's index part (LOADING.md §7.1), batch by batch, on the reference model."""
+    """LogSegment.recover's index part (docs/loading.md §7.1), batch by batch, on the reference model."""
     # recover() resets indexes that exist (an empty file here): entries 0, grown to max_index_size
     oi = OffsetIndex(base, max_index_size, b"")
     ti = TimeIndex(base, max_index_size, b"")
@@ -148,7 +148,7 @@ def test_known_cases_by_hand():
     check(10, [100, 100, 100, 100], [0, 2, 4, 6], [7, 5, 9, 9], 0, DEFAULT_MAX_INDEX_SIZE)
 
     cases = {
-        # offset index: the repeated last offset 1 fails at row 2 (LOADING §7.1; scenario 39)
+        # offset index: the repeated last offset 1 fails at row 2 (docs/loading.md §7.1; scenario 39)
         (0, (100,) * 4, (0, 1, 1, 2), (-1,) * 4, 0, DEFAULT_MAX_INDEX_SIZE): Outcome([(1, 100)], [], 2),
         # time index: row 3 is indexed (offset 30 fine) but the max timestamp is held by offset 15 < 20
         (0, (100, 10, 100, 100), (10, 20, 15, 30), (5, 50, 60, 0), 50, DEFAULT_MAX_INDEX_SIZE):

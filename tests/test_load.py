@@ -336,7 +336,7 @@ class _CountScans:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_segment_kafka_recovers_twice_is_read_once(tmp_path: Path, workers: int) -> None:
-    """SCENARIOS 33 (LOADING.md §16a): Kafka recovers S(10) in the load phase and again in recoverLog,
+    """docs/scenarios.md #33 (docs/loading.md §16a): Kafka recovers S(10) in the load phase and again in recoverLog,
     reading its bytes twice; mploader scans each segment once and keeps every effect of the two passes
     (S(20) kept, the hole at 15..19, the snapshot set)."""
     d = data_dir(tmp_path, clean=False)

@@ -5,7 +5,7 @@ log end offset, rebuilt index bytes).
 (every batch's position, offsets, producer fields; every segment's index entries; every snapshot's
 producers; where valid data ends after each data fault).  Each test here generates a small broker,
 loads it with mploader, and compares the outcome with an outcome computed *independently* from the
-manifest and the files as they were before the load, by a test-side model of LOADING.md §6-§10 (the
+manifest and the files as they were before the load, by a test-side model of docs/loading.md §6-§10 (the
 ``Model`` class below: which segments are recovered and when, where each is truncated, which later
 segments go, the log end offset as ``readNextOffset`` computes it from the index and the raw bytes,
 the §7.1 index rebuild, the aborted-transaction index, the producer-state snapshots Kafka reads,
@@ -52,7 +52,7 @@ BIG = b"<a preallocated index, not read>"  # stands for a file larger than BIG_F
 BIG_FILE = 1 << 20  # files larger than this (preallocated indexes) are not read before the load
 
 # ------------------------------------------------------------------------------------------------
-# Raw bytes, read the way Kafka reads them (FORMATS.md §4, §5, §8, §9, §11, §12)
+# Raw bytes, read the way Kafka reads them (docs/formats.md §4, §5, §8, §9, §11, §12)
 
 
 class Fatal(Exception):
@@ -171,7 +171,7 @@ def read_varint(data: bytes, q: int, end: int, max_bytes: int) -> tuple[int, int
 
 def parse_marker(data: bytes, p: int, size: int, attrs: int, base_ts: int, max_ts: int) -> tuple[str, int, int]:
     """The end-transaction marker in the first record of the control batch at ``p`` as
-    ProducerAppendInfo.append reads it (FORMATS.md §6): (type, coordinator epoch, record timestamp).
+    ProducerAppendInfo.append reads it (docs/formats.md §6): (type, coordinator epoch, record timestamp).
     Raises Fatal where Kafka's reading throws (outside recovery nothing catches it)."""
     end, q = p + size, p + 61
     count = struct.unpack_from(">i", data, p + 57)[0]
@@ -239,7 +239,7 @@ def raw_row(data: bytes, p: int) -> dict:
 
 
 def parse_snapshot(data: bytes) -> dict[int, tuple] | None:
-    """A producer snapshot's entries by producer id, or None when Kafka finds it corrupt (FORMATS.md §12)."""
+    """A producer snapshot's entries by producer id, or None when Kafka finds it corrupt (docs/formats.md §12)."""
     if len(data) < 10 or struct.unpack_from(">h", data, 0)[0] != 1:
         return None
     if struct.unpack_from(">I", data, 2)[0] != crc32c(data[6:]):
@@ -255,7 +255,7 @@ def parse_snapshot(data: bytes) -> dict[int, tuple] | None:
 
 
 def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
-    """leader-epoch-checkpoint (FORMATS.md §14), loaded with LeaderEpochFileCache's assign rule (§9)."""
+    """leader-epoch-checkpoint (docs/formats.md §14), loaded with LeaderEpochFileCache's assign rule (§9)."""
     lines = data.decode().split("\n")
     assert lines[0] == "0" and int(lines[1]) == len([x for x in lines[2:] if x])
     entries: list[tuple[int, int]] = []
@@ -276,7 +276,7 @@ def txn_entries_bytes(entries: list[tuple[int, int, int, int]]) -> bytes:
 
 
 def rebuilt_indexes(base: int, rows: list[dict], interval: int) -> tuple[bytes, bytes, list, list]:
-    """LOADING.md §7.1 over manifest rows: trimmed .index and .timeindex bytes, and their entries."""
+    """docs/loading.md §7.1 over manifest rows: trimmed .index and .timeindex bytes, and their entries."""
     offsets: list[tuple[int, int]] = []
     times: list[tuple[int, int]] = []
     max_ts, max_ts_off = -1, base
@@ -331,7 +331,7 @@ class Snap:
 
 
 class PSM:
-    """ProducerStateManager (LOADING.md §8): producers, map end offset, snapshot files it knows of."""
+    """ProducerStateManager (docs/loading.md §8): producers, map end offset, snapshot files it knows of."""
 
     def __init__(self, model: "Model") -> None:
         self.m = model
@@ -410,7 +410,7 @@ class PSM:
 
 
 class Model:
-    """LogLoader.load for one generated partition (LOADING.md §6), on the files as they were before the
+    """LogLoader.load for one generated partition (docs/loading.md §6), on the files as they were before the
     load.  Attributes after :meth:`run`: the expected outcome."""
 
     def __init__(self, part: dict, faults: list[dict], before: dict[str, bytes | int], *, clean: bool,
@@ -1101,7 +1101,7 @@ def test_one_fault_kind(tmp_path, kind, clean):
     out = load_and_check(b)
     if kind == "zero_tail" and clean:
         # a zeroed tail in an unrecovered active segment: readNextOffset meets a size field of 0 and
-        # Kafka's start-up fails (CorruptRecordException outside recovery, LOADING.md §10.1, §13)
+        # Kafka's start-up fails (CorruptRecordException outside recovery, docs/loading.md §10.1, §13)
         assert out.result is None
         return
     assert out.result is not None
@@ -1152,7 +1152,7 @@ def flip(path: Path, at: int) -> None:
 
 
 def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
-    """LOADING.md §6.3/§16a: a damaged segment without its .index is recovered (and truncated) while the
+    """docs/loading.md §6.3/§16a: a damaged segment without its .index is recovered (and truncated) while the
     segment files are loaded; that truncation does not delete the later segments, and recoverLog's second
     recovery finds nothing left to cut -- the log keeps an offset gap.  The same damage with the .index
     present and the segment in recoverLog's range deletes every later segment."""
@@ -1210,7 +1210,7 @@ def test_truncation_while_loading_segment_files_keeps_later_segments(tmp_path):
 
 @pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
 def test_corrupt_snapshot_is_deleted_when_loaded_and_an_older_one_used(tmp_path, clean):
-    """LOADING.md §8.5: the first snapshot a producer-state rebuild loads is the latest at or below its
+    """docs/loading.md §8.5: the first snapshot a producer-state rebuild loads is the latest at or below its
     target (the LEO after a clean shutdown, the base of the first recovered segment after a crash); a
     corrupt one is deleted and the next older one loaded, then the batches after it are read.  A corrupt
     snapshot no rebuild reaches stays as it is."""
@@ -1261,7 +1261,7 @@ def test_corrupt_snapshot_is_deleted_when_loaded_and_an_older_one_used(tmp_path,
 
 
 def test_interrupted_swap_is_completed(tmp_path):
-    """LOADING.md §6.2: a complete set of .swap files replaces the range [its base, its next offset): the
+    """docs/loading.md §6.2: a complete set of .swap files replaces the range [its base, its next offset): the
     old segment's files and the producer snapshot in that range are deleted, the .swap files renamed."""
     swapped: dict[tuple[str, str, int], int] = {}
 

@@ -1,4 +1,4 @@
-"""Phase 2's producer-state update of a segment equals Kafka's batch-by-batch rule (LOADING.md §7.2)."""
+"""Phase 2's producer-state update of a segment equals Kafka's batch-by-batch rule (docs/loading.md §7.2)."""
 
 from __future__ import annotations
 

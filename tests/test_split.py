@@ -1,4 +1,4 @@
-"""mploader.recovery.split: Kafka's offset-overflow segment split (LOADING.md §11), beyond scenarios 74-79.
+"""mploader.recovery.split: Kafka's offset-overflow segment split (docs/loading.md §11), beyond scenarios 74-79.
 
 Expected values are worked out by hand from Kafka's LogSegment.appendFromFile / append and
 LocalLog.splitOverflowedSegment / replaceSegments.

@@ -1,4 +1,4 @@
-"""Text checkpoint files, ``partition.metadata`` and the clean-shutdown marker (FORMATS.md §13-§16).
+"""Text checkpoint files, ``partition.metadata`` and the clean-shutdown marker (docs/formats.md §13-§16).
 
 Offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``) and the
@@ -179,7 +179,7 @@ def parse_topic_id(text: str) -> bytes:
 
 
 def read_partition_metadata(path: str | os.PathLike[str]) -> bytes:
-    """The topic id, with Kafka's error classes (FORMATS.md §15).
+    """The topic id, with Kafka's error classes (docs/formats.md §15).
 
     Kafka's reader, in order: line 1 split on ``:\\s+`` (Java split semantics) must give 2
     fields, the second an int >= 0 (else IOException); line 2 the same, then ``Uuid.fromString``

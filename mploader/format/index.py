@@ -1,4 +1,4 @@
-"""Index files: ``.index``, ``.timeindex`` and ``.txnindex`` (FORMATS.md §8-§11).
+"""Index files: ``.index``, ``.timeindex`` and ``.txnindex`` (docs/formats.md §8-§11).
 
 Entry layouts (big-endian, no header, no checksum)::
 

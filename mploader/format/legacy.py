@@ -1,4 +1,4 @@
-"""Legacy message sets, magic v0 and v1 (FORMATS.md §7).
+"""Legacy message sets, magic v0 and v1 (docs/formats.md §7).
 
 A legacy log entry is ``offset int64 | size int32 | message``; the message is::
 
@@ -219,7 +219,7 @@ def inner_offsets(buf: bytes | memoryview, pos: int = 0, path: str | None = None
     Kafka refuses (null value, zstd, unknown codec, no inner message, a compressed inner
     message, undecompressable data, a key/value length beyond the message) is an
     :class:`InvalidRecordError`; Kafka throws InvalidRecordException, KafkaException or a
-    runtime exception there, all fatal where the loader needs this (segment split, LOADING §11).
+    runtime exception there, all fatal where the loader needs this (segment split, docs/loading.md §11).
     """
     entry = _validated_entry(buf, pos, path)
     if entry.compression == compression.NONE:

@@ -1,4 +1,4 @@
-"""Framing of a ``.log`` segment file: how Kafka cuts it into entries (FORMATS.md §4).
+"""Framing of a ``.log`` segment file: how Kafka cuts it into entries (docs/formats.md §4).
 
 Every entry, v2 batch or legacy message, starts with the same 17 bytes::
 
@@ -42,7 +42,7 @@ def iter_entries(buf: bytes | memoryview, start: int = 0, end: int | None = None
 
 @dataclass(frozen=True, slots=True)
 class EntrySummary:
-    """What recovery needs of one entry, for both formats (FORMATS.md §5, §7)."""
+    """What recovery needs of one entry, for both formats (docs/formats.md §5, §7)."""
 
     position: int
     size: int

@@ -1,4 +1,4 @@
-"""File and directory names (FORMATS.md §2-§3).
+"""File and directory names (docs/formats.md §2-§3).
 
 * segment family: ``<20-digit base offset><suffix>``, e.g. ``00000000000000000042.log``;
 * partition directories: ``<topic>-<partition>`` and the ``.<uuid>-delete``,

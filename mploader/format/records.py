@@ -1,4 +1,4 @@
-"""Record batches, magic v2 (FORMATS.md §5-§6), and the control records inside them.
+"""Record batches, magic v2 (docs/formats.md §5-§6), and the control records inside them.
 
 Layout of the 61-byte batch header, written down once::
 
@@ -189,7 +189,7 @@ def ensure_valid(buf: bytes | memoryview, pos: int, path: str | None = None) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Records (FORMATS.md §6)
+# Records (docs/formats.md §6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +409,7 @@ def read_end_txn_marker(
 
     Returns None for an empty control batch.  Raises InvalidRecordError where Kafka
     raises InvalidRecordException (recovery stops after this batch) and
-    StartupFailedError where Kafka's exception is not caught (FORMATS.md §6).
+    StartupFailedError where Kafka's exception is not caught (docs/formats.md §6).
     """
     if header.records_count == 0:
         return None

@@ -1,4 +1,4 @@
-"""Producer-state snapshots, ``<20-digit offset>.snapshot`` (FORMATS.md §12).
+"""Producer-state snapshots, ``<20-digit offset>.snapshot`` (docs/formats.md §12).
 
 Layout (Kafka's generated ``ProducerSnapshot`` message, version 1)::
 

@@ -1,4 +1,4 @@
-"""Zig-zag varints as Kafka writes them inside v2 records (FORMATS.md §0)."""
+"""Zig-zag varints as Kafka writes them inside v2 records (docs/formats.md §0)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ class Fault:
     segment now ends, i.e. where a CRC walk of it stops and where Kafka truncates it *if* it
     recovers that segment (unclean shutdown and the segment at or past the recovery point's
     segment, or a missing ``.index``).  Later segments of the partition are untouched here; Kafka
-    deletes them when a recovery truncated bytes (LOADING.md §6.6)."""
+    deletes them when a recovery truncated bytes (docs/loading.md §6.6)."""
 
     kind: str
     dir: str  # data dir name, relative to the output directory

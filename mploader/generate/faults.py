@@ -186,7 +186,7 @@ class _FaultInjector:
             detail = "*.cleaned files (Kafka deletes them at load)"
         else:
             # interrupted before the .cleaned -> .swap renames finished: swap files at offsets >= the
-            # smallest .cleaned offset are deleted with the .cleaned files (LOADING.md §6.1)
+            # smallest .cleaned offset are deleted with the .cleaned files (docs/loading.md §6.1)
             seg = rng.choice(pw.segments)
             make(names.segment_file_name(seg.base, names.LOG_SUFFIX) + names.CLEANED_SUFFIX, rng.randbytes(100))
             make(names.segment_file_name(seg.base, names.INDEX_SUFFIX) + names.SWAP_SUFFIX, rng.randbytes(16))

@@ -6,7 +6,7 @@ record count (:mod:`mploader.generate.templates`; only the header fields and the
 Only the current segment's index entries are held in memory.  The manifest is written line by
 line as segments close.
 
-Indexes follow Kafka's *recovery* rule (LOADING.md §7.1), so a recovered segment's rebuilt index
+Indexes follow Kafka's *recovery* rule (docs/loading.md §7.1), so a recovered segment's rebuilt index
 equals the generated one: an ``.index`` entry ``(batch lastOffset, batch start position)`` when
 more than ``index_interval_bytes`` lie between the last indexed batch and this batch (never for
 the batch at position 0), a time entry at the same moments with the running maximum timestamp,
@@ -64,7 +64,7 @@ class _Owner(Protocol):
 
 
 class _ProducerEntry:
-    """The broker's producer-state entry (what a snapshot persists, FORMATS.md §12)."""
+    """The broker's producer-state entry (what a snapshot persists, docs/formats.md §12)."""
 
     __slots__ = ("epoch", "last_seq", "last_offset", "offset_delta", "timestamp", "coordinator_epoch",
                  "txn_first_offset")
@@ -308,7 +308,7 @@ class _PartitionWriter:
         if max_ts > self.max_ts:
             self.max_ts = max_ts
             self.max_ts_off = last
-        if pos - self.last_indexed > self.index_interval_bytes:  # LOADING.md §7.1
+        if pos - self.last_indexed > self.index_interval_bytes:  # docs/loading.md §7.1
             self.idx_off.append(last)
             self.idx_pos.append(pos)
             if self.max_ts > self.tidx_last_ts:

@@ -1,4 +1,4 @@
-"""The leader-epoch cache of one partition (Kafka's LeaderEpochFileCache, LOADING.md §9, §6.11).
+"""The leader-epoch cache of one partition (Kafka's LeaderEpochFileCache, docs/loading.md §9, §6.11).
 
 Only the cache's final content reaches disk: Kafka rewrites
 ``leader-epoch-checkpoint`` on every assignment and after truncations that

@@ -1,4 +1,4 @@
-"""One partition directory: Kafka's UnifiedLog.apply + LogLoader.load (LOADING.md §5-§6).
+"""One partition directory: Kafka's UnifiedLog.apply + LogLoader.load (docs/loading.md §5-§6).
 
 The algorithm is Kafka's, step for step, so that every branch keeps its
 outcome.  What differs is where bytes are read: every segment scan comes from
@@ -181,7 +181,7 @@ class LogLoader:
                 self.disk.write_atomically(self.epochs.path, data)
 
     def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
-        """LogLoader.retryOnOffsetOverflow (LOADING.md §11): split the overflowed segment, run ``fn`` again."""
+        """LogLoader.retryOnOffsetOverflow (docs/loading.md §11): split the overflowed segment, run ``fn`` again."""
         from mploader.recovery.split import replace_in_segment_map, split_overflowed_segment
 
         while True:
@@ -462,7 +462,7 @@ class LogLoader:
 
 
 class _ScanCache:
-    """The latest scans of a partition's segments, by file.  A segment recovered twice (LOADING §16a) and
+    """The latest scans of a partition's segments, by file.  A segment recovered twice (docs/loading.md §16a) and
     the producer-state reads right after a recovery reuse them; older scans are dropped, so that a
     partition of many big segments holds a few batch tables (80 bytes a batch), not all of them."""
 

@@ -1,4 +1,4 @@
-"""A recovered segment's effect on producer state, computed for all its batches at once (LOADING.md §7.2).
+"""A recovered segment's effect on producer state, computed for all its batches at once (docs/loading.md §7.2).
 
 Kafka's ``LogSegment.recover`` feeds the batches to the ProducerStateManager one at a time:
 prepareUpdate, append, update, and for a marker that closes a transaction the last stable

@@ -1,4 +1,4 @@
-"""Producer state of one partition (Kafka's ProducerStateManager, LOADING.md §8).
+"""Producer state of one partition (Kafka's ProducerStateManager, docs/loading.md §8).
 
 The manager holds, per producer id, an entry (epoch, coordinator epoch, last
 timestamp, open transaction, the last few batches' metadata), the ongoing and

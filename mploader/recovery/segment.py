@@ -1,7 +1,7 @@
-"""One segment on disk and the index operations the loader needs (Kafka's LogSegment, LOADING.md §10).
+"""One segment on disk and the index operations the loader needs (Kafka's LogSegment, docs/loading.md §10).
 
 Index files are read the way Kafka opens them: every slot up to the file
-length is an entry (FORMATS.md §10), and lookups use Kafka's exact search
+length is an entry (docs/formats.md §10), and lookups use Kafka's exact search
 (a "warm" section of the last 8 KiB first), so a preallocated zero tail or a
 garbage index gives the same answers it gives Kafka.
 """

@@ -1,4 +1,4 @@
-"""Phase 2 for one segment: apply its scan the way Kafka's LogSegment.recover would (LOADING.md §7).
+"""Phase 2 for one segment: apply its scan the way Kafka's LogSegment.recover would (docs/loading.md §7).
 
 Given the batch table of the segment's valid prefix, this rebuilds the offset
 and time indexes (vectorised: only the indexed batches are visited in Python),
@@ -210,7 +210,7 @@ def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: in
 
 def _apply_batches(rows: BatchColumns, draft: RecoveryDraft, psm: ProducerStateManager,
                    epochs: LeaderEpochCache | None, txn_entries: list[TxnIndexEntry], path: str) -> None:
-    """Epoch assignments and producer-state updates, in batch order (LOADING.md §7.1-§7.2)."""
+    """Epoch assignments and producer-state updates, in batch order (docs/loading.md §7.1-§7.2)."""
     if not len(rows):
         return
     if epochs is not None:  # the rows raising the epoch above all before them, those above the cache's latest

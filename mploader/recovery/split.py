@@ -1,4 +1,4 @@
-"""Splitting a segment whose offsets overflow its base (LOADING.md §11).
+"""Splitting a segment whose offsets overflow its base (docs/loading.md §11).
 
 When recovery meets a batch whose ``lastOffset - base`` does not fit an int32
 (legacy data written before KAFKA-5413), Kafka's loader raises
@@ -224,7 +224,7 @@ class _NewSegment:
 
 
 class _Indexes:
-    """The append-time index bookkeeping of one new LogSegment (OffsetIndex/TimeIndex rules, F§8-§9)."""
+    """The append-time index bookkeeping of one new LogSegment (OffsetIndex/TimeIndex rules, docs/formats.md §8-§9)."""
 
     def __init__(self, seg: _NewSegment, path: str, cfg: EffectiveConfig):
         self.seg = seg
@@ -394,7 +394,7 @@ def _mtime_ms(disk: Disk, path: str) -> int:
 
 def split_overflowed_segment(disk: Disk, segment: Segment, cfg: EffectiveConfig, in_segment_map: bool,
                              *, deleted: list[str] | None = None) -> list[Segment]:
-    """LocalLog.splitOverflowedSegment + replaceSegments for ``segment`` (LOADING.md §11).
+    """LocalLog.splitOverflowedSegment + replaceSegments for ``segment`` (docs/loading.md §11).
 
     ``segment`` is the segment whose recovery raised the overflow (its offset index as the
     aborted recovery left it).  ``in_segment_map`` says whether the loader's segment map holds a

@@ -1,4 +1,4 @@
-"""What Phase 1 prepares for Phase 2's ``LogSegment.recover`` besides the batch table (LOADING.md §7.1-§7.2).
+"""What Phase 1 prepares for Phase 2's ``LogSegment.recover`` besides the batch table (docs/loading.md §7.1-§7.2).
 
 Three compact arrays, each a pure function of a batch table scanned from byte 0, so the workers make
 them in parallel and the serial parent only finishes the job:

@@ -1,7 +1,7 @@
 """Phase 1: read one segment's ``.log`` and describe it. Pure and read-only.
 
 ``scan_segment(task) -> SegmentScan`` walks the entries of a ``.log`` file the
-way Kafka's recovery iterates it (FORMATS.md §4), CRC-checks every batch
+way Kafka's recovery iterates it (docs/formats.md §4), CRC-checks every batch
 (CRC-32C for v2, CRC-32 for legacy) and stops at the first invalid byte.  The
 result is a small descriptor plus a *batch table*: one row per valid entry with
 every header field Phase 2 needs (indexes, leader epochs, producer state), and,
@@ -32,7 +32,7 @@ from mploader.format import records
 from mploader.format.records import BatchHeader
 
 class Stop(enum.Enum):
-    """Why the walk ended (LOADING.md §7.3)."""
+    """Why the walk ended (docs/loading.md §7.3)."""
 
     END = "end"  # the whole range was valid
     INCOMPLETE = "incomplete"  # <= 17 bytes left or a torn last entry: ends silently

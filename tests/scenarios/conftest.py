@@ -1,4 +1,4 @@
-"""Shared setup for the SCENARIOS.md tests (tests/scenarios/test_*.py).
+"""Shared setup for the docs/scenarios.md tests (tests/scenarios/test_*.py).
 
 Append-friendly: add fixtures below; keep the sys.path block first.
 """

@@ -1,4 +1,4 @@
-"""SCENARIOS.md section A: data directory level (Kafka's LogManager), scenarios 1-13."""
+"""docs/scenarios.md section A: data directory level (Kafka's LogManager), scenarios 1-13."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_s02_no_marker_is_unclean_and_active_segment_recovered(tmp_path):
 def test_s02_variant_marker_gone_after_aborted_load_next_load_unclean(tmp_path):
     d = data_dir(tmp_path, clean=True)
     pb = std3_with_tail(d)
-    # a fatal error inside the partition load (FORMATS §11: positive first version byte => KafkaException)
+    # a fatal error inside the partition load (docs/formats.md §11: positive first version byte => KafkaException)
     bad = txn_entry(1, 12, 15, 12, version=0x0100)
     assert len(bad) == 34 and bad[0] == 0x01
     pb.write(name(10, ".txnindex"), bad)
@@ -197,7 +197,7 @@ def test_s05_malformed_recovery_point_checkpoint(tmp_path, content):
 
 
 def test_s05_malformed_log_start_checkpoint_same_rule(tmp_path):
-    # L§3: the same handling applies to log-start-offset-checkpoint: map empty, dir offline.
+    # docs/loading.md §3: the same handling applies to log-start-offset-checkpoint: map empty, dir offline.
     d = data_dir(tmp_path, clean=True)
     (d / LSO_FILE).write_text("0\n2\nt 0 15\n")
     std3(d)
@@ -351,7 +351,7 @@ def test_s10_io_error_in_one_partition(tmp_path):
 
 
 def test_s10_storage_exception_with_io_cause_is_swallowed(tmp_path):
-    # FORMATS §14: a malformed leader-epoch-checkpoint (IOException class) => KafkaStorageException after the
+    # docs/formats.md §14: a malformed leader-epoch-checkpoint (IOException class) => KafkaStorageException after the
     # dir was reported offline => this partition is not loaded, the others are, no startup failure.
     d = data_dir(tmp_path, clean=True)
     std3(d, topic="a")
@@ -453,7 +453,7 @@ def test_s13_reported_offsets_and_effects_for_next_checkpoint(tmp_path):
     assert tl.leader_epochs == [(0, 15)]
     assert t.read("leader-epoch-checkpoint") == b"0\n1\n0 15\n"
     assert_gone(t.path, name(10, ".snapshot"))  # 10 <= log start checkpoint 15
-    # SPEC NOTE: the remaining set {20, 30} is derived (L§6.13/§6.14); SCENARIOS 13 names only the deletion
+    # SPEC NOTE: the remaining set {20, 30} is derived (docs/loading.md §6.13/§6.14); docs/scenarios.md #13 names only the deletion
     assert snapshot_offsets(t.path) == {20, 30}
     ul = result.logs[TopicPartition("u", 0)]
     assert ul.log_start_offset == 0

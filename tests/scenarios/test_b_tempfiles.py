@@ -1,4 +1,4 @@
-"""SCENARIOS.md section B: temporary, swap and orphan files (L§6.1-6.3), scenarios 14-17."""
+"""docs/scenarios.md section B: temporary, swap and orphan files (docs/loading.md §6.1-6.3), scenarios 14-17."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_s17_orphaned_index_files_deleted(tmp_path):
     assert_file(pb.file(0, ".index"), b"", 1000)
     assert_file(pb.file(0, ".timeindex"), b"", 996)  # roundDown(1000, 12)
     assert not pb.file(0, ".txnindex").exists()
-    assert pb.read("leader-epoch-checkpoint") == b""  # created empty (L§5.2), nothing removed => no flush
+    assert pb.read("leader-epoch-checkpoint") == b""  # created empty (docs/loading.md §5.2), nothing removed => no flush
     assert snapshot_offsets(pb.path) == set()  # clean shortcut: never a snapshot at offset 0
     log = result.logs[TP]
     assert [(s.base_offset, s.size_bytes) for s in log.segments] == [(0, 0)]

@@ -1,4 +1,4 @@
-"""SCENARIOS.md section C: load-time checks (L§6.3-6.4), scenarios 18-25."""
+"""docs/scenarios.md section C: load-time checks (docs/loading.md §6.3-6.4), scenarios 18-25."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_s18_missing_timeindex_clean_creates_empty_file(tmp_path):
     result = load(d)
 
     assert pb.read(name(0, ".timeindex")) == b""  # created, resized to 0; not rebuilt
-    assert_file(pb.file(20, ".timeindex"), b"", TIME_INDEX_FULL)  # created at 0 bytes, resized (L§6.9)
+    assert_file(pb.file(20, ".timeindex"), b"", TIME_INDEX_FULL)  # created at 0 bytes, resized (docs/loading.md §6.9)
     assert pb.read(name(10, ".timeindex")) == ti10
     log = result.logs[TP]
     assert log.recovered_segments == []
@@ -151,7 +151,7 @@ def test_s22_corrupt_txnindex_recovers_segment(tmp_path, garbage_indexes):
     assert len(entry) == 34
     pb.write(name(10, ".txnindex"), entry)
     consistent = {sfx: pb.read(name(10, sfx)) for sfx in (".index", ".timeindex")}
-    if garbage_indexes:  # extra variant (not in SCENARIOS): makes the rebuild observable
+    if garbage_indexes:  # extra variant (not in docs/scenarios.md): makes the rebuild observable
         pb.write(name(10, ".index"), b"\x20\x20")
         pb.write(name(10, ".timeindex"), b"\x20\x20")
 
@@ -175,7 +175,7 @@ def test_s22_corrupt_txnindex_recovers_segment(tmp_path, garbage_indexes):
 
 
 def test_s23_txnindex_positive_version_byte_is_fatal(tmp_path):
-    # SPEC NOTE: SCENARIOS 23 does not say clean/unclean; the txn-index read happens in the load phase either way
+    # SPEC NOTE: docs/scenarios.md #23 does not say clean/unclean; the txn-index read happens in the load phase either way
     d = data_dir(tmp_path, clean=True)
     pb = std3(d)
     entry = txn_entry(1, 12, 15, 12, version=0x0100)
@@ -266,7 +266,7 @@ def test_s25_untrimmed_preallocated_active_indexes_after_crash(tmp_path):
 
 
 def test_s25_input_index_sanity_checks(tmp_path):
-    """F§9 check on the crashed input .timeindex reports corruption; F§8 check on the .index passes."""
+    """docs/formats.md §9 check on the crashed input .timeindex reports corruption; docs/formats.md §8 check on the .index passes."""
     import numpy as np
 
     from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, map_entries, offset_index_problem, time_index_problem

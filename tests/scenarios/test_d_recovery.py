@@ -1,4 +1,4 @@
-"""SCENARIOS.md section D: recovery of unflushed segments (L§6.6-6.8, L§7), scenarios 26-45."""
+"""docs/scenarios.md section D: recovery of unflushed segments (docs/loading.md §6.6-6.8, docs/loading.md §7), scenarios 26-45."""
 
 from __future__ import annotations
 
@@ -409,7 +409,7 @@ def test_s39_non_monotonic_offsets_empty_segment_delete_later(tmp_path):
 
 
 def test_s39_index_bytes_after_failed_pass_keep_stale_slots(tmp_path):
-    # SPEC NOTE: SCENARIOS 39 only says "reset to 0 entries and left at full size". F§10 / Kafka's
+    # SPEC NOTE: docs/scenarios.md #39 only says "reset to 0 entries and left at full size". docs/formats.md §10 / Kafka's
     # AbstractIndex imply the exact bytes: reset() = truncate (entries := 0, nothing zeroed) + resize(max)
     # (setLength keeps existing bytes); the failed pass rewrites slot 0 only; truncateTo(0) zeroes nothing;
     # the segment is never trimmed (it stays active). So every pre-existing slot survives on disk.
@@ -590,7 +590,7 @@ def test_s45_variant_empty_delete_directory(tmp_path):
     assert log.log_end_offset == 0
     if pdir.exists():
         assert (pdir / name(0, ".log")).read_bytes() == b""
-        # indexes are lazy and -delete dirs are not resized (L§6.10, F§10): no index files
+        # indexes are lazy and -delete dirs are not resized (docs/loading.md §6.10, docs/formats.md §10): no index files
         assert not (pdir / name(0, ".index")).exists()
         assert not (pdir / name(0, ".timeindex")).exists()
         assert snapshot_offsets(pdir) == set()

@@ -1,4 +1,4 @@
-"""SCENARIOS.md section E: exact index rebuild (LOADING.md §7.1), scenarios 46-52.
+"""docs/scenarios.md section E: exact index rebuild (docs/loading.md §7.1), scenarios 46-52.
 
 Every expected index byte below is written out from the §7.1 rule by hand (or with the test-side
 ``expected_indexes`` of tests/kafkadir.py, an independent implementation of that rule), never taken
@@ -31,7 +31,7 @@ EPOCHS = "leader-epoch-checkpoint"
 
 def _entries(data: bytes, fmt: str) -> list[tuple[int, int]]:
     size = struct.calcsize(fmt)
-    # The active segment's files end in a zero tail after the final resize (LOADING §6.9); Kafka keeps
+    # The active segment's files end in a zero tail after the final resize (docs/loading.md §6.9); Kafka keeps
     # the real entry count in memory.  Test side only: drop the trailing all-zero slots (no real entry
     # of these scenarios is all zero).
     n = len(data.rstrip(b"\0"))

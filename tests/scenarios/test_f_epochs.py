@@ -1,4 +1,4 @@
-"""SCENARIOS.md section F: the leader-epoch cache (LOADING.md §9, §6.11), scenarios 53-58."""
+"""docs/scenarios.md section F: the leader-epoch cache (docs/loading.md §9, §6.11), scenarios 53-58."""
 
 from __future__ import annotations
 
@@ -138,8 +138,8 @@ def test_s57_record_version_below_v2(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# 58. Malformed leader-epoch checkpoint (F§14)
-# SPEC NOTE: SCENARIOS gives only the checkpoint text; the partition is STD3 after a clean shutdown.
+# 58. Malformed leader-epoch checkpoint (docs/formats.md §14)
+# SPEC NOTE: docs/scenarios.md gives only the checkpoint text; the partition is STD3 after a clean shutdown.
 
 
 def test_s58a_count_mismatch_takes_dir_offline(tmp_path):
@@ -174,6 +174,6 @@ def test_s58d_non_monotonic_entry_dropped(tmp_path):
 
     log = result.logs[TP]
     assert log.leader_epochs == [(0, 0), (1, 20)]
-    # truncate-from-start(0) removes and re-adds (0, 0) => a flush of the cache content (L§6.11)
+    # truncate-from-start(0) removes and re-adds (0, 0) => a flush of the cache content (docs/loading.md §6.11)
     assert pb.read(EPOCHS).decode() == "0\n2\n0 0\n1 20\n"
     assert not result.offline_dirs

@@ -1,8 +1,8 @@
-"""SCENARIOS.md section G: producer state, transaction index, snapshots
-(LOADING.md §6.13-6.14, §7.2, §8), scenarios 59-73.
+"""docs/scenarios.md section G: producer state, transaction index, snapshots
+(docs/loading.md §6.13-6.14, §7.2, §8), scenarios 59-73.
 
 Expected snapshot contents come from a small test-side model of the producer state a broker holds
-after a prefix of the log (FORMATS §12 field rules, LOADING §8.1-8.2), not from mploader.
+after a prefix of the log (docs/formats.md §12 field rules, docs/loading.md §8.1-8.2), not from mploader.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def txn90() -> list[Desc]:
 
 # SPEC NOTE: "a snapshot at every segment base (as rolls write them)": at 19, 49 and 75 with the producer
 # state at that offset; none at 0 (Kafka never snapshots offset 0) and none at the LEO (the LLT's
-# log.close() would also write 90.snapshot; SCENARIOS does not list it).
+# log.close() would also write 90.snapshot; docs/scenarios.md does not list it).
 TXN90_BASES = [0, 19, 49, 75]  # segments of at most 640 bytes: 518, 563, 539, 316 bytes
 ABORTED = [(1, 0, 29, 8), (2, 8, 74, 36)]  # (pid, first, last, lso)
 TXN_BY_SEGMENT = {19: txn_entry(1, 0, 29, 8), 49: txn_entry(2, 8, 74, 36)}  # the segment holding lastOffset
@@ -212,7 +212,7 @@ def test_s59_full_transaction_index_rebuild(tmp_path):
 
     log = result.logs[TP]
     assert_txn90_final_state(pb, log, descs)
-    assert log.recovered_segments == TXN90_BASES  # each one twice (L§16a), reported once
+    assert log.recovered_segments == TXN90_BASES  # each one twice (docs/loading.md §16a), reported once
 
 
 # ------------------------------------------------------------------------------------------------
@@ -424,7 +424,7 @@ def test_s67_variant_v1_format(tmp_path):
     log = result.logs[TP]
     assert log.recovered_segments == [4, 6, 8, 10]
     # SPEC NOTE: only the set is stated.  The V1 shortcut writes *empty* snapshots over the existing
-    # 56-byte files with create+write and no truncation (FORMATS §12), so their bytes are not asserted.
+    # 56-byte files with create+write and no truncation (docs/formats.md §12), so their bytes are not asserted.
     assert snapshot_offsets(pb.path) == {8, 10, 12}  # bases of the last two segments + LEO
     assert log.producers == {}  # nothing read
     assert log.leader_epochs is None
@@ -555,7 +555,7 @@ def test_s72_snapshot_at_log_start_deleted(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# 73. Snapshot byte layout (F§12)
+# 73. Snapshot byte layout (docs/formats.md §12)
 
 
 # SPEC NOTE: a format statement turned into a load: the snapshots checked are the ones the loader writes.

@@ -1,12 +1,12 @@
-"""SCENARIOS.md section H: offset overflow and segment split (LOADING.md §11, §6.1-6.2), scenarios 74-79.
+"""docs/scenarios.md section H: offset overflow and segment split (docs/loading.md §11, §6.1-6.2), scenarios 74-79.
 
 OVF (LLT ``initializeLogDirWithOverflowedSegment``): v2 batches, ple 0, key = value = the offset as
 decimal text, no timestamps (Kafka's ``SimpleRecord(key, value)``: NO_TIMESTAMP), ``I = 1``,
 ``file.delete.delay.ms = 1000``; M = 2^31 - 1.
 
 SPEC NOTE: the LLT helper actually writes its third segment at 4M (``nextOffset += ...`` adds the
-returned *next offset*); SCENARIOS places it at 3M (LEO 4M).  These tests follow SCENARIOS.
-SPEC NOTE: SCENARIOS gives no timestamps for OVF; like Kafka's ``SimpleRecord(key, value)`` the batches
+returned *next offset*); docs/scenarios.md places it at 3M (LEO 4M).  These tests follow docs/scenarios.md.
+SPEC NOTE: docs/scenarios.md gives no timestamps for OVF; like Kafka's ``SimpleRecord(key, value)`` the batches
 carry NO_TIMESTAMP (-1), so every time index stays empty and the split output's append-time indexes
 are empty (one chunk per new segment, I = 1: no offset entry either).
 """
@@ -79,7 +79,7 @@ def ovf(tmp_path, *, clean: bool, rp=None, old_m: bool = True, orphans: bool = T
 
 
 def check_ovf_data() -> None:
-    """The data is as SCENARIOS H states (checked by hand, not by mploader)."""
+    """The data is as docs/scenarios.md H states (checked by hand, not by mploader)."""
     # S(M)'s fifth batch is the first whose lastOffset - M exceeds 2^31 - 1
     lasts = [f.last_offset for f in batch_facts(b"".join(SM_OLD))]
     assert lasts == [M, M + 2, 2 * M - 1, 2 * M, 2 * M + 2, 3 * M - 1]
@@ -253,5 +253,5 @@ def test_s79_crash_with_lower_done_and_higher_swapped(tmp_path):
     result = load(d, **CONFIG)
 
     for sfx in (".log.deleted", ".index.deleted", ".timeindex.deleted"):
-        assert not pb.file(M, sfx).exists()  # removed first (L§6.1), not merely pending
+        assert not pb.file(M, sfx).exists()  # removed first (docs/loading.md §6.1), not merely pending
     assert_split_result(pb, result.logs[TP], allow_deleted_m=False)

@@ -1,4 +1,4 @@
-"""SCENARIOS.md section I: unit-level behaviour of indexes and segments, scenarios 80-88.
+"""docs/scenarios.md section I: unit-level behaviour of indexes and segments, scenarios 80-88.
 
 80-84 drive the reference model of Kafka's index objects (mploader/format/index_model.py) and check
 mploader's own sanity checks (mploader/format/index.py) on the same bytes; 85 runs mploader.recovery.segment's
@@ -331,7 +331,7 @@ def test_s84_txn_index_sanity_check(tmp_path):
     problem = txn_index_problem("x.txnindex", 100, entries)
     assert problem is not None and problem.position == 0
 
-    # version quirk (F§11): only the first byte is read; positive is fatal, negative accepted
+    # version quirk (docs/formats.md §11): only the first byte is read; positive is fatal, negative accepted
     path = tmp_path / "00000000000000000000.txnindex"
     path.write_bytes(b"\x01" + data[1:])
     with pytest.raises(KafkaException):
@@ -425,7 +425,7 @@ def test_s85_truncate_full(tmp_path):
 
 
 def test_s85_truncate_to_stops_reading_at_the_hit(tmp_path):
-    # what recoverLog meets after an InvalidOffsetException in a segment with a corrupt tail (L§10.2-10.3)
+    # what recoverLog meets after an InvalidOffsetException in a segment with a corrupt tail (docs/loading.md §10.2-10.3)
     tail = struct.pack(">qi", 99, 3) + bytes(10)  # size field 3 < 14: CorruptRecordException if ever read
     disk, seg = _segment(tmp_path, 0, B(0) + B(1) + tail, b"", b"")
     assert translate_offset(disk, seg, 0) == (0, 72)
@@ -473,9 +473,9 @@ def test_s86_recovery_with_random_corruption(tmp_path):
 # mploader has no open-segment object; it reproduces what Kafka's *load* does to the files.  So these
 # tests check the consequences on disk:
 #   87: a load creates index files only where Kafka's load touches an index -- the load-time check that
-#       materialises a missing .timeindex next to an existing .index and resizes it to 0 (L§6.4), the
-#       recovery of a segment (reset() materialises both indexes, L§7.1) and the active segment's resize
-#       (L§6.9) -- and never a .txnindex without an aborted transaction or an index for a deleted file;
+#       materialises a missing .timeindex next to an existing .index and resizes it to 0 (docs/loading.md §6.4), the
+#       recovery of a segment (reset() materialises both indexes, docs/loading.md §7.1) and the active segment's resize
+#       (docs/loading.md §6.9) -- and never a .txnindex without an aborted transaction or an index for a deleted file;
 #   88: a preallocated .log left with a zero tail by a crash (no close, so no trim) loads with the LEO of
 #       its real data and, being unflushed, is recovered and truncated to the data size (as in 38); a
 #       second load ("reopen without preallocation") sees the same size and LEO.
@@ -508,9 +508,9 @@ def test_s87_clean_load_creates_index_files_only_where_kafka_does(tmp_path):
     assert pb.read(name(0, ".index")) == before[name(0, ".index")]
     assert pb.read(name(0, ".timeindex")) == before[name(0, ".timeindex")]
     assert pb.read(name(10, ".index")) == before[name(10, ".index")]
-    assert pb.read(name(10, ".timeindex")) == b""  # L§6.4: materialised, resized to 0, not rebuilt
-    assert_file(pb.file(20, ".index"), before[name(20, ".index")], OFFSET_INDEX_FULL)  # L§6.9
-    assert_file(pb.file(20, ".timeindex"), b"", TIME_INDEX_FULL)  # L§6.4 then L§6.9
+    assert pb.read(name(10, ".timeindex")) == b""  # docs/loading.md §6.4: materialised, resized to 0, not rebuilt
+    assert_file(pb.file(20, ".index"), before[name(20, ".index")], OFFSET_INDEX_FULL)  # docs/loading.md §6.9
+    assert_file(pb.file(20, ".timeindex"), b"", TIME_INDEX_FULL)  # docs/loading.md §6.4 then docs/loading.md §6.9
     assert name(30, ".log.deleted") not in pb.files()
 
 
