@@ -50,8 +50,15 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from mploader.config import LoaderConfig, TopicConfig
     from mploader.errors import (
-        CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError, CorruptSnapshotError,
-        InvalidPartitionDirError, MalformedCheckpointError, MploaderError, StartupFailedError,
+        CheckpointNumberFormatError,
+        CorruptFileError,
+        CorruptIndexError,
+        CorruptRecordError,
+        CorruptSnapshotError,
+        InvalidPartitionDirError,
+        MalformedCheckpointError,
+        MploaderError,
+        StartupFailedError,
     )
     from mploader.format.names import DirKind, TopicPartition
     from mploader.manager import load_logs

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Mapping
+from typing import Literal
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -112,5 +113,5 @@ class LoaderConfig:
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
-    def replace(self, **changes: object) -> "LoaderConfig":
+    def replace(self, **changes: object) -> LoaderConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

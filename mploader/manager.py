@@ -11,7 +11,6 @@ partitions finished; a :class:`StartupFailedError` fails the whole load.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from mploader.config import LoaderConfig
-from mploader.disk.base import Disk
+from mploader.disk import Disk, open_disk
 from mploader.engine.base import Engine
 from mploader.engine.plan import DirPlan
 from mploader.engine.select import make_engine
@@ -69,7 +68,7 @@ def load_logs(
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
     stats = LoadStats()
-    disk = Disk(dry_run=cfg.dry_run)
+    disk = open_disk(cfg.dry_run)
     dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
     states: list[_DirState] = []
@@ -147,19 +146,12 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
     """Constructor checks, marker, checkpoints and the partition listing of one data dir."""
     d = state.path
     if not os.path.exists(d):
-        if disk.dry_run:
-            raise FileNotFoundError(2, "data directory does not exist (dry run: not created)", d)
-        os.makedirs(d)
+        disk.make_data_dir(d)
     if not os.path.isdir(d):
         raise NotADirectoryError(20, "data directory is not a directory", d)
     if not os.access(d, os.R_OK | os.X_OK):
         raise PermissionError(13, "data directory is not readable", d)
-    # LogManager.lockLogDirs: new FileLock(new File(dir, ".lock")) opens it with CREATE (content kept); the
-    # file stays while the broker runs (only a clean LogManager.shutdown or a dir failure deletes it)
-    lock = os.path.join(d, LOCK_FILE)
-    if not disk.exists(lock) and not os.path.lexists(lock):
-        disk.write(lock, b"")
-    state.lock_fd = _lock_dir(lock, disk.dry_run)
+    state.lock_fd = disk.lock(os.path.join(d, LOCK_FILE))  # LogManager.lockLogDirs
     for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
         p = os.path.join(d, name)
         if not disk.exists(p) and not os.path.lexists(p):
@@ -168,11 +160,7 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
     state.clean = os.path.exists(marker)  # File.exists: follows links (a dangling one counts as absent)
     if state.clean:  # deleted before any partition loads (KAFKA-10471)
         if os.path.isdir(marker) and not os.path.islink(marker):
-            if disk.dry_run:
-                if os.listdir(marker):
-                    raise OSError(39, "cannot delete the clean-shutdown marker: a non-empty directory", marker)
-            else:
-                os.rmdir(marker)  # Files.deleteIfExists: an empty directory goes, a non-empty one is an IOException
+            disk.remove_empty_dir(marker)  # Files.deleteIfExists: a non-empty directory is an IOException
         else:
             disk.delete(marker)
     state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT)
@@ -191,21 +179,6 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
                                      "partition directory is a symbolic link; mploader does not follow links out "
                                      "of a data dir: move the directory itself into the data dir")
         state.partitions.append((entry.path, tp, kind))
-
-
-def _lock_dir(lock: str, dry_run: bool) -> int | None:
-    """Take the data dir's lock as a broker does (a POSIX record lock, like Java's FileChannel.tryLock), so
-    that mploader and a running broker never work on the same dir.  A dry run only checks it."""
-    if not os.path.exists(lock):
-        return None
-    fd = os.open(lock, os.O_RDONLY if dry_run else os.O_RDWR)
-    try:
-        fcntl.lockf(fd, (fcntl.LOCK_SH if dry_run else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise StartupFailedError(lock, "KafkaException", "the data directory is locked by another process (a "
-                                 "running broker?); stop it before loading this directory") from None
-    return fd
 
 
 def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:

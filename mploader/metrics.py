@@ -11,8 +11,8 @@ the current values and, for tests and harnesses, every change in order.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 REMAINING_LOGS_TO_RECOVER = "remainingLogsToRecover"
 REMAINING_SEGMENTS_TO_RECOVER = "remainingSegmentsToRecover"

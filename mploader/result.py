@@ -129,7 +129,7 @@ class LoadResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "logs": [log.to_json() for log in sorted(self.all_logs(), key=lambda l: (l.topic, l.partition, l.dir))],
+            "logs": [log.to_json() for log in sorted(self.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir))],
             "offline_dirs": dict(self.offline_dirs),
             "clean_shutdown": dict(self.clean_shutdown),
             "stats": self.stats.to_json(),

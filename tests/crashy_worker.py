@@ -133,7 +133,8 @@ def result_digest(result: Any, root: str | os.PathLike[str]) -> dict[str, Any]:
     j = result.to_json()
     stats = j.pop("stats")
     j["stats"] = {k: v for k, v in stats.items() if k not in ENGINE_DEPENDENT_STATS and "seconds" not in k}
-    j["details"] = [log_details(lg) for lg in sorted(result.all_logs(), key=lambda l: (l.topic, l.partition, l.dir))]
+    j["details"] = [log_details(lg)
+                    for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir))]
     return _plain(relabel(j, root))
 
 
@@ -205,7 +206,8 @@ def main(spec_path: str) -> None:
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
     appended there as it is created), ``started`` (touched when the first partition finished
-    loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``crashy`` (True: install :func:`crashy_scan`).
+    loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``crashy`` (True:
+    install :func:`crashy_scan`).
     """
     import logging
 

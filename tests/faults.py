@@ -13,7 +13,8 @@ import builtins
 import contextlib
 import errno
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 
 def _failing(real: Callable[..., Any], paths: set[str]) -> Callable[..., Any]:

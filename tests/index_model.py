@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from mploader.errors import MploaderError, StartupFailedError
-from mploader.recovery.segment import largest_lower_bound_slot
 from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY
+from mploader.recovery.segment import largest_lower_bound_slot
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
@@ -226,7 +226,8 @@ class OffsetIndex(_Index):
 
     def sanity_check(self) -> None:
         if self.entries and self.last_offset < self.base_offset:
-            raise CorruptIndexException(f"last offset {self.last_offset} is less than the base offset {self.base_offset}")
+            raise CorruptIndexException(
+                f"last offset {self.last_offset} is less than the base offset {self.base_offset}")
         if self.length % 8:
             raise CorruptIndexException(f"index length {self.length} is not a multiple of 8")
 
@@ -290,7 +291,8 @@ class TimeIndex(_Index):
     def sanity_check(self) -> None:
         last_ts, last_off = self.last_entry
         if self.entries and last_ts < self._parse(0)[0]:
-            raise CorruptIndexException(f"last timestamp {last_ts} is less than the first timestamp {self._parse(0)[0]}")
+            raise CorruptIndexException(
+                f"last timestamp {last_ts} is less than the first timestamp {self._parse(0)[0]}")
         if self.entries and last_off < self.base_offset:
             raise CorruptIndexException(f"last offset {last_off} is less than the base offset {self.base_offset}")
         if self.length % 12:
@@ -315,7 +317,7 @@ class TransactionIndex:
         self._last_offset: int | None = None  # only what was appended since open
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], start_offset: int) -> "TransactionIndex":
+    def open(cls, path: str | os.PathLike[str], start_offset: int) -> TransactionIndex:
         return cls(start_offset, _read_if_exists(path))
 
     def save(self, path: str | os.PathLike[str]) -> None:

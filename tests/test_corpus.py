@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from tests.log_readout import read_log
 from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
 from mploader.format.log import EntrySummary
+from tests.log_readout import read_log
 
 OFFSET_CHECKPOINTS = (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
                       checkpoint.REPLICATION_OFFSET_CHECKPOINT, checkpoint.CLEANER_OFFSET_CHECKPOINT)
@@ -478,7 +479,7 @@ def test_clean_shutdown_markers(real_corpus: Path) -> None:
 def test_partition_dir_names(real_corpus: Path, real_corpus_analysis: dict[str, Any]) -> None:
     """Every directory holding a .log parses as a live topic-partition and renders back to its name."""
     n = 0
-    for repo, doc in real_corpus_analysis.items():
+    for doc in real_corpus_analysis.values():
         for rel in doc["logs"]:
             if not rel.endswith(".log") or "/" not in rel:
                 continue  # the CodeCrafters fixtures are lone files

@@ -18,14 +18,13 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.default_records import ControlRecord, DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from mploader.format import compression, legacy, records
 from tests.log_readout import read_log
-from mploader.format import compression, legacy, log, records
 
 SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 INT32_MAX = 2**31 - 1

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from mploader.scan import draft_recovery
-from mploader.scan import BATCH_TABLE, BatchColumns
+from mploader.scan import BATCH_TABLE, BatchColumns, draft_recovery
 
 # (magic, partition leader epoch, producer id, size)
 batch = st.tuples(st.sampled_from([1, 2, 2, 2]), st.integers(-2, 6), st.integers(-1, 4), st.integers(30, 3000))

@@ -32,38 +32,46 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
 
 import mploader.engine.chunks as chunks_mod  # noqa: E402
+import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
-import mploader.engine.pool as pool_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
-from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.chunks import chunk_boundaries  # noqa: E402
+from mploader.engine.inline import InlineEngine  # noqa: E402
+from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
 from mploader.format import records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
-from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import relabel, result_digest, shm_blocks, tree_digest  # noqa: E402
-from tests.kafkadir import NOW, B, PartitionBuilder, batch_facts, data_dir, flip_bit, overwrite_bytes, \
-    txn_entry  # noqa: E402
+from tests.kafkadir import (  # noqa: E402
+    NOW,
+    B,
+    PartitionBuilder,
+    batch_facts,
+    data_dir,
+    flip_bit,
+    overwrite_bytes,
+    txn_entry,
+)
 
 GEN_NOW = 1_730_000_000_000 + 600_000  # a few minutes after the generator's first batch
 SMALL = GeneratorConfig(
@@ -593,7 +601,8 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
                     assert pooled.draft is None
                     seen["chunked"] += 1
                 else:
-                    got = [a.tobytes() for a in (pooled.draft.index, pooled.draft.producer_rows, pooled.draft.epoch_rows)]
+                    got = [a.tobytes()
+                           for a in (pooled.draft.index, pooled.draft.producer_rows, pooled.draft.epoch_rows)]
                     assert pooled.draft.interval == 4096 and got == want
                     seen["whole"] += 1
     finally:
@@ -626,7 +635,8 @@ def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) ->
     inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
                        now_ms=NOW)
     lg_p, lg_i = pooled.logs[next(iter(pooled.logs))], inline.logs[next(iter(inline.logs))]
-    assert (lg_p.log_end_offset, lg_p.recovered_segments) == (lg_i.log_end_offset, lg_i.recovered_segments) == (900, [0, 300, 600])
+    assert ((lg_p.log_end_offset, lg_p.recovered_segments) == (lg_i.log_end_offset, lg_i.recovered_segments)
+            == (900, [0, 300, 600]))
 
 
 @pytest.mark.skipif(psutil.cpu_count() < 2, reason="OpenBLAS starts no extra thread on one CPU")
@@ -708,8 +718,8 @@ def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_in
 def test_worker_scan_reports_a_grown_file_instead_of_writing_past_its_block(tmp_path) -> None:
     from multiprocessing import shared_memory
 
-    from mploader.scan import SegmentTask
     from mploader.engine.worker import SLOT_BYTES, Grown, Scanned, worker_scan
+    from mploader.scan import SegmentTask
 
     d = _one_segment_dir(tmp_path, 50)
     task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)
@@ -1038,7 +1048,8 @@ def test_remaining_segments_to_load_exists_only_while_a_pool_load_runs(datasets,
     assert removed == registered
     assert not any(name == REMAINING_SEGMENTS_TO_LOAD for name, _ in metrics.current())
     # registered before the first partition finished loading, removed after the last one
-    partition_done = [i for i, e in enumerate(metrics.history) if e.name == REMAINING_LOGS_TO_RECOVER and e.kind == "set"]
+    partition_done = [i for i, e in enumerate(metrics.history)
+                      if e.name == REMAINING_LOGS_TO_RECOVER and e.kind == "set"]
     assert max(i for i, e in events if e.kind == "register") < partition_done[0]
     assert min(i for i, e in events if e.kind == "remove") > partition_done[-1]
     for tags in registered:

@@ -8,22 +8,33 @@ classes: docs/formats.md §2-§15, docs/scenarios.md #5-7, 9, 23, 25, 34-37, 70,
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, assume, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from tests.log_readout import read_log
-from mploader.errors import (CheckpointNumberFormatError, CorruptFileError, CorruptIndexError, CorruptRecordError,
-                             CorruptSnapshotError, InvalidFileNameError, InvalidPartitionDirError, InvalidRecordError,
-                             MalformedCheckpointError, MploaderError, StartupFailedError)
+from mploader.errors import (
+    CheckpointNumberFormatError,
+    CorruptFileError,
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    InvalidFileNameError,
+    InvalidPartitionDirError,
+    InvalidRecordError,
+    MalformedCheckpointError,
+    MploaderError,
+    StartupFailedError,
+)
 from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
+from tests.log_readout import read_log
 
 SETTINGS = settings(max_examples=50, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -82,7 +93,8 @@ def test_canonical_log() -> None:
 @SETTINGS
 @given(st.integers(0, len(STD)))
 def test_truncated_log_keeps_the_complete_batches(n: int) -> None:
-    """docs/scenarios.md #35: a partial trailing batch is not an error; the valid prefix ends at the last whole batch."""
+    """docs/scenarios.md #35: a partial trailing batch is not an error; the valid prefix ends at the last whole
+    batch."""
     r = read_log(STD[:n], PATH)
     expected = max(b for b in BOUNDARIES if b <= n)
     assert r.valid_bytes == expected and len(r.entries) == expected // 72
@@ -174,9 +186,9 @@ def test_any_magic_of_2_or_more_is_a_v2_batch_and_negative_is_legacy() -> None:
 def test_batch_readers_on_garbage(garbage: bytes, pos: int) -> None:
     assume(pos <= len(garbage))
     for fn in (records.ensure_valid, records.read_batch_header, records.decode_records):
-        _only_mploader_errors(lambda: fn(garbage, pos, PATH), (CorruptRecordError, InvalidRecordError))
+        _only_mploader_errors(functools.partial(fn, garbage, pos, PATH), (CorruptRecordError, InvalidRecordError))
     for fn in (legacy.ensure_valid, legacy.read_entry, legacy.inner_offsets, legacy.decode_messages):
-        _only_mploader_errors(lambda: fn(garbage, pos, PATH), (CorruptRecordError, InvalidRecordError))
+        _only_mploader_errors(functools.partial(fn, garbage, pos, PATH), (CorruptRecordError, InvalidRecordError))
 
 
 @SETTINGS

@@ -15,14 +15,21 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from tests.log_readout import read_log
 from mploader import cli
 from mploader.cli.units import parse_size
 from mploader.errors import CorruptSnapshotError
 from mploader.format import checkpoint, index, log as logfmt, names, records, snapshot
-from mploader.generate import (DATA_FAULTS, FAULT_KINDS, Callback, GeneratorConfig, generate, iter_manifest,
-                               read_manifest)
-from mploader.generate import writer as gen_writer
+from mploader.generate import (
+    DATA_FAULTS,
+    FAULT_KINDS,
+    Callback,
+    GeneratorConfig,
+    generate,
+    iter_manifest,
+    read_manifest,
+    writer as gen_writer,
+)
+from tests.log_readout import read_log
 
 SMALL = GeneratorConfig(
     data_dirs=2, topics=2, partitions_per_topic=3, total_bytes=1_200_000, segment_bytes=64 * 1024,
@@ -128,7 +135,7 @@ def test_batches_are_valid_and_match_the_manifest(which, request):
             assert len(data) == s["size"] <= SMALL.segment_bytes
             batches = read_batches(data)
             assert [row_of(pos, h, data) for pos, h in batches] == s["batches"]
-            for pos, h in batches:
+            for _pos, h in batches:
                 assert h.base_offset == expected_next  # offsets are dense
                 expected_next = h.last_offset + 1
             assert s["next_offset"] == expected_next
@@ -328,7 +335,7 @@ def test_checkpoints_metadata_and_the_ending(which, request):
         assert marker.exists() == is_clean
         if is_clean:
             assert marker.read_bytes() == b'{"version":0,"brokerEpoch":7}'
-        for tp, p in parts.items():
+        for p in parts.values():
             assert p["log_start_offset"] <= p["high_watermark"] <= p["log_end_offset"]
             assert p["log_start_offset"] <= p["recovery_point"] <= p["log_end_offset"]
             if is_clean:

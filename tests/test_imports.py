@@ -28,8 +28,9 @@ def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
     the manager and the pool's parent side would add ~0.1 s of start-up per worker."""
     code = ("import sys, mploader.engine.worker; "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('mploader'))))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
     assert "mploader.engine.worker" in loaded and "mploader.scan.walk" in loaded
-    heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base", "mploader.recovery.segment_recovery",
-             "mploader.recovery.producer_state"}
+    heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base",
+             "mploader.recovery.segment_recovery", "mploader.recovery.producer_state"}
     assert not loaded & heavy, sorted(loaded & heavy)

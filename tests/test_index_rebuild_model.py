@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
-from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
-from mploader.scan.draft import index_draft
 from mploader.recovery.segment_recovery import plan_indexes
 from mploader.scan import BATCH_TABLE
+from mploader.scan.draft import index_draft
+from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024

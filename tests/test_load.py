@@ -16,8 +16,8 @@ from kafka.record.legacy_records import LegacyRecordBatch
 from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
 from mploader.format.log import iter_entries
 from tests.conftest import corpus_data_dirs
-from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
 from tests.fingerprint import changed, tree_state
+from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
 
 
 def kafka_python_valid_prefix(data: bytes) -> int:
@@ -295,7 +295,7 @@ def test_index_longer_than_max_index_size(tmp_path: Path) -> None:
 def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, monkeypatch) -> None:
     """A segment listed but gone when opened (deleted by something else mid-load): Kafka's
     IOException; the partition is not loaded and the data dir goes offline, other partitions load."""
-    from mploader.disk.base import Disk
+    from mploader.disk import RealDisk as Disk
 
     d = data_dir(tmp_path, clean=False)
     PartitionBuilder(d, topic="a").std3()

@@ -157,7 +157,7 @@ class InvalidRecord(Exception):
 def read_varint(data: bytes, q: int, end: int, max_bytes: int) -> tuple[int, int]:
     """ByteUtils.readVarint/readVarlong: zigzag; too many bytes or the end of the buffer is an error."""
     value = shift = 0
-    for i in range(max_bytes):
+    for _ in range(max_bytes):
         if q >= end:
             raise InvalidRecord("buffer underflow")
         b = data[q]
@@ -333,7 +333,7 @@ class Snap:
 class PSM:
     """ProducerStateManager (docs/loading.md §8): producers, map end offset, snapshot files it knows of."""
 
-    def __init__(self, model: "Model") -> None:
+    def __init__(self, model: Model) -> None:
         self.m = model
         self.snaps: set[int] = set(model.snaps)  # lists the snapshot files on disk
         self.producers: dict[int, list] = {}
@@ -912,7 +912,7 @@ def check_partition(b: Broker, key: tuple[str, str, int], model: Model, log) -> 
         else:
             assert parse_snapshot(data) == snap.producers, (where, off)
     # leader-epoch-checkpoint as Kafka leaves it
-    text = "0\n%d\n" % len(model.epochs) + "".join(f"{e} {o}\n" for e, o in model.epochs)
+    text = f"0\n{len(model.epochs)}\n" + "".join(f"{e} {o}\n" for e, o in model.epochs)
     assert (path / "leader-epoch-checkpoint").read_text() == text, where
     # producers
     assert producer_tuples(log) == model.producers, where
@@ -1142,7 +1142,7 @@ def set_recovery_point(out: Path, m: dict, key: tuple[str, str, int], rp: int) -
     entries = parse_offset_checkpoint_text((d / "recovery-point-offset-checkpoint").read_text())
     entries[(key[1], key[2])] = rp
     (d / "recovery-point-offset-checkpoint").write_text(
-        "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())))
+        f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items())))
 
 
 def flip(path: Path, at: int) -> None:
@@ -1363,7 +1363,7 @@ def test_leader_epoch_checkpoint_behind_delete_records(tmp_path):
                     part["leader_epochs_in_log"] != part["leader_epoch_checkpoint"]:
                 epochs = part["leader_epochs_in_log"]
                 (partition_dir(out, key) / "leader-epoch-checkpoint").write_text(
-                    "0\n%d\n" % len(epochs) + "".join(f"{e} {o}\n" for e, o in epochs))
+                    f"0\n{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs))
                 touched.append(key)
 
     cfg = GEN.replace(faults=0, seed=4, delete_records_fraction=1.0, leader_epoch_changes=12,

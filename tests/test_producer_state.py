@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mploader.recovery.producer_apply as producer_apply
-from mploader.disk.base import Disk
-from mploader.scan import draft_recovery
+from mploader.disk import RealDisk
 from mploader.errors import StartupFailedError
 from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery.segment_recovery import _apply_batches
-from mploader.scan import BATCH_TABLE, BatchColumns, Marker
+from mploader.scan import BATCH_TABLE, BatchColumns, Marker, draft_recovery
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data
@@ -88,7 +86,7 @@ def replays(monkeypatch):  # type: ignore[no-untyped-def]
 @given(rows=st.lists(row, min_size=1, max_size=60), before=known)
 def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, before):  # type: ignore[no-untyped-def]
     d = str(tmp_path_factory.mktemp("psm"))
-    a, b = (ProducerStateManager(Disk(), d, 86_400_000) for _ in range(2))
+    a, b = (ProducerStateManager(RealDisk(), d, 86_400_000) for _ in range(2))
     before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
     for psm in (a, b):
         _known_producers(psm, before)
@@ -115,7 +113,7 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
 def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer, replayed):  # type: ignore[no-untyped-def]
     """A transaction in the ongoing map that no entry has open holds back the last stable offset as in Kafka;
     computed at once when its producer has no batch in the segment, replayed when it has."""
-    a, b = (ProducerStateManager(Disk(), str(tmp_path), 86_400_000) for _ in range(2))
+    a, b = (ProducerStateManager(RealDisk(), str(tmp_path), 86_400_000) for _ in range(2))
     for psm in (a, b):
         _known_producers(psm, [(1, 0, True), (3, 0, False)])
         psm.ongoing[5] = stray_producer

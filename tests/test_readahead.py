@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from mploader import LoaderConfig, load_logs
+from mploader.engine import readahead
 from mploader.engine.inline import InlineEngine
 from mploader.engine.plan import DirPlan
 from mploader.engine.pool import PoolEngine
-from mploader.engine import readahead
 from mploader.engine.readahead import ReadAhead
 from mploader.result import LoadStats
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir

@@ -14,7 +14,15 @@ import pytest
 from mploader import StartupFailedError, TopicPartition
 from mploader.config import TopicConfig
 from tests.kafkadir import (
-    OFFSET_INDEX_FULL, TIME_INDEX_FULL, B, PartitionBuilder, assert_file, data_dir, load, name, txn_entry,
+    OFFSET_INDEX_FULL,
+    TIME_INDEX_FULL,
+    B,
+    PartitionBuilder,
+    assert_file,
+    data_dir,
+    load,
+    name,
+    txn_entry,
 )
 
 TP = TopicPartition("t", 0)
@@ -98,7 +106,8 @@ def test_delete_dir_without_segments_gets_unpreallocated_segment(tmp_path):
 # A new segment created by recoverLog with preallocate=true: its FileRecords size is 0 whatever the
 # file length, so readNextOffset sees no batch.
 # LogLoader.recoverLog():
-#     segments.add(LogSegment.open(dir, logStartOffsetCheckpoint, config, time, config.initFileSize(), config.preallocate));
+#     segments.add(LogSegment.open(dir, logStartOffsetCheckpoint, config, time, config.initFileSize(),
+#         config.preallocate));
 #     ...
 #     long logEndOffset = logEndOffsetOptional.orElse(segments.lastSegment().get().readNextOffset());
 # FileRecords.open(): int end = (!fileAlreadyExists && preallocate) ? 0 : Integer.MAX_VALUE;
@@ -291,11 +300,14 @@ def test_producer_rebuild_walks_over_a_small_entry_of_an_unrecovered_segment(tmp
 # partition.metadata is read when the UnifiedLog is constructed, right after LogLoader.load (KRaft:
 # BrokerServer builds the LogManager with keepPartitionMetadataFile = true).
 # UnifiedLog (class body, locally { ... initializeTopicId() }):
-#     if (partMetadataFile.exists()) { if (keepPartitionMetadataFile) { val fileTopicId = partMetadataFile.read().topicId
+#     if (partMetadataFile.exists()) { if (keepPartitionMetadataFile) {
+#         val fileTopicId = partMetadataFile.read().topicId
 # PartitionMetadataFile.read(): catch (IOException e) { logDirFailureChannel.maybeAddOfflineLogDir(...);
 #     throw new KafkaStorageException(msg, e); }
-# PartitionMetadataReadBuffer.read(): malformed line / zero UUID -> IOException; Uuid.fromString -> IllegalArgumentException
-# LogManager.loadLog job: case e: KafkaStorageException if e.getCause.isInstanceOf[IOException] => (partition skipped)
+# PartitionMetadataReadBuffer.read(): malformed line / zero UUID -> IOException;
+#     Uuid.fromString -> IllegalArgumentException
+# LogManager.loadLog job: case e: KafkaStorageException if e.getCause.isInstanceOf[IOException]
+#     => (partition skipped)
 #     any other exception -> rethrown by loadLogs: start-up fails
 
 
@@ -321,7 +333,8 @@ def test_partition_metadata_with_invalid_topic_id_fails_startup(tmp_path):
 
 def test_valid_partition_metadata_is_kept_unchanged(tmp_path):
     d = data_dir(tmp_path, clean=True)
-    pb = PartitionBuilder(d).segment(0, B(0)).write("partition.metadata", "version: 0\ntopic_id: gSnfpEbtQfSDpxM2lhEn9A")
+    pb = PartitionBuilder(d).segment(0, B(0)).write("partition.metadata",
+                                                     "version: 0\ntopic_id: gSnfpEbtQfSDpxM2lhEn9A")
 
     result = load(d)
 
@@ -386,7 +399,8 @@ def test_a_control_batch_kafka_cannot_read_fails_start_up_without_cutting_the_lo
     from mploader.format import records
     from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
 
-    leader_change = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2), b"\x00\x00\x00\x00\x00\x03")],
+    leader_change = records.build_batch(2, [records.Record(0, 0, struct.pack(">hh", 0, 2),
+                                                           b"\x00\x00\x00\x00\x00\x03")],
                                         control=True, transactional=True, producer_id=9, producer_epoch=0)
     d = data_dir(tmp_path, clean=False)
     pb = PartitionBuilder(d, "t", 0).segment(0, B(0), B(1), leader_change, B(3), B(4))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from mploader.format import records
 from mploader.scan.walk import Marker, SegmentTask, _canonical_marker, scan_buffer
@@ -89,7 +88,8 @@ def test_a_scan_from_byte_0_drafts_the_recovery_only_when_asked(tmp_path):  # ty
     from mploader.scan import scan_segment
 
     path = tmp_path / "00000000000000000000.log"
-    path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300]), partition_leader_epoch=i // 10)
+    path.write_bytes(b"".join(records.build_batch(i, records.simple_records([b"x" * 300]),
+                                                  partition_leader_epoch=i // 10)
                               for i in range(40)))
     plain = scan_segment(SegmentTask(str(path), 0))
     asked = scan_segment(SegmentTask(str(path), 0, index_interval=1000))
@@ -149,7 +149,7 @@ def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):
 def test_a_plain_walk_from_a_position_reports_file_positions(tmp_path):  # type: ignore[no-untyped-def]
     """walk_from (producer-state reads of unrecovered segments) names the byte of a bad entry in the file,
     not in the range it was asked for."""
-    from mploader.disk.base import Disk
+    from mploader.disk import RealDisk
     from mploader.recovery.segment import Segment, walk_from
 
     first = records.build_batch(0, records.simple_records([b"a" * 100]))
@@ -157,7 +157,7 @@ def test_a_plain_walk_from_a_position_reports_file_positions(tmp_path):  # type:
     bad = struct.pack(">qiib", 2, 14, 0, 2) + bytes(13)  # a 26-byte v2 entry: smaller than a batch header
     seg = Segment(str(tmp_path), 0)
     (tmp_path / "00000000000000000000.log").write_bytes(first + second + bad)
-    walk = walk_from(Disk(), seg, len(first))
+    walk = walk_from(RealDisk(), seg, len(first))
     at = len(first) + len(second)
     assert walk.batches["position"].tolist() == [len(first)]
     assert (walk.start, walk.valid_bytes, walk.end) == (len(first), at, at + len(bad))

@@ -12,7 +12,7 @@ import pytest
 
 from mploader import StartupFailedError, TopicPartition
 from mploader.config import LoaderConfig
-from mploader.disk.base import Disk
+from mploader.disk import RealDisk
 from mploader.format import records
 from mploader.recovery.segment import Segment
 from mploader.recovery.split import has_overflow, replace_in_segment_map, split_overflowed_segment
@@ -57,7 +57,7 @@ def test_chunks_follow_the_copy_buffer_and_index_per_chunk(tmp_path):
     pb.segment(0, *batches, tail, indexes=False)
     seg = Segment(str(pb.path), 0)
     os.utime(seg.log_path, ns=(1_000_000_000, 1_234_567_891_234_567))
-    disk = Disk()
+    disk = RealDisk()
     assert has_overflow(disk, seg, cfg(index_interval_bytes=0))
 
     new = split_overflowed_segment(disk, seg, cfg(index_interval_bytes=0), in_segment_map=False)
@@ -85,7 +85,7 @@ def test_interval_counts_bytes_since_the_last_entry_per_chunk(tmp_path):
     pb.segment(0, *batches, small(M + 1), indexes=False)
     seg = Segment(str(pb.path), 0)
 
-    split_overflowed_segment(Disk(), seg, cfg(index_interval_bytes=1_000_000), in_segment_map=False)
+    split_overflowed_segment(RealDisk(), seg, cfg(index_interval_bytes=1_000_000), in_segment_map=False)
 
     # before chunk k the bytes since the last entry are 0, 600k, 1.2M(entry), 600k, 1.2M(entry), 600k
     assert pb.read(name(0, ".index")) == oi_bytes(0, (2, 1_200_000), (4, 2_400_000))
@@ -181,7 +181,7 @@ def test_non_increasing_chunk_offsets_are_fatal(tmp_path):
     seg = Segment(str(pb.path), 0)
 
     with pytest.raises(StartupFailedError) as ei:
-        split_overflowed_segment(Disk(), seg, cfg(index_interval_bytes=0), in_segment_map=True)
+        split_overflowed_segment(RealDisk(), seg, cfg(index_interval_bytes=0), in_segment_map=True)
     assert ei.value.kafka_exception == "InvalidOffsetException"
     assert not [f for f in pb.files() if f.endswith((".cleaned", ".swap", ".deleted"))]
     assert pb.read(name(0, ".log")) == b"".join(batches)
@@ -197,7 +197,7 @@ def test_a_size_field_below_14_after_the_overflow_is_fatal(tmp_path):
     seg = Segment(str(pb.path), 0)
 
     with pytest.raises(StartupFailedError) as ei:
-        has_overflow(Disk(), seg, cfg())
+        has_overflow(RealDisk(), seg, cfg())
     assert ei.value.kafka_exception == "CorruptRecordException"
     assert f"at byte {len(small(0)) + len(small(M + 1))}" in str(ei.value)
 
@@ -212,7 +212,7 @@ def test_legacy_base_offset_comes_from_the_wrapper(tmp_path):
     pb.write(name(0, ".log"), data)
     seg = Segment(str(pb.path), 0)
 
-    new = split_overflowed_segment(Disk(), seg, cfg(), in_segment_map=True)
+    new = split_overflowed_segment(RealDisk(), seg, cfg(), in_segment_map=True)
 
     assert [s.base_offset for s in new] == [0, M + 3]  # first inner offset, not the wrapper's M + 4
     assert pb.read(name(M + 3, ".log")) == wrapper
@@ -235,8 +235,8 @@ def test_replace_in_segment_map():
 
 
 def test_dry_run_changes_nothing_and_reports_the_same(tmp_path):
-    from tests.scenarios.test_h_overflow import ovf
     from tests.kafkadir import tree_bytes
+    from tests.scenarios.test_h_overflow import ovf
 
     d, pb = ovf(tmp_path / "a", clean=False)
     before = tree_bytes(d)
@@ -258,7 +258,7 @@ def test_two_new_segments_with_one_base_fail_like_kafkas_rename(tmp_path):
     pb.write(name(0, ".log"), data)
 
     with pytest.raises(FileNotFoundError):
-        split_overflowed_segment(Disk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True)
+        split_overflowed_segment(RealDisk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True)
     assert pb.files() == {name(0, ".log")}
     assert pb.read(name(0, ".log")) == data
 
@@ -270,7 +270,7 @@ def test_old_segment_in_the_map_loses_all_its_files(tmp_path):
     pb.write(name(0, ".log"), data).write(name(0, ".index"), b"\0" * 80).write(name(0, ".txnindex"), b"")
     deleted: list[str] = []
 
-    split_overflowed_segment(Disk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True, deleted=deleted)
+    split_overflowed_segment(RealDisk(), Segment(str(pb.path), 0), cfg(), in_segment_map=True, deleted=deleted)
 
     assert pb.files() == {name(b, s) for b in (0, M + 1) for s in (".log", ".index", ".timeindex")}
     assert sorted(deleted) == [name(0, ".index"), name(0, ".log"), name(0, ".txnindex")]

@@ -25,13 +25,13 @@ import struct
 
 import pytest
 
-from mploader.disk.base import Disk
+from mploader.disk import RealDisk
 from mploader.errors import CorruptRecordError, StartupFailedError
 from mploader.format import legacy, records
 from mploader.format.log import iter_entries
 from mploader.recovery.segment import Segment, read_next_offset, walk_from
 from mploader.scan import SegmentTask, Stop, scan_buffer
-from tests.kafkadir import B, M, V1
+from tests.kafkadir import V1, B, M
 
 PATH = "/data/t-0/00000000000000000000.log"
 BELOW = [13, 12, 0, -1, -(2**31)]
@@ -143,7 +143,7 @@ def test_walk_from_a_file_position(tmp_path, size: int, stop: Stop) -> None:  # 
     """The plain walk of an unrecovered segment (producer-state rebuild) from the index's position."""
     data = B(0) + B(1) + entry(size) + SUFFIX
     (tmp_path / "00000000000000000000.log").write_bytes(data)
-    w = walk_from(Disk(), Segment(str(tmp_path), 0), 72)
+    w = walk_from(RealDisk(), Segment(str(tmp_path), 0), 72)
     assert (w.stop, w.valid_bytes) == (stop, 144 if stop is Stop.CORRUPT_SIZE else len(data))
     assert w.batches["position"].tolist() == ([72] if stop is Stop.CORRUPT_SIZE else [72, 144, 170])
 
@@ -168,7 +168,8 @@ def test_iter_entries_raises_at_the_entry(size: int, kind: str, prefix: str) -> 
 def test_iter_entries_frames_a_14_byte_entry(kind: str, prefix: str) -> None:
     head = PREFIXES[prefix]
     got = list(iter_entries(head + entry(14, kind) + SUFFIX, path=PATH))
-    assert got[len(positions(head)):] == [(len(head), 26, 0 if kind == "legacy" else 2), (len(head) + 26, len(SUFFIX), 2)]
+    assert got[len(positions(head)):] == [(len(head), 26, 0 if kind == "legacy" else 2),
+                                          (len(head) + 26, len(SUFFIX), 2)]
 
 
 @pytest.mark.parametrize("left", [18, 22, 23, 25])
@@ -192,11 +193,11 @@ def test_iter_entries_from_a_start_position() -> None:
 def test_read_next_offset_fails_start_up_below_14(tmp_path, size: int) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "00000000000000000000.log").write_bytes(B(0) + entry(size) + B(2))
     with pytest.raises(StartupFailedError) as info:
-        read_next_offset(Disk(), Segment(str(tmp_path), 0))
+        read_next_offset(RealDisk(), Segment(str(tmp_path), 0))
     assert info.value.kafka_exception == "CorruptRecordException"
     assert "at byte 72 " in str(info.value)
 
 
 def test_read_next_offset_reads_past_a_14_byte_message(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "00000000000000000000.log").write_bytes(B(0) + entry(14) + B(2))
-    assert read_next_offset(Disk(), Segment(str(tmp_path), 0)) == 3
+    assert read_next_offset(RealDisk(), Segment(str(tmp_path), 0)) == 3

@@ -11,12 +11,12 @@ import time
 from collections import defaultdict
 from typing import TextIO
 
+from mploader.cli.units import EXIT_FAILURE as EXIT_OFFLINE, EXIT_OK, EXIT_USAGE, format_bytes, parse_size
 from mploader.config import LoaderConfig
 from mploader.errors import MploaderError, StartupFailedError
 from mploader.manager import load_logs
 from mploader.progress import Progress
 from mploader.result import LoadResult
-from mploader.cli.units import EXIT_FAILURE as EXIT_OFFLINE, EXIT_OK, EXIT_USAGE, format_bytes, parse_size
 
 
 def _workers(text: str) -> int | str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
-from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.generate import add_generate_arguments, run_generate
+from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.units import EXIT_FAILURE, EXIT_USAGE, UsageError
 
 # --------------------------------------------------------------------------------------------

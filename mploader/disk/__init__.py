@@ -1,5 +1,13 @@
-"""Every change Phase 2 makes to a data dir goes through a :class:`Disk`."""
+"""Every change Phase 2 makes to a data dir goes through a :class:`Disk` (see :mod:`.base`)."""
 
 from mploader.disk.base import Disk
+from mploader.disk.dry_run import DryRunDisk
+from mploader.disk.real import RealDisk
 
-__all__ = ["Disk"]
+
+def open_disk(dry_run: bool) -> Disk:
+    """The disk of a load: :class:`DryRunDisk` for ``dry_run`` (nothing on disk changes), else :class:`RealDisk`."""
+    return DryRunDisk() if dry_run else RealDisk()
+
+
+__all__ = ["Disk", "DryRunDisk", "RealDisk", "open_disk"]

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
 from mploader.engine.readahead import Range, ReadAhead, auto_window

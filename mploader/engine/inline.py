@@ -3,7 +3,7 @@ every other one must give exactly its results."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from mploader.engine.base import Engine
 from mploader.engine.plan import DirPlan, Partition, file_size

@@ -7,8 +7,8 @@ follows; this module only lists the partition directories, sizes the work and or
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from mploader.errors import MploaderError
 from mploader.format import names

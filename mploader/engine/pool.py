@@ -42,10 +42,10 @@ import os
 import pickle
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
-from typing import Sequence
 
 import numpy as np
 from loky import ProcessPoolExecutor
@@ -54,12 +54,12 @@ from loky.process_executor import BrokenProcessPool
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, join_scans, piece_bytes, stitch
 from mploader.engine.plan import DirPlan, Partition
+from mploader.engine.worker import SLOT_BYTES, Grown, ReadFailed, WorkerResult, arrays_from_block, worker_scan
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
-from mploader.engine.worker import SLOT_BYTES, Grown, ReadFailed, WorkerResult, arrays_from_block, worker_scan
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ class PoolEngine(Engine):
     parent_head_bytes = PARENT_HEAD_BYTES
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
-                 progress: Progress | None = None, chunk_bytes: int | None = None, read_ahead_bytes: int | str = "auto"):
+                 progress: Progress | None = None, chunk_bytes: int | None = None,
+                 read_ahead_bytes: int | str = "auto"):
         super().__init__(stats, progress, read_ahead_bytes)
         self.workers_per_dir = workers
         self.metrics = metrics

@@ -23,9 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
 from mploader.scan import BATCH_TABLE, SegmentTask, scan_segment
-
+from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
 
 
 class DraftLayout(NamedTuple):
@@ -128,4 +127,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
-__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES", "arrays_from_block", "regions", "worker_scan"]
+__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES",
+           "arrays_from_block", "regions", "worker_scan"]

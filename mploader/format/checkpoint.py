@@ -20,7 +20,8 @@ import base64
 import json
 import os
 import re
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from mploader.errors import CheckpointNumberFormatError, MalformedCheckpointError, StartupFailedError
 from mploader.format.names import TopicPartition

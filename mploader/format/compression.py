@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}

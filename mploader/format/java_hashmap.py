@@ -218,7 +218,7 @@ class JavaLongHashMap:
         self.capacity *= 2
         lists: dict[int, list[int]] = {}
         trees: dict[int, _TreeBin] = {}
-        for b, keys in self._lists.items():
+        for keys in self._lists.values():
             for k in keys:
                 lists.setdefault(self._bucket(k), []).append(k)
         for b, tree in self._trees.items():  # TreeNode.split

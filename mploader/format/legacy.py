@@ -107,7 +107,7 @@ def build_wrapper(
         raise ValueError("a wrapper needs at least one inner message")
     last = entries[-1][0]
     inner = bytearray()
-    for i, (off, value, ts) in enumerate(entries):
+    for off, value, ts in entries:
         inner_off = off if magic == 0 else off - entries[0][0]
         inner += build_message(inner_off, value, magic=magic, timestamp=ts)
     attrs = (codec & ATTR_CODEC_MASK) | (ATTR_LOG_APPEND_TIME if log_append_time else 0)

@@ -14,8 +14,8 @@ incomplete, and raises on a size field below 14.  It never checks CRCs.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from mploader.errors import CorruptRecordError
 from mploader.format import legacy, records

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from crc32c import crc32c

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from crc32c import crc32c
 
 from mploader.errors import CorruptSnapshotError
 from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order  # noqa: F401 - the order snapshots are written in
-
 
 SNAPSHOT_VERSION = 1
 HEADER = struct.Struct(">hIi")

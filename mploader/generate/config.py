@@ -87,7 +87,7 @@ class GeneratorConfig:
     def partitions(self) -> int:
         return self.topics * self.partitions_per_topic
 
-    def replace(self, **changes: Any) -> "GeneratorConfig":
+    def replace(self, **changes: Any) -> GeneratorConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,8 +28,15 @@ from mploader.format import checkpoint, names
 from mploader.generate.config import Fault, GenerateSummary, GeneratorConfig
 from mploader.generate.faults import _FaultInjector
 from mploader.generate.files import _write_file
-from mploader.generate.manifest import (BATCH_FIELDS, MANIFEST_FORMAT, MANIFEST_JSON, MANIFEST_LINES,
-                                        MANIFEST_VERSION, _is_generator_output, _Manifest)
+from mploader.generate.manifest import (
+    BATCH_FIELDS,
+    MANIFEST_FORMAT,
+    MANIFEST_JSON,
+    MANIFEST_LINES,
+    MANIFEST_VERSION,
+    _is_generator_output,
+    _Manifest,
+)
 from mploader.generate.progress import Callback
 from mploader.generate.templates import _build_templates
 from mploader.generate.writer import _PartitionWriter
@@ -93,7 +100,7 @@ class _Generator:
             planned.setdefault(self.fault_rng.randrange(len(tps)), []).append(self.fault_rng.choice(cfg.fault_kinds))
         self.callback.set_size(sum(budgets))
         self.topics = topics
-        for i, d in enumerate(self.dir_names):
+        for d in self.dir_names:
             path = self.out_dir / d
             os.makedirs(path)
             dir_id = _b64(_nonzero_uuid(rng))
@@ -141,7 +148,7 @@ def _b64(b: bytes) -> str:
 def _meta_properties(cfg: GeneratorConfig, cluster_id: str, dir_id: str) -> bytes:
     when = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(cfg.start_timestamp_ms / 1000))
     return (f"#\n#{when}\nnode.id={cfg.node_id}\ndirectory.id={dir_id}\nversion=1\n"
-            f"cluster.id={cluster_id}\n").encode("utf-8")
+            f"cluster.id={cluster_id}\n").encode()
 
 
 def generate(out_dir: str | os.PathLike[str], config: GeneratorConfig | None = None, *,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 MANIFEST_JSON = "manifest.json"
 MANIFEST_LINES = "manifest.jsonl"

@@ -27,7 +27,7 @@ from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.segment_recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from mploader.result import LoadedLog, SegmentInfo
-from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop, scan_buffer
+from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop
 from mploader.scan import plan
 from mploader.recovery.segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
 
@@ -86,15 +86,8 @@ class LogLoader:
         size = self.disk.size(seg.log_path)
         cached = self._scans.get(seg.log_path, size)
         if cached is None:
-            end = self.disk.overlay_size(seg.log_path)
-            interval = self.cfg.index_interval_bytes
-            if self.disk.has_virtual_content(seg.log_path):
-                data = self.disk.read(seg.log_path)
-                cached = scan_buffer(data, SegmentTask(seg.log_path, seg.base_offset, index_interval=interval),
-                                     len(data))
-            else:
-                cached = self.ctx.scans.scan(SegmentTask(seg.log_path, seg.base_offset, 0, end,
-                                                         index_interval=interval))
+            task = SegmentTask(seg.log_path, seg.base_offset, index_interval=self.cfg.index_interval_bytes)
+            cached = self.disk.scan(task, self.ctx.scans)
             self.ctx.bytes_scanned += cached.bytes_read
             self._scans.put(seg.log_path, cached)
         return cached
@@ -111,8 +104,7 @@ class LogLoader:
             self.disk.write(path, b"")
         else:
             try:
-                entries = checkpoint.read_leader_epoch_checkpoint(path) if not self.disk.has_virtual_content(path) \
-                    else []
+                entries = checkpoint.read_leader_epoch_checkpoint(path)  # nothing in this load wrote it yet
             except CheckpointNumberFormatError as e:
                 raise StartupFailedError(path, "NumberFormatException", str(e)) from e
             cache.load(entries)

@@ -27,8 +27,13 @@ import numpy as np
 
 from mploader.errors import StartupFailedError
 from mploader.format.records import last_sequences
-from mploader.recovery.producer_state import (ATTR_CONTROL, ATTR_TRANSACTIONAL, NUM_BATCHES_TO_RETAIN, BatchMetadata,
-                             ProducerStateManager)
+from mploader.recovery.producer_state import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    ProducerStateManager,
+)
 from mploader.scan import BatchColumns, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
@@ -125,7 +130,8 @@ def _apply_vectorised(psm: ProducerStateManager, rows: BatchColumns, row: np.nda
     if len(starts) and (np.any(np.diff(start_first) <= 0) or (keys and int(start_first[0]) <= keys[-1])):
         return False
     abort_last = base[aborted]
-    if len(aborted) and (np.any(np.diff(abort_last) <= 0) or (txn_entries and int(abort_last[0]) <= txn_entries[-1][2])):
+    if len(aborted) and (np.any(np.diff(abort_last) <= 0)
+                         or (txn_entries and int(abort_last[0]) <= txn_entries[-1][2])):
         return False
 
     # every transaction open at some point of the segment: first offset, rows where it opens and closes
@@ -179,8 +185,8 @@ def _ongoing_agrees(psm: ProducerStateManager, entries: list) -> bool:  # type: 
 
 
 def _update_entries(entries: list, rows: BatchColumns, row: np.ndarray, epoch: np.ndarray,  # type: ignore[type-arg]
-                    head: np.ndarray, lo: np.ndarray, hi: np.ndarray, gid: np.ndarray, ctrl: np.ndarray, txn_first: np.ndarray,
-                    inherited: np.ndarray, first_txn: np.ndarray, span: np.ndarray) -> None:
+                    head: np.ndarray, lo: np.ndarray, hi: np.ndarray, gid: np.ndarray, ctrl: np.ndarray,
+                    txn_first: np.ndarray, inherited: np.ndarray, first_txn: np.ndarray, span: np.ndarray) -> None:
     """Each producer's entry after its run of rows (:meth:`ProducerEntry.append_data` and markers, folded)."""
     n = len(row)
     k = np.arange(n)

@@ -20,8 +20,8 @@ import numpy as np
 from mploader.disk.base import Disk
 from mploader.errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
 from mploader.format import names
-from mploader.format.records import java_int, last_sequence
 from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order
+from mploader.format.records import java_int, last_sequence
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from mploader.result import ProducerInfo
 from mploader.scan import Marker
@@ -39,7 +39,7 @@ class BatchMetadata:
     timestamp: int
 
     @staticmethod
-    def of_batch(base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int) -> "BatchMetadata":
+    def of_batch(base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int) -> BatchMetadata:
         delta = java_int(last_offset - base_offset)
         return BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp)
 
@@ -53,7 +53,7 @@ class ProducerEntry:
     current_txn_first_offset: int | None = None
     batches: deque[BatchMetadata] = field(default_factory=deque)
 
-    def copy_without_batches(self) -> "ProducerEntry":
+    def copy_without_batches(self) -> ProducerEntry:
         return ProducerEntry(self.producer_id, self.epoch, self.coordinator_epoch, self.last_timestamp,
                              self.current_txn_first_offset)
 
@@ -88,7 +88,7 @@ class ProducerEntry:
             return True
         return False
 
-    def merge(self, other: "ProducerEntry") -> None:
+    def merge(self, other: ProducerEntry) -> None:
         """ProducerStateEntry.update(nextEntry)."""
         self.maybe_update_epoch(other.epoch)
         for b in other.batches:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,7 +182,7 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
     if hit is None:
         return seg.base_offset
     last = None
-    for last in _entries(disk, seg, hit[0]):
+    for last in _entries(disk, seg, hit[0]):  # noqa: B007 - the loop only keeps the last entry
         pass
     if last is None:
         return seg.base_offset

@@ -15,14 +15,13 @@ import numpy as np
 
 from mploader.config import EffectiveConfig
 from mploader.disk.base import Disk
-from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.errors import StartupFailedError
 from mploader.format.index import offset_index_bytes, round_down, time_index_bytes, txn_index_bytes
+from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.producer_apply import TxnIndexEntry, apply_producer_batches
 from mploader.recovery.producer_state import ProducerStateManager
-from mploader.scan import RecoveryDraft, draft_recovery
-from mploader.scan import BatchColumns, Marker, SegmentScan
 from mploader.recovery.segment import Segment
+from mploader.scan import BatchColumns, Marker, RecoveryDraft, SegmentScan, draft_recovery
 
 INT32_MAX = 2**31 - 1
 
@@ -180,7 +179,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12)
         if plan.failed_at_row is not None:
-            raise InvalidOffsetError(f"{path}: non-increasing offset at byte {int(rows_ok['position'][plan.failed_at_row])}")
+            at = int(rows_ok["position"][plan.failed_at_row])
+            raise InvalidOffsetError(f"{path}: non-increasing offset at byte {at}")
         if limit < len(rows):
             raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
         raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)

@@ -387,9 +387,8 @@ def _plan(old: _Log, segment: Segment, cfg: EffectiveConfig, created: list[int])
 
 def _mtime_ms(disk: Disk, path: str) -> int:
     """File.lastModified() of the old .log, in milliseconds."""
-    if disk.overlay_size(path) is None and os.path.exists(path):
-        return os.stat(path).st_mtime_ns // 1_000_000
-    return time.time_ns() // 1_000_000
+    mtime = disk.mtime_ms(path)
+    return mtime if mtime is not None else time.time_ns() // 1_000_000
 
 
 def split_overflowed_segment(disk: Disk, segment: Segment, cfg: EffectiveConfig, in_segment_map: bool,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
 import numpy as np
 
 from mploader.scan.table import BatchColumns

@@ -15,7 +15,7 @@ A scan the loader asks for that the engine had not planned is counted in ``LoadS
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from mploader.format import names
 

@@ -48,7 +48,7 @@ class BatchColumns:
 
     __slots__ = ("table", "_cols", "_parent")
 
-    def __init__(self, table: np.ndarray, parent: "BatchColumns | None" = None):
+    def __init__(self, table: np.ndarray, parent: BatchColumns | None = None):
         self.table = table
         self._cols: dict[str, np.ndarray] = {}
         self._parent = parent
@@ -71,6 +71,6 @@ class BatchColumns:
     def __len__(self) -> int:
         return len(self.table)
 
-    def head(self, n: int) -> "BatchColumns":
+    def head(self, n: int) -> BatchColumns:
         """The first ``n`` rows, sharing this table's columns."""
         return self if n >= len(self.table) else BatchColumns(self.table[:n], self)

@@ -17,19 +17,19 @@ import enum
 import mmap
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import zlib
-
 from crc32c import crc32c
 
-from mploader.scan.draft import RecoveryDraft, draft_recovery
-from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
 from mploader.errors import InvalidRecordError, StartupFailedError
 from mploader.format import records
 from mploader.format.records import BatchHeader
+from mploader.scan.draft import RecoveryDraft, draft_recovery
+from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
+
 
 class Stop(enum.Enum):
     """Why the walk ended (docs/loading.md §7.3)."""
@@ -166,7 +166,8 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
                 if check and crc32c(mv[p + 21 : p + total]) != crc:
                     stop, detail = Stop.CRC, "record batch CRC mismatch"
                     break
-                if attributes & records.ATTR_CONTROL and task.parse_markers and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0:
+                if (attributes & records.ATTR_CONTROL and task.parse_markers
+                        and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0):
                     marker, coord, mts, message = _marker(buf, p, records.read_batch_header(buf, p), task.path)
                     markers[p] = (marker, coord, mts)
                     append(p)
@@ -269,7 +270,8 @@ def _canonical_marker(buf: bytes | memoryview | mmap.mmap, pos: int,
     if (length, klen, vlen, nheaders) != (32, 8, 12, 0) or ts_delta & 0x80 or off_delta & 0x80 \
             or kversion < 0 or vversion < 0 or ctype not in (0, 1):
         return None
-    ts = header.max_timestamp if header.is_log_append_time else header.base_timestamp + ((ts_delta >> 1) ^ -(ts_delta & 1))
+    ts = (header.max_timestamp if header.is_log_append_time
+          else header.base_timestamp + ((ts_delta >> 1) ^ -(ts_delta & 1)))
     return ctype, coord, ts, None
 
 

@@ -10,8 +10,22 @@ import tests.faults
 from mploader import DirKind, StartupFailedError, TopicPartition
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER
 from tests.kafkadir import (
-    B, PartitionBuilder, append_bytes, assert_gone, data_dir, dir_entry, dir_in, load, name,
-    parse_offset_checkpoint_text, same_path, segment_layout, snapshot_offsets, std3_batches, tree_bytes, txn_entry,
+    B,
+    PartitionBuilder,
+    append_bytes,
+    assert_gone,
+    data_dir,
+    dir_entry,
+    dir_in,
+    load,
+    name,
+    parse_offset_checkpoint_text,
+    same_path,
+    segment_layout,
+    snapshot_offsets,
+    std3_batches,
+    tree_bytes,
+    txn_entry,
 )
 
 TP = TopicPartition("t", 0)
@@ -316,8 +330,8 @@ def test_s09_partition_directory_names_parse(tmp_path):
         assert log.kind is DirKind.LIVE
     assert set(result.future_logs) == {TopicPartition("t", 3)}
     assert result.future_logs[TopicPartition("t", 3)].kind is DirKind.FUTURE
-    assert [(l.topic_partition, l.kind) for l in result.logs_to_delete] == [(TopicPartition("t", 0), DirKind.DELETE)]
-    assert [(l.topic_partition, l.kind) for l in result.stray_logs] == [(TopicPartition("s", 5), DirKind.STRAY)]
+    assert [(lg.topic_partition, lg.kind) for lg in result.logs_to_delete] == [(TopicPartition("t", 0), DirKind.DELETE)]
+    assert [(lg.topic_partition, lg.kind) for lg in result.stray_logs] == [(TopicPartition("s", 5), DirKind.STRAY)]
 
 
 @pytest.mark.parametrize("bad", ["t", "-0", "t-", "t-x", "t-0-delete", f"t-0.{UUID}-future "])
@@ -344,7 +358,7 @@ def test_s10_io_error_in_one_partition(tmp_path):
         result = load(d)
 
     assert TopicPartition("b", 0) not in result.logs
-    assert all(l.topic_partition != TopicPartition("b", 0) for l in result.all_logs())
+    assert all(lg.topic_partition != TopicPartition("b", 0) for lg in result.all_logs())
     a = result.logs[TopicPartition("a", 0)]
     assert a.log_end_offset == 30 and a.recovered_segments == []
     assert dir_in(result.offline_dirs, d)
@@ -453,7 +467,8 @@ def test_s13_reported_offsets_and_effects_for_next_checkpoint(tmp_path):
     assert tl.leader_epochs == [(0, 15)]
     assert t.read("leader-epoch-checkpoint") == b"0\n1\n0 15\n"
     assert_gone(t.path, name(10, ".snapshot"))  # 10 <= log start checkpoint 15
-    # SPEC NOTE: the remaining set {20, 30} is derived (docs/loading.md §6.13/§6.14); docs/scenarios.md #13 names only the deletion
+    # SPEC NOTE: the remaining set {20, 30} is derived (docs/loading.md §6.13/§6.14); docs/scenarios.md #13 names only
+    # the deletion
     assert snapshot_offsets(t.path) == {20, 30}
     ul = result.logs[TopicPartition("u", 0)]
     assert ul.log_start_offset == 0

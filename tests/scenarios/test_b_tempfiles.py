@@ -6,8 +6,17 @@ import struct
 
 from mploader import TopicPartition
 from tests.kafkadir import (
-    B, PartitionBuilder, T0, assert_file, assert_gone, assert_segment_gone, data_dir, load, name,
-    snapshot_offsets, std3_batches,
+    T0,
+    B,
+    PartitionBuilder,
+    assert_file,
+    assert_gone,
+    assert_segment_gone,
+    data_dir,
+    load,
+    name,
+    snapshot_offsets,
+    std3_batches,
 )
 
 TP = TopicPartition("t", 0)
@@ -127,7 +136,8 @@ def test_s17_orphaned_index_files_deleted(tmp_path):
     assert_file(pb.file(0, ".index"), b"", 1000)
     assert_file(pb.file(0, ".timeindex"), b"", 996)  # roundDown(1000, 12)
     assert not pb.file(0, ".txnindex").exists()
-    assert pb.read("leader-epoch-checkpoint") == b""  # created empty (docs/loading.md §5.2), nothing removed => no flush
+    # created empty (docs/loading.md §5.2), nothing removed => no flush
+    assert pb.read("leader-epoch-checkpoint") == b""
     assert snapshot_offsets(pb.path) == set()  # clean shortcut: never a snapshot at offset 0
     log = result.logs[TP]
     assert [(s.base_offset, s.size_bytes) for s in log.segments] == [(0, 0)]

@@ -9,8 +9,22 @@ import pytest
 from mploader import ProducerInfo, StartupFailedError, TopicPartition
 from mploader.format.snapshot import ProducerSnapshotEntry
 from tests.kafkadir import (
-    OFFSET_INDEX_FULL, TIME_INDEX_FULL, P, PartitionBuilder, T0, assert_file, data_dir, expected_indexes, load, name,
-    oi_bytes, snapshot_of, snapshot_offsets, std3_batches, ti_bytes, txn_entry,
+    OFFSET_INDEX_FULL,
+    T0,
+    TIME_INDEX_FULL,
+    P,
+    PartitionBuilder,
+    assert_file,
+    data_dir,
+    expected_indexes,
+    load,
+    name,
+    oi_bytes,
+    snapshot_of,
+    snapshot_offsets,
+    std3_batches,
+    ti_bytes,
+    txn_entry,
 )
 
 TP = TopicPartition("t", 0)
@@ -175,7 +189,8 @@ def test_s22_corrupt_txnindex_recovers_segment(tmp_path, garbage_indexes):
 
 
 def test_s23_txnindex_positive_version_byte_is_fatal(tmp_path):
-    # SPEC NOTE: docs/scenarios.md #23 does not say clean/unclean; the txn-index read happens in the load phase either way
+    # SPEC NOTE: docs/scenarios.md #23 does not say clean/unclean; the txn-index read happens in the load phase
+    # either way
     d = data_dir(tmp_path, clean=True)
     pb = std3(d)
     entry = txn_entry(1, 12, 15, 12, version=0x0100)
@@ -266,7 +281,8 @@ def test_s25_untrimmed_preallocated_active_indexes_after_crash(tmp_path):
 
 
 def test_s25_input_index_sanity_checks(tmp_path):
-    """docs/formats.md §9 check on the crashed input .timeindex reports corruption; docs/formats.md §8 check on the .index passes."""
+    """docs/formats.md §9 check on the crashed input .timeindex reports corruption; docs/formats.md §8 check on the
+    .index passes."""
     import numpy as np
 
     from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, map_entries, offset_index_problem, time_index_problem

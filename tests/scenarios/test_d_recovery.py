@@ -1,4 +1,5 @@
-"""docs/scenarios.md section D: recovery of unflushed segments (docs/loading.md §6.6-6.8, docs/loading.md §7), scenarios 26-45."""
+"""docs/scenarios.md section D: recovery of unflushed segments (docs/loading.md §6.6-6.8, docs/loading.md §7),
+scenarios 26-45."""
 
 from __future__ import annotations
 
@@ -9,9 +10,27 @@ import pytest
 
 from mploader import DirKind, StartupFailedError, TopicPartition
 from tests.kafkadir import (
-    INT64_MAX, OFFSET_INDEX_FULL, TIME_INDEX_FULL, B, PartitionBuilder, T0, append_bytes, assert_file, assert_gone,
-    assert_segment_gone, data_dir, empty_snapshot, expected_indexes, flip_bit, load, name, oi_bytes,
-    overwrite_bytes, snapshot_offsets, std3_batches, ti_bytes,
+    INT64_MAX,
+    OFFSET_INDEX_FULL,
+    T0,
+    TIME_INDEX_FULL,
+    B,
+    PartitionBuilder,
+    append_bytes,
+    assert_file,
+    assert_gone,
+    assert_segment_gone,
+    data_dir,
+    empty_snapshot,
+    expected_indexes,
+    flip_bit,
+    load,
+    name,
+    oi_bytes,
+    overwrite_bytes,
+    snapshot_offsets,
+    std3_batches,
+    ti_bytes,
 )
 
 TP = TopicPartition("t", 0)
@@ -409,10 +428,10 @@ def test_s39_non_monotonic_offsets_empty_segment_delete_later(tmp_path):
 
 
 def test_s39_index_bytes_after_failed_pass_keep_stale_slots(tmp_path):
-    # SPEC NOTE: docs/scenarios.md #39 only says "reset to 0 entries and left at full size". docs/formats.md §10 / Kafka's
-    # AbstractIndex imply the exact bytes: reset() = truncate (entries := 0, nothing zeroed) + resize(max)
-    # (setLength keeps existing bytes); the failed pass rewrites slot 0 only; truncateTo(0) zeroes nothing;
-    # the segment is never trimmed (it stays active). So every pre-existing slot survives on disk.
+    # SPEC NOTE: docs/scenarios.md #39 only says "reset to 0 entries and left at full size".
+    # docs/formats.md §10 / Kafka's AbstractIndex imply the exact bytes: reset() = truncate (entries := 0, nothing
+    # zeroed) + resize(max) (setLength keeps existing bytes); the failed pass rewrites slot 0 only; truncateTo(0)
+    # zeroes nothing; the segment is never trimmed (it stays active). So every pre-existing slot survives on disk.
     d, pb = dup_offsets(tmp_path)
     oi_before, ti_before = pb.read(name(0, ".index")), pb.read(name(0, ".timeindex"))
     assert oi_before == oi_bytes(0, (1, 72), (1, 144), (2, 216))

@@ -16,8 +16,23 @@ import pytest
 from mploader import TopicPartition
 from mploader.format import compression, legacy
 from tests.kafkadir import (
-    OFFSET_INDEX_FULL, TIME_INDEX_FULL, B, PartitionBuilder, T0, V0, V1, assert_file, batch_facts, data_dir,
-    empty_snapshot, expected_indexes, load, name, oi_bytes, snapshot_offsets, ti_bytes,
+    OFFSET_INDEX_FULL,
+    T0,
+    TIME_INDEX_FULL,
+    V0,
+    V1,
+    B,
+    PartitionBuilder,
+    assert_file,
+    batch_facts,
+    data_dir,
+    empty_snapshot,
+    expected_indexes,
+    load,
+    name,
+    oi_bytes,
+    snapshot_offsets,
+    ti_bytes,
 )
 
 TP = TopicPartition("t", 0)
@@ -59,7 +74,7 @@ class SegmentView:
     times: list[tuple[int, int]]
 
     @classmethod
-    def read(cls, pb: PartitionBuilder, base: int) -> "SegmentView":
+    def read(cls, pb: PartitionBuilder, base: int) -> SegmentView:
         return cls(base, batch_facts(pb.read(name(base, ".log"))),
                    offset_entries(pb.read(name(base, ".index")), base),
                    time_entries(pb.read(name(base, ".timeindex")), base))

@@ -12,7 +12,7 @@ EPOCHS = "leader-epoch-checkpoint"
 
 
 def epochs_text(*entries: tuple[int, int]) -> str:
-    return "0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries)
+    return f"0\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries)
 
 
 def std3_with_epochs(d, text: str) -> PartitionBuilder:

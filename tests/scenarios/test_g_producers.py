@@ -17,8 +17,21 @@ from mploader import ProducerInfo, TopicPartition
 from mploader.format import records
 from mploader.format.snapshot import ProducerSnapshotEntry, java_hashmap_order, read_snapshot, snapshot_bytes
 from tests.kafkadir import (
-    B, M, N, NOW, P, PartitionBuilder, T, T0, assert_gone, data_dir, empty_snapshot, load, name,
-    snapshot_offsets, txn_entry,
+    NOW,
+    T0,
+    B,
+    M,
+    N,
+    P,
+    PartitionBuilder,
+    T,
+    assert_gone,
+    data_dir,
+    empty_snapshot,
+    load,
+    name,
+    snapshot_offsets,
+    txn_entry,
 )
 
 TP = TopicPartition("t", 0)

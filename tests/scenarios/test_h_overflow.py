@@ -20,8 +20,16 @@ import pytest
 from mploader import TopicPartition
 from mploader.format import records
 from tests.kafkadir import (
-    INT64_MAX, OFFSET_INDEX_FULL, TIME_INDEX_FULL, PartitionBuilder, assert_file, batch_facts, data_dir,
-    expected_indexes, load, name,
+    INT64_MAX,
+    OFFSET_INDEX_FULL,
+    TIME_INDEX_FULL,
+    PartitionBuilder,
+    assert_file,
+    batch_facts,
+    data_dir,
+    expected_indexes,
+    load,
+    name,
 )
 
 TP = TopicPartition("t", 0)

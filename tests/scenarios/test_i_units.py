@@ -15,20 +15,44 @@ import struct
 import pytest
 
 from mploader import TopicPartition
-from mploader.disk.base import Disk
+from mploader.disk import RealDisk
+from mploader.errors import StartupFailedError
 from mploader.format.index import (
-    OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, entries_from_bytes, offset_index_problem, read_txn_index, time_index_problem,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    TXN_ENTRY,
+    entries_from_bytes,
+    offset_index_problem,
+    read_txn_index,
+    time_index_problem,
     txn_index_problem,
 )
-from tests.index_model import (
-    CorruptIndexException, IllegalArgumentException, IllegalStateException, InvalidOffsetException, KafkaException,
-    OffsetIndex, TimeIndex, TransactionIndex,
-)
-from mploader.errors import StartupFailedError
 from mploader.recovery.segment import Segment, offset_index_lookup, read_next_offset, translate_offset, truncate_to
+from tests.index_model import (
+    CorruptIndexException,
+    IllegalArgumentException,
+    IllegalStateException,
+    InvalidOffsetException,
+    KafkaException,
+    OffsetIndex,
+    TimeIndex,
+    TransactionIndex,
+)
 from tests.kafkadir import (
-    OFFSET_INDEX_FULL, TIME_INDEX_FULL, B, N, PartitionBuilder, T0, V1, assert_file, data_dir, load,
-    name, oi_bytes, overwrite_bytes, ti_bytes,
+    OFFSET_INDEX_FULL,
+    T0,
+    TIME_INDEX_FULL,
+    V1,
+    B,
+    N,
+    PartitionBuilder,
+    assert_file,
+    data_dir,
+    load,
+    name,
+    oi_bytes,
+    overwrite_bytes,
+    ti_bytes,
 )
 
 TP = TopicPartition("t", 0)
@@ -72,7 +96,7 @@ def test_s80_offset_index_append_and_lookup(tmp_path):
     for x in range(40, offsets[-1] + 20):
         below = [(o, p) for o, p in zip(offsets, positions) if o <= x]
         assert idx.lookup(x) == (below[-1] if below else (45, 0))
-        assert offset_index_lookup(Disk(), seg, x) == idx.lookup(x)
+        assert offset_index_lookup(RealDisk(), seg, x) == idx.lookup(x)
 
     # the 31st append: the index is full
     assert idx.is_full()
@@ -359,7 +383,7 @@ def _segment(tmp_path, base: int, log: bytes, index: bytes | None = None, timein
         if data is not None:
             with open(path, "wb") as f:
                 f.write(data)
-    return Disk(), seg
+    return RealDisk(), seg
 
 
 def _read(path) -> bytes:
@@ -425,7 +449,8 @@ def test_s85_truncate_full(tmp_path):
 
 
 def test_s85_truncate_to_stops_reading_at_the_hit(tmp_path):
-    # what recoverLog meets after an InvalidOffsetException in a segment with a corrupt tail (docs/loading.md §10.2-10.3)
+    # what recoverLog meets after an InvalidOffsetException in a segment with a corrupt tail
+    # (docs/loading.md §10.2-10.3)
     tail = struct.pack(">qi", 99, 3) + bytes(10)  # size field 3 < 14: CorruptRecordException if ever read
     disk, seg = _segment(tmp_path, 0, B(0) + B(1) + tail, b"", b"")
     assert translate_offset(disk, seg, 0) == (0, 72)

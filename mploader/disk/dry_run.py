@@ -1,0 +1,144 @@
+"""The disk of a dry run: every change is kept in an in-memory overlay over the real files.
+
+Reads through this disk see the changed files, so the load runs exactly as it would; the bytes on
+disk never change.  A file the overlay holds is either new bytes (``data``) or the on-disk bytes cut
+or zero-extended to ``size`` (``data is None``: a truncation, no copy made).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+from dataclasses import dataclass, replace
+
+from mploader.disk.real import RealDisk, _lock_or_fail
+from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_buffer
+
+
+@dataclass(slots=True)
+class _Virtual:
+    data: bytes | None  # None: the on-disk bytes, cut or zero-extended to `size`
+    size: int
+
+
+_DELETED = _Virtual(None, -1)
+
+
+class DryRunDisk(RealDisk):
+    """Reads fall through to :class:`RealDisk` for files the overlay does not hold; no write does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._overlay: dict[str, _Virtual] = {}
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def list_files(self, directory: str) -> list[str]:
+        names = set(super().list_files(directory))
+        prefix = os.path.join(directory, "")
+        for path, v in self._overlay.items():
+            if path.startswith(prefix) and os.sep not in path[len(prefix):]:
+                if v is _DELETED:
+                    names.discard(path[len(prefix):])
+                else:
+                    names.add(path[len(prefix):])
+        return list(names)
+
+    def exists(self, path: str) -> bool:
+        v = self._overlay.get(path)
+        if v is not None:
+            return v is not _DELETED
+        return super().exists(path)
+
+    def size(self, path: str) -> int:
+        v = self._overlay.get(path)
+        if v is None:
+            return super().size(path)
+        if v is _DELETED:
+            raise FileNotFoundError(path)
+        return v.size
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        v = self._overlay.get(path)
+        if v is None:
+            return super().read(path, start, end)
+        if v is _DELETED:
+            raise FileNotFoundError(path)
+        if v.data is not None:
+            data = v.data
+        else:
+            data = super().read(path, 0, v.size)
+            data += bytes(v.size - len(data))
+        return data[start:end]
+
+    def view(self, path: str) -> bytes | mmap.mmap:
+        return self.read(path) if path in self._overlay else super().view(path)
+
+    def mtime_ms(self, path: str) -> int | None:
+        return None if path in self._overlay else super().mtime_ms(path)
+
+    def scan(self, task: SegmentTask, source: ScanSource) -> SegmentScan:
+        v = self._overlay.get(task.path)
+        if v is None or v is _DELETED:
+            return source.scan(task)
+        if v.data is not None:  # bytes written in this run: scanned here, the engine only sees the disk
+            return scan_buffer(v.data, replace(task, end=None), len(v.data))
+        return source.scan(replace(task, end=v.size))  # the on-disk bytes, as far as the overlay keeps them
+
+    # ---- the data dir itself -----------------------------------------------------------
+
+    def make_data_dir(self, directory: str) -> None:
+        raise FileNotFoundError(2, "data directory does not exist (dry run: not created)", directory)
+
+    def lock(self, lock_path: str) -> int | None:
+        if not os.path.lexists(lock_path):
+            self.write(lock_path, b"")
+        if not os.path.exists(lock_path):  # nothing to check: no broker holds a lock on a missing file
+            return None
+        return _lock_or_fail(os.open(lock_path, os.O_RDONLY), fcntl.LOCK_SH, lock_path)
+
+    def remove_empty_dir(self, path: str) -> None:
+        if os.listdir(path):
+            raise OSError(39, "cannot delete the clean-shutdown marker: a non-empty directory", path)
+
+    # ---- writing -----------------------------------------------------------------------
+
+    def write(self, path: str, data: bytes, *, fsync: bool = False, truncate: bool = True) -> None:
+        if not truncate and self.exists(path) and self.size(path) > len(data):
+            data = data + self.read(path)[len(data):]
+        self._overlay[path] = _Virtual(bytes(data), len(data))
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        self._overlay[path] = _Virtual(bytes(data), len(data))
+
+    def set_size(self, path: str, size: int) -> None:
+        v = self._overlay.get(path)
+        if v is not None and v is not _DELETED and v.data is not None:
+            self._overlay[path] = _Virtual(v.data[:size] + bytes(max(0, size - len(v.data))), size)
+        elif v is _DELETED or (v is None and not os.path.exists(path)):
+            self._overlay[path] = _Virtual(bytes(size), size)
+        else:
+            self._overlay[path] = _Virtual(None, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        v = self._overlay.get(src)
+        if v is None:
+            v = _Virtual(self.read(src), self.size(src))
+        self._overlay[dst] = v
+        self._overlay[src] = _DELETED
+
+    def set_mtime(self, path: str, mtime_ns: int) -> None:
+        """Times are not modelled: nothing happens."""
+
+    def sync_dir(self, directory: str) -> None:
+        """Nothing was written."""
+
+    def delete(self, path: str) -> bool:
+        if not self.exists(path):
+            return False
+        self._overlay[path] = _DELETED
+        return True
+
+
+__all__ = ["DryRunDisk"]
