@@ -14,6 +14,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.crashy_worker import result_digest
+from tests.fingerprint import tree_state
+
 from mploader.format import legacy, records
 from mploader.format.snapshot import ProducerSnapshotEntry, snapshot_bytes
 
@@ -202,15 +205,45 @@ TIME_INDEX_FULL = X - X % 12  # 10485756: a preallocated / resized active .timei
 INT64_MAX = 2**63 - 1
 
 
-def load(dirs, *, now_ms: int = NOW, metrics=None, **config):
-    """``load_logs`` on the given data dirs with the scenario defaults (``I``, ``X``) unless overridden."""
-    from mploader import LoaderConfig, load_logs
+def load(dirs, *, now_ms: int = NOW, metrics=None, dry_run_first: bool = True, **config):
+    """``load_logs`` on the given data dirs with the scenario defaults (``I``, ``X``) unless overridden.
+
+    Unless ``dry_run_first=False`` (or the load is itself a dry run), the same load runs first as a dry
+    run, which must change no byte under the data dirs and report exactly what the real load then
+    reports (or fail start-up the same way).  Skipped when a data dir is missing: a real load creates
+    it, a dry run reports it offline."""
+    from mploader import LoaderConfig, StartupFailedError, load_logs
 
     config.setdefault("index_interval_bytes", I)
     config.setdefault("max_index_size", X)
     if isinstance(dirs, (str, os.PathLike)):
         dirs = [dirs]
-    return load_logs([str(d) for d in dirs], LoaderConfig(**config), now_ms=now_ms, metrics=metrics)
+    paths = [str(d) for d in dirs]
+    dry = None
+    check_dry = dry_run_first and not config.get("dry_run") and all(os.path.isdir(p) for p in paths)
+    if check_dry:
+        before = {p: tree_state(p) for p in paths}
+        try:
+            dry = load_logs(paths, LoaderConfig(**{**config, "dry_run": True}), now_ms=now_ms)
+        except StartupFailedError as e:
+            dry = e
+        assert {p: tree_state(p) for p in paths} == before, "the dry run changed bytes under the data dirs"
+    try:
+        real = load_logs(paths, LoaderConfig(**config), now_ms=now_ms, metrics=metrics)
+    except StartupFailedError as e:
+        if check_dry:
+            assert isinstance(dry, StartupFailedError), f"the real load failed start-up ({e}), the dry run did not"
+            assert (dry.kafka_exception, dry.path) == (e.kafka_exception, e.path), (dry, e)
+        raise
+    if check_dry:
+        assert not isinstance(dry, BaseException), f"the dry run failed start-up ({dry}), the real load did not"
+        dry_digest, real_digest = result_digest(dry, "/"), result_digest(real, "/")
+        for digest in (dry_digest, real_digest):  # a dry run scans the files it wrote itself (e.g. the segments
+            digest["stats"].pop("unplanned_scans")  # of a split) in the parent: they never reach the engine
+        diff = {key: (dry_digest.get(key), real_digest.get(key)) for key in dry_digest.keys() | real_digest.keys()
+                if dry_digest.get(key) != real_digest.get(key)}
+        assert not diff, f"the dry run reported another outcome (dry, real): {diff}"
+    return real
 
 
 def same_path(a, b) -> bool:

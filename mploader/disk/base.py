@@ -20,8 +20,8 @@ class Disk(abc.ABC):
 
     @abc.abstractmethod
     def list_files(self, directory: str) -> list[str]:
-        """Names of the regular files in ``directory`` (unsorted, like Java's listFiles filtered by
-        ``File.isFile``, which follows links: a dangling link or one to a directory is not listed)."""
+        """Names of the regular files in ``directory``, sorted (Java's listFiles filtered by ``File.isFile``,
+        which follows links: a dangling link or one to a directory is not listed)."""
 
     @abc.abstractmethod
     def symlinks(self, directory: str) -> set[str]:

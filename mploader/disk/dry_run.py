@@ -43,7 +43,7 @@ class DryRunDisk(RealDisk):
                     names.discard(path[len(prefix):])
                 else:
                     names.add(path[len(prefix):])
-        return list(names)
+        return sorted(names)
 
     def exists(self, path: str) -> bool:
         v = self._overlay.get(path)

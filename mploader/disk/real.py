@@ -28,7 +28,7 @@ class RealDisk(Disk):
                 if e.is_symlink():  # a link to a file: the loader's to refuse
                     links.add(e.name)
         self._links[directory] = links
-        return names
+        return sorted(names)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
 
     def symlinks(self, directory: str) -> set[str]:
         return self._links.get(directory, set())
