@@ -45,7 +45,7 @@ def tree_state(root: str | os.PathLike[str]) -> dict[str, tuple[int, str]]:
     """{relative path: (size, content fingerprint)} of every regular file under ``root``."""
     root = Path(root)
     return {str(Path(dirpath, f).relative_to(root)): file_fingerprint(Path(dirpath, f))
-            for dirpath, _, files in os.walk(root) for f in files}
+            for dirpath, _, files in os.walk(root) for f in files if os.path.isfile(Path(dirpath, f))}
 
 
 def changed(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]) -> list[str]:

@@ -2,7 +2,8 @@
 
 Reads through this disk see the changed files, so the load runs exactly as it would; the bytes on
 disk never change.  A file the overlay holds is either new bytes (``data``) or the on-disk bytes cut
-or zero-extended to ``size`` (``data is None``: a truncation, no copy made).
+or zero-extended (``data is None``: the first ``kept`` bytes on disk, then zeros up to ``size``; a
+truncation makes no copy).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_buffer
 
 @dataclass(slots=True)
 class _Virtual:
-    data: bytes | None  # None: the on-disk bytes, cut or zero-extended to `size`
+    data: bytes | None  # None: the first `kept` on-disk bytes, zero-extended to `size`
     size: int
+    kept: int = 0  # with data None: how many of the on-disk bytes are still the file's (the smallest size yet)
 
 
 _DELETED = _Virtual(None, -1)
@@ -68,7 +70,7 @@ class DryRunDisk(RealDisk):
         if v.data is not None:
             data = v.data
         else:
-            data = super().read(path, 0, v.size)
+            data = super().read(path, 0, v.kept)
             data += bytes(v.size - len(data))
         return data[start:end]
 
@@ -82,9 +84,10 @@ class DryRunDisk(RealDisk):
         v = self._overlay.get(task.path)
         if v is None or v is _DELETED:
             return source.scan(task)
-        if v.data is not None:  # bytes written in this run: scanned here, the engine only sees the disk
-            return scan_buffer(v.data, replace(task, end=None), len(v.data))
-        return source.scan(replace(task, end=v.size))  # the on-disk bytes, as far as the overlay keeps them
+        if v.data is None and v.kept == v.size:  # the on-disk bytes, cut: the engine scans them
+            return source.scan(replace(task, end=v.size))
+        data = self.read(task.path)  # bytes of this run: scanned here, the engine only sees the disk
+        return scan_buffer(data, replace(task, end=None), len(data))
 
     # ---- the data dir itself -----------------------------------------------------------
 
@@ -118,12 +121,13 @@ class DryRunDisk(RealDisk):
             self._overlay[path] = _Virtual(v.data[:size] + bytes(max(0, size - len(v.data))), size)
         elif v is _DELETED or (v is None and not os.path.exists(path)):
             self._overlay[path] = _Virtual(bytes(size), size)
-        else:
-            self._overlay[path] = _Virtual(None, size)
+        else:  # as on disk, or already resized: the on-disk bytes beyond the smallest size are gone
+            kept = min(size, super().size(path) if v is None else v.kept)
+            self._overlay[path] = _Virtual(None, size, kept)
 
     def rename(self, src: str, dst: str) -> None:
         v = self._overlay.get(src)
-        if v is None:
+        if v is None or v.data is None:  # bytes on disk under the old name: copy them, the name changes
             v = _Virtual(self.read(src), self.size(src))
         self._overlay[dst] = v
         self._overlay[src] = _DELETED

@@ -1,0 +1,206 @@
+"""The disk interface (``mploader.disk.Disk``): one conformance class, held by both implementations.
+
+``DiskConformance`` checks what a disk reports after each operation; ``TestRealDisk`` also checks the
+file system, ``TestDryRunDisk`` that the file system did not change at all.  The last test runs one
+sequence of operations on a real disk and on a dry run over two copies of the same directory: the dry
+run must see exactly the files and bytes that the real disk left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mploader.disk import Disk, DryRunDisk, RealDisk, open_disk
+from mploader.errors import StartupFailedError
+from mploader.scan import SegmentTask, scan_segment
+from tests.fingerprint import tree_state
+from tests.kafkadir import B
+
+
+class _Direct:
+    """A scan source that scans the file itself (what the inline engine does)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[SegmentTask] = []
+
+    def scan(self, task: SegmentTask):  # type: ignore[no-untyped-def]
+        self.tasks.append(task)
+        return scan_segment(task)
+
+
+@pytest.fixture
+def part(tmp_path: Path) -> Path:
+    d = tmp_path / "t-0"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"0123456789")
+    (d / "other.txt").write_bytes(b"z" * 20)
+    (d / "00000000000000000000.log").write_bytes(b"".join(B(o) for o in range(10)))
+    (d / "sub").mkdir()
+    (d / "dangling").symlink_to("nowhere")
+    (d / "link").symlink_to("a.txt")
+    return d
+
+
+class DiskConformance:
+    def make(self) -> Disk:
+        raise NotImplementedError
+
+    def after(self, part: Path, before: dict[str, tuple[int, str]]) -> None:
+        """Checks of the file system itself once a test changed things through the disk."""
+
+    def test_list_files_follows_links_like_isFile(self, part: Path) -> None:
+        disk = self.make()
+        assert disk.list_files(str(part)) == sorted(["a.txt", "other.txt", "00000000000000000000.log", "link"])
+        assert disk.symlinks(str(part)) == {"link"}
+
+    def test_reads(self, part: Path) -> None:
+        disk = self.make()
+        p = str(part / "a.txt")
+        assert disk.exists(p) and not disk.exists(str(part / "sub")) and not disk.exists(str(part / "x"))
+        assert disk.size(p) == 10
+        assert disk.read(p) == b"0123456789" and disk.read(p, 2, 5) == b"234" and disk.read(p, 8) == b"89"
+        assert bytes(disk.view(p)) == b"0123456789"
+        with pytest.raises(FileNotFoundError):
+            disk.size(str(part / "x"))
+
+    def test_write_truncate_and_keep_tail(self, part: Path) -> None:
+        disk, before = self.make(), tree_state(part)
+        p = str(part / "a.txt")
+        disk.write(p, b"ab", truncate=False)
+        assert disk.read(p) == b"ab23456789"
+        disk.write(p, b"xyz")
+        assert disk.read(p) == b"xyz" and disk.size(p) == 3
+        new = str(part / "new.txt")
+        disk.write(new, b"hello", fsync=True)
+        assert disk.read(new) == b"hello" and "new.txt" in disk.list_files(str(part))
+        self.after(part, before)
+
+    def test_set_size_cuts_and_zero_extends(self, part: Path) -> None:
+        disk, before = self.make(), tree_state(part)
+        p = str(part / "a.txt")
+        disk.set_size(p, 4)
+        assert disk.read(p) == b"0123"
+        disk.set_size(p, 6)
+        assert disk.read(p) == b"0123\0\0"
+        disk.set_size(str(part / "fresh.index"), 16)
+        assert disk.read(str(part / "fresh.index")) == bytes(16)
+        self.after(part, before)
+
+    def test_rename_delete_and_atomic_write(self, part: Path) -> None:
+        disk, before = self.make(), tree_state(part)
+        a, b = str(part / "a.txt"), str(part / "b.txt")
+        disk.rename(a, b)
+        assert not disk.exists(a) and disk.read(b) == b"0123456789"
+        assert disk.delete(b) and not disk.delete(b) and not disk.exists(b)
+        assert "b.txt" not in disk.list_files(str(part)) and "a.txt" not in disk.list_files(str(part))
+        c = str(part / "checkpoint")
+        disk.write_atomically(c, b"0\n0\n")
+        disk.sync_dir(str(part))
+        assert disk.read(c) == b"0\n0\n" and "checkpoint.tmp" not in disk.list_files(str(part))
+        self.after(part, before)
+
+    def test_mtime_of_a_file_as_on_disk(self, part: Path) -> None:
+        disk = self.make()
+        p = str(part / "a.txt")
+        assert disk.mtime_ms(p) == os.stat(p).st_mtime_ns // 1_000_000
+        assert disk.mtime_ms(str(part / "x")) is None
+
+    def test_scan_sees_the_disks_bytes(self, part: Path) -> None:
+        disk, before = self.make(), tree_state(part)
+        log = str(part / "00000000000000000000.log")
+        whole = b"".join(B(o) for o in range(10))
+        first = len(B(0))
+        disk.set_size(log, first * 3 + 5)  # three batches and a torn tail
+        source = _Direct()
+        scan = disk.scan(SegmentTask(log, 0), source)
+        assert (scan.valid_bytes, scan.end, len(scan.batches)) == (first * 3, first * 3 + 5, 3)
+        disk.write(log, whole[: first * 2])  # new bytes
+        scan = disk.scan(SegmentTask(log, 0), source)
+        assert (scan.valid_bytes, len(scan.batches)) == (first * 2, 2)
+        self.after(part, before)
+
+    def test_lock_is_exclusive_against_a_real_load(self, part: Path) -> None:
+        holder = RealDisk()
+        fd = holder.lock(str(part / ".lock"))
+        assert fd is not None
+        try:
+            pid = os.fork()
+            if pid == 0:  # another process, as a running broker would be
+                try:
+                    self.make().lock(str(part / ".lock"))
+                    os._exit(0)
+                except StartupFailedError:
+                    os._exit(7)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 7
+        finally:
+            os.close(fd)
+
+    def test_remove_empty_dir(self, part: Path) -> None:
+        disk = self.make()
+        (part / "full").mkdir()
+        (part / "full" / "x").write_bytes(b"")
+        with pytest.raises(OSError):
+            disk.remove_empty_dir(str(part / "full"))
+        disk.remove_empty_dir(str(part / "sub"))
+
+
+class TestRealDisk(DiskConformance):
+    def make(self) -> Disk:
+        return open_disk(dry_run=False)
+
+    def after(self, part: Path, before: dict[str, tuple[int, str]]) -> None:
+        assert tree_state(part) != before
+
+    def test_a_missing_data_dir_is_created(self, tmp_path: Path) -> None:
+        self.make().make_data_dir(str(tmp_path / "new"))
+        assert (tmp_path / "new").is_dir()
+
+
+class TestDryRunDisk(DiskConformance):
+    def make(self) -> Disk:
+        return open_disk(dry_run=True)
+
+    def after(self, part: Path, before: dict[str, tuple[int, str]]) -> None:
+        assert tree_state(part) == before, "a dry run changed bytes on disk"
+
+    def test_a_missing_data_dir_is_not_created(self, tmp_path: Path) -> None:
+        with pytest.raises(FileNotFoundError):
+            self.make().make_data_dir(str(tmp_path / "new"))
+        assert not (tmp_path / "new").exists()
+
+
+def _operations(disk: Disk, d: Path) -> None:
+    log = str(d / "00000000000000000000.log")
+    disk.write(str(d / "a.txt"), b"AB", truncate=False)
+    disk.set_size(log, len(B(0)) * 4 + 3)
+    disk.rename(str(d / "a.txt"), str(d / "c.txt"))
+    disk.write(str(d / "a.txt"), b"again")
+    disk.set_size(str(d / "00000000000000000000.index"), 80)
+    disk.write_atomically(str(d / "leader-epoch-checkpoint"), b"0\n1\n0 0\n")
+    disk.delete(str(d / "link"))
+    disk.set_size(str(d / "c.txt"), 12)
+    disk.set_size(str(d / "other.txt"), 5)  # cut on disk, then renamed: the new name holds the cut bytes
+    disk.rename(str(d / "other.txt"), str(d / "moved.txt"))
+
+
+def test_a_dry_run_sees_what_the_real_disk_leaves(part: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(part, copy, symlinks=True)
+    real, dry = RealDisk(), DryRunDisk()
+    before = tree_state(copy)
+    _operations(real, part)
+    _operations(dry, copy)
+    assert tree_state(copy) == before
+    names = real.list_files(str(part))
+    assert dry.list_files(str(copy)) == names
+    for name in names:
+        assert dry.read(str(copy / name)) == real.read(str(part / name)), name
+        assert dry.size(str(copy / name)) == real.size(str(part / name)), name
+    log = "00000000000000000000.log"
+    got, want = dry.scan(SegmentTask(str(copy / log), 0), _Direct()), real.scan(SegmentTask(str(part / log), 0), _Direct())
+    assert (got.valid_bytes, got.end, len(got.batches)) == (want.valid_bytes, want.end, len(want.batches))
