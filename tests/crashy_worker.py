@@ -10,7 +10,8 @@ so each worker imports ``tests.crashy_worker`` itself (``PYTHONPATH`` must hold 
 root) and runs :func:`crashy_scan`, which reads what to do from the environment:
 
 ``CRASHY_MODE``    ``exit`` (``os._exit(1)``), ``segv`` (``SIGSEGV``), ``kill`` (``SIGKILL``),
-                   ``memory`` (``raise MemoryError``) or ``sleep`` (no crash: sleep ``CRASHY_SLEEP``
+                   ``memory`` (``raise MemoryError``), ``bug`` (``raise ValueError``: the scan code's own
+                   exception) or ``sleep`` (no crash: sleep ``CRASHY_SLEEP``
                    seconds before scanning, a slow disk); empty: never crash
 ``CRASHY_MATCH``   crash only on tasks whose ``.log`` path contains this string
 ``CRASHY_MARKER``  a file path: crash only if it does not exist yet (created atomically first),
@@ -69,6 +70,8 @@ def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
                 os.kill(os.getpid(), signal.SIGKILL)
             if mode == "memory":
                 raise MemoryError("injected by tests/crashy_worker.py")
+            if mode == "bug":
+                raise ValueError("a bug injected by tests/crashy_worker.py")
             if mode == "sleep":
                 time.sleep(float(os.environ.get("CRASHY_SLEEP", "1")))
     return _real_worker_scan(task, block_name, capacity)

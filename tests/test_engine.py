@@ -671,6 +671,54 @@ def _one_segment_dir(root: Path, batches: int) -> Path:
     return d
 
 
+def test_a_bug_in_the_scan_code_propagates_with_the_workers_traceback(tmp_path, monkeypatch) -> None:
+    """An exception the scan code raises in a worker (not a dead worker, not MemoryError) is a bug: the
+    parent raises it as it is, loky's remote traceback as its __cause__, and retries nothing."""
+    from concurrent.futures import wait
+
+    from mploader.engine.plan import DirPlan
+    from tests.crashy_worker import crashy_scan
+
+    d = _one_segment_dir(tmp_path, 50)
+    monkeypatch.setenv("CRASHY_MODE", "bug")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(pool_mod, "worker_scan", crashy_scan)  # looked up at submission
+    engine = PoolEngine(LoadStats(), 1, [str(d)], None)
+    engine.parent_head_bytes = 0
+    try:
+        engine.prefetch([DirPlan(str(d), False, _partitions_of(str(d)), {})])
+        [(_, [task])] = engine.planned[str(d)]
+        wait([c.future for p in engine._pending.values() for c in p.chunks])  # the worker has raised
+        with pytest.raises(ValueError, match="a bug injected") as e:
+            engine.scan(str(d), task)
+    finally:
+        engine.close()
+    assert "crashy_scan" in str(e.value.__cause__)  # the worker's traceback
+    assert (engine.stats.worker_restarts, engine.stats.inline_fallbacks) == (0, 0)
+
+
+def test_a_scan_the_plan_did_not_hold_is_counted(tmp_path) -> None:
+    """Phase 2 asking an engine for a segment its plan did not hold is counted in unplanned_scans (and
+    still scanned); planned ones are not counted."""
+    from mploader.engine.inline import InlineEngine
+    from mploader.engine.plan import DirPlan
+    from mploader.scan import SegmentTask
+
+    d = _one_segment_dir(tmp_path, 5)
+    PartitionBuilder(d, "u", 0).segment(0, B(0))
+    clean = DirPlan(str(d), True, _partitions_of(str(d)), {})  # clean, indexes present: nothing to scan
+    engine = InlineEngine(LoadStats())
+    engine.prefetch([clean])
+    log = str(d / "t-0" / "00000000000000000000.log")
+    assert engine.source(str(d)).scan(SegmentTask(log, 0)).valid_bytes > 0
+    assert engine.stats.unplanned_scans == 1
+    unclean = InlineEngine(LoadStats())
+    unclean.prefetch([DirPlan(str(d), False, _partitions_of(str(d)), {})])
+    unclean.source(str(d)).scan(SegmentTask(log, 0))
+    assert unclean.stats.unplanned_scans == 0
+
+
 def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monkeypatch) -> None:
     calls = {"n": 0}
     real = PoolEngine._chunk_result
