@@ -380,7 +380,7 @@ def test_s66_largest_stray_snapshot_kept(tmp_path):
     pb.write(name(3, ".snapshot"), b"")  # an empty (0-byte) snapshot file
     pb.epochs((0, 0))
 
-    result = load(d, file_delete_delay_ms=0)
+    result = load(d)
 
     snapshots = sorted(f for f in pb.files() if f.endswith(".snapshot"))
     assert snapshots == [name(o, ".snapshot") for o in (1, 2, 4)]

@@ -34,7 +34,7 @@ from tests.kafkadir import (
 
 TP = TopicPartition("t", 0)
 M = 2**31 - 1
-CONFIG = dict(index_interval_bytes=1, file_delete_delay_ms=1000)
+CONFIG = dict(index_interval_bytes=1)
 FINAL_BASES = [0, M, 2 * M + 1, 3 * M]
 
 
