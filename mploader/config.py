@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
+
+_T = TypeVar("_T")
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
-DEFAULT_FILE_DELETE_DELAY_MS = 60_000
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 # UnifiedLog.isRemoteLogEnabled: never for internal topics (Topic.isInternal), the remote-log metadata
 # topic or the cluster metadata topic (nor for compacted topics: cleanup.policy is not modelled here)
@@ -39,7 +40,6 @@ class EffectiveConfig:
     preallocate: bool
     record_version: int
     remote_storage: bool
-    file_delete_delay_ms: int
     producer_id_expiration_ms: int
 
 
@@ -54,7 +54,6 @@ class LoaderConfig:
     ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
     ``segment_bytes``                            log.segment.bytes
     ``preallocate``                              log.preallocate
-    ``file_delete_delay_ms``                     file.delete.delay.ms (reported; we delete at once)
     ``producer_id_expiration_ms``                producer.id.expiration.ms
     ``remote_log_storage_system_enable``         remote.log.storage.system.enable
     ``topic_overrides``                          {topic: TopicConfig}
@@ -70,7 +69,6 @@ class LoaderConfig:
     max_index_size: int = DEFAULT_MAX_INDEX_SIZE
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     preallocate: bool = False
-    file_delete_delay_ms: int = DEFAULT_FILE_DELETE_DELAY_MS
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     remote_log_storage_system_enable: bool = False
     record_version: int = 2
@@ -97,21 +95,20 @@ class LoaderConfig:
     def for_topic(self, topic: str) -> EffectiveConfig:
         o = self.topic_overrides.get(topic, TopicConfig())
 
-        def pick(name: str, default: object) -> object:
-            v = getattr(o, name)
+        def pick(name: str, default: _T) -> _T:
+            v: _T | None = getattr(o, name)
             return default if v is None else v
 
         return EffectiveConfig(
-            index_interval_bytes=int(pick("index_interval_bytes", self.index_interval_bytes)),  # type: ignore[arg-type]
-            max_index_size=int(pick("max_index_size", self.max_index_size)),  # type: ignore[arg-type]
-            segment_bytes=int(pick("segment_bytes", self.segment_bytes)),  # type: ignore[arg-type]
+            index_interval_bytes=int(pick("index_interval_bytes", self.index_interval_bytes)),
+            max_index_size=int(pick("max_index_size", self.max_index_size)),
+            segment_bytes=int(pick("segment_bytes", self.segment_bytes)),
             preallocate=bool(pick("preallocate", self.preallocate)),
-            record_version=int(pick("record_version", self.record_version)),  # type: ignore[arg-type]
+            record_version=int(pick("record_version", self.record_version)),
             remote_storage=bool(self.remote_log_storage_system_enable and pick("remote_storage_enable", False)
                                 and topic not in NO_REMOTE_STORAGE_TOPICS),
-            file_delete_delay_ms=self.file_delete_delay_ms,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
-    def replace(self, **changes: object) -> LoaderConfig:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def replace(self, **changes: Any) -> LoaderConfig:
+        return dataclasses.replace(self, **changes)

@@ -15,22 +15,26 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
 from mploader.engine.base import Engine
 from mploader.engine.plan import DirPlan
 from mploader.engine.select import make_engine
-from mploader.errors import CheckpointNumberFormatError, InvalidPartitionDirError, MalformedCheckpointError, \
-    StartupFailedError
+from mploader.errors import (
+    CheckpointNumberFormatError,
+    InvalidPartitionDirError,
+    MalformedCheckpointError,
+    StartupFailedError,
+)
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
-from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
 from mploader.progress import Progress
+from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
 log = logging.getLogger(__name__)

@@ -27,10 +27,10 @@ import shutil
 import struct
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing import Pool
 from pathlib import Path
-from typing import Sequence
 
 import psutil
 from crc32c import crc32c
@@ -38,12 +38,12 @@ from crc32c import crc32c
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import mploader.manager as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-import mploader.manager as manager  # noqa: E402
 from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
 
 HEADER = struct.Struct(">qiibI")
@@ -167,8 +167,8 @@ def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "aut
     t0 = time.perf_counter()
     r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead))
     dt = time.perf_counter() - t0
-    return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds, "bytes": r.stats.bytes_read,
-                "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
+    return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds,
+                "bytes": r.stats.bytes_read, "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
                 "scanned": r.stats.segments_scanned}
 
 
@@ -256,8 +256,8 @@ def main() -> None:
             walk, draft = scan - info["draft"], info["draft"]
             say(f"| -- the walk and batch table | {walk:.2f} | {total / walk / 1e9:.2f} | {walk / batches * 1e6:.2f} | "
                 f"{walk / bare1:.2f}x the bare walk |")
-            say(f"| -- the recovery draft (Phase 2 work done in Phase 1) | {draft:.2f} | | {draft / batches * 1e6:.2f} | "
-                f"{draft / scan:.0%} of Phase 1 |")
+            say(f"| -- the recovery draft (Phase 2 work done in Phase 1) | {draft:.2f} | | "
+                f"{draft / batches * 1e6:.2f} | {draft / scan:.0%} of Phase 1 |")
             say(f"| - of which Phase 2 + fixed costs | {best - scan:.2f} | | | {(best - scan) / scan:.1%} of Phase 1 |")
         else:
             say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B in all "
@@ -267,7 +267,8 @@ def main() -> None:
         say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
             f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
         say(f"| mploader {n} workers vs {n} x the 1-process bare rate (cores x single-process walk+CRC) | | "
-            f"{total / best / 1e9:.2f} | | {(total / best) / (n * total / bare1):.0%} of {n * total / bare1 / 1e9:.2f} GB/s |")
+            f"{total / best / 1e9:.2f} | | {(total / best) / (n * total / bare1):.0%} of "
+            f"{n * total / bare1 / 1e9:.2f} GB/s |")
     threads = max(workers)
     warm(paths)
     tt = min(load_with_threads(dirs, threads) for _ in range(args.repeat))

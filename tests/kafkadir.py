@@ -14,16 +14,15 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.crashy_worker import result_digest
-from tests.fingerprint import tree_state
-
 from mploader.format import legacy, records
 from mploader.format.snapshot import ProducerSnapshotEntry, snapshot_bytes
+from tests.crashy_worker import result_digest
+from tests.fingerprint import tree_state
 
 T0 = 1_700_000_000_000
 NOW = T0 + 1_000_000
 X = 10_485_760  # segment.index.bytes default
-I = 4096  # index.interval.bytes default
+I = 4096  # noqa: E741 - index.interval.bytes default, named I as in docs/scenarios.md's notation
 
 
 def B(o: int, ts: int | None = None, ple: int = 0, value: bytes = b"test") -> bytes:
@@ -123,7 +122,7 @@ def snapshot_of(entries: list[ProducerSnapshotEntry]) -> bytes:
 
 
 def checkpoint_text(entries: list[tuple[str, int, int]]) -> str:
-    return "0\n%d\n" % len(entries) + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
+    return f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in entries)
 
 
 @dataclass
@@ -144,7 +143,7 @@ class PartitionBuilder:
     def file(self, base: int, suffix: str) -> Path:
         return self.path / name(base, suffix)
 
-    def segment(self, base: int, *batches: bytes, indexes: bool = True) -> "PartitionBuilder":
+    def segment(self, base: int, *batches: bytes, indexes: bool = True) -> PartitionBuilder:
         self.path.mkdir(parents=True, exist_ok=True)
         data = b"".join(batches)
         self.segments[base] = data
@@ -155,20 +154,20 @@ class PartitionBuilder:
             self.file(base, ".timeindex").write_bytes(ti)
         return self
 
-    def write(self, filename: str, data: bytes | str) -> "PartitionBuilder":
+    def write(self, filename: str, data: bytes | str) -> PartitionBuilder:
         self.path.mkdir(parents=True, exist_ok=True)
         p = self.path / filename
         p.write_bytes(data.encode() if isinstance(data, str) else data)
         return self
 
-    def snapshot(self, offset: int, entries: list[ProducerSnapshotEntry] | None = None) -> "PartitionBuilder":
+    def snapshot(self, offset: int, entries: list[ProducerSnapshotEntry] | None = None) -> PartitionBuilder:
         return self.write(name(offset, ".snapshot"), snapshot_bytes(entries or []))
 
-    def epochs(self, *entries: tuple[int, int]) -> "PartitionBuilder":
+    def epochs(self, *entries: tuple[int, int]) -> PartitionBuilder:
         return self.write("leader-epoch-checkpoint",
-                          "0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries))
+                          f"0\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries))
 
-    def std3(self) -> "PartitionBuilder":
+    def std3(self) -> PartitionBuilder:
         """STD3: S(0): B(0..9), S(10): B(10..19), S(20): B(20..29); snapshots 10, 20, 30; epochs (0, 0)."""
         for base in (0, 10, 20):
             self.segment(base, *(B(o) for o in range(base, base + 10)))

@@ -202,5 +202,6 @@ def test_a_dry_run_sees_what_the_real_disk_leaves(part: Path, tmp_path: Path) ->
         assert dry.read(str(copy / name)) == real.read(str(part / name)), name
         assert dry.size(str(copy / name)) == real.size(str(part / name)), name
     log = "00000000000000000000.log"
-    got, want = dry.scan(SegmentTask(str(copy / log), 0), _Direct()), real.scan(SegmentTask(str(part / log), 0), _Direct())
+    got = dry.scan(SegmentTask(str(copy / log), 0), _Direct())
+    want = real.scan(SegmentTask(str(part / log), 0), _Direct())
     assert (got.valid_bytes, got.end, len(got.batches)) == (want.valid_bytes, want.end, len(want.batches))

@@ -701,22 +701,21 @@ def test_a_bug_in_the_scan_code_propagates_with_the_workers_traceback(tmp_path, 
 def test_a_scan_the_plan_did_not_hold_is_counted(tmp_path) -> None:
     """Phase 2 asking an engine for a segment its plan did not hold is counted in unplanned_scans (and
     still scanned); planned ones are not counted."""
+    from mploader import TopicPartition
     from mploader.engine.inline import InlineEngine
     from mploader.engine.plan import DirPlan
     from mploader.scan import SegmentTask
 
     d = _one_segment_dir(tmp_path, 5)
-    PartitionBuilder(d, "u", 0).segment(0, B(0))
-    clean = DirPlan(str(d), True, _partitions_of(str(d)), {})  # clean, indexes present: nothing to scan
+    PartitionBuilder(d, "t", 0).segment(5, B(5))
+    # unclean, recovery point 5: recoverLog reads segment 5 only (segment 0 has its .index)
     engine = InlineEngine(LoadStats())
-    engine.prefetch([clean])
-    log = str(d / "t-0" / "00000000000000000000.log")
-    assert engine.source(str(d)).scan(SegmentTask(log, 0)).valid_bytes > 0
+    engine.prefetch([DirPlan(str(d), False, _partitions_of(str(d)), {TopicPartition("t", 0): 5})])
+    part = d / "t-0"
+    assert engine.source(str(d)).scan(SegmentTask(str(part / "00000000000000000005.log"), 5)).valid_bytes > 0
+    assert engine.stats.unplanned_scans == 0
+    assert engine.source(str(d)).scan(SegmentTask(str(part / "00000000000000000000.log"), 0)).valid_bytes > 0
     assert engine.stats.unplanned_scans == 1
-    unclean = InlineEngine(LoadStats())
-    unclean.prefetch([DirPlan(str(d), False, _partitions_of(str(d)), {})])
-    unclean.source(str(d)).scan(SegmentTask(log, 0))
-    assert unclean.stats.unplanned_scans == 0
 
 
 def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monkeypatch) -> None:

@@ -40,7 +40,8 @@ def part_of(module: str) -> str:
 
 def imports_of(source: str, module: str, is_package: bool) -> set[str]:
     tree = ast.parse(source)
-    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    skipped = {id(n) for node in ast.walk(tree)
+               if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
                for n in ast.walk(node)}
     out: set[str] = set()
     for node in ast.walk(tree):

@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
                             format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        return args._run(args)
+        run: Callable[[argparse.Namespace], int] = args._run  # set_defaults(_run=...) of the subcommand
+        return run(args)
     except UsageError as e:
         print(f"mploader {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

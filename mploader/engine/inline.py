@@ -12,13 +12,13 @@ from mploader.scan import SegmentScan, SegmentTask
 
 class InlineEngine(Engine):
     def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[Partition]]:
-        """Plans each dir; only the disk's read-ahead of an unclean dir starts now, in Phase 2's order,
-        which for this engine is the listing's."""
+        """Plans each unclean dir and starts the disk's read-ahead of its scans, in Phase 2's order, which for
+        this engine is the listing's.  A clean dir is not planned (a listing per partition, for the few
+        segments without an index): nothing runs ahead of the scans, and none of them counts as unplanned."""
         for plan in dirs:
-            planned = self.plan(plan)
-            if not plan.clean:  # a clean dir scans only segments without an index: not worth advising
+            if not plan.clean:
                 rank = {part: i for i, part in enumerate(plan.partitions)}
-                in_order = sorted(planned, key=lambda p: rank[p[0]])
+                in_order = sorted(self.plan(plan), key=lambda p: rank[p[0]])
                 self.start_read_ahead(plan.data_dir,
                                       [(t.path, 0, file_size(t.path)) for _, ts in in_order for t in ts])
         return {plan.data_dir: list(plan.partitions) for plan in dirs}

@@ -6,6 +6,7 @@ follows; this module only lists the partition directories, sizes the work and or
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ def plan_segment_scans(plan: DirPlan) -> PlannedScans:
     """Per partition, the whole-segment scans Phase 2 will ask for (:func:`segments_to_scan`), partitions
     with the most bytes to scan first (so that a huge partition does not make the tail of the load),
     segments in offset order."""
-    planned = []
+    planned: list[tuple[int, int, Partition, list[SegmentTask]]] = []
     for rank, part in enumerate(plan.partitions):
         path, tp, kind = part
         try:
@@ -48,7 +49,7 @@ def plan_segment_scans(plan: DirPlan) -> PlannedScans:
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
         recover_log = not plan.clean and kind is not DirKind.DELETE
         chosen = segments_to_scan(bases, files, plan.recovery_points.get(tp, 0), recover_log,
-                                  lambda base, path=path: _txn_index_corrupt(path, base))
+                                  functools.partial(_txn_index_corrupt, path))
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
                              index_interval=interval) for b in chosen]

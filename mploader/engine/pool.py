@@ -92,7 +92,10 @@ class _Pending:
     chunks: list[_Chunk] = field(default_factory=list)
 
 
-def _key(task: SegmentTask) -> tuple[str, int, int | None, bool, bool]:
+_TaskKey = tuple[str, int, int | None, bool, bool]
+
+
+def _key(task: SegmentTask) -> _TaskKey:
     return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
 
 
@@ -114,8 +117,8 @@ class PoolEngine(Engine):
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
         self._executors: dict[str, ProcessPoolExecutor] = {}
-        self._pending: dict[tuple, _Pending] = {}
-        self._kept: set[tuple] = set()  # tasks the parent keeps (parent_head_bytes)
+        self._pending: dict[_TaskKey, _Pending] = {}
+        self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}

@@ -12,6 +12,8 @@ unless the other half is empty).  Keys compare by their spread hash, then as lon
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 _INITIAL_CAPACITY = 16
 _TREEIFY_THRESHOLD = 8  # a bin holding this many nodes gets a 9th => treeifyBin
 _MIN_TREEIFY_CAPACITY = 64  # below this, treeifyBin resizes the table instead
@@ -243,7 +245,7 @@ class JavaLongHashMap:
         return out
 
 
-def java_hashmap_order(keys_in_insertion_order: list[int] | tuple[int, ...] | dict[int, None],
+def java_hashmap_order(keys_in_insertion_order: Iterable[int],
                        capacity: int | None = None) -> list[int]:
     """The order in which a HashMap into which ``keys`` were put (in this order) iterates them.
 

@@ -13,6 +13,7 @@ incomplete, and raises on a size field below 14.  It never checks CRCs.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ RECORD_OVERHEAD_V0 = 14
 MAX_SEGMENT_BYTES = 2**31 - 1
 
 
-def iter_entries(buf: bytes | memoryview, start: int = 0, end: int | None = None,
+def iter_entries(buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None,
                  path: str | None = None) -> Iterator[tuple[int, int, int]]:
     """Yield ``(position, entry size, magic)`` exactly as Kafka's FileLogInputStream does."""
     end = len(buf) if end is None else end

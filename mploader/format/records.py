@@ -18,9 +18,11 @@ the leader epoch nor the magic byte are protected.
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from crc32c import crc32c
@@ -40,7 +42,15 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 assert BATCH_HEADER.size == RECORD_BATCH_OVERHEAD
 
 
-def header_load_fails(position: int, file_size: int) -> bool:
+@overload
+def header_load_fails(position: int, file_size: int) -> bool: ...
+
+
+@overload
+def header_load_fails(position: np.ndarray, file_size: int) -> np.ndarray: ...
+
+
+def header_load_fails(position: int | np.ndarray, file_size: int) -> bool | np.ndarray:
     """Whether Kafka fails to read a v2 entry's header at ``position`` of a file of ``file_size`` bytes.
 
     DefaultFileChannelRecordBatch.loadBatchHeader reads the whole 61-byte header from the file for
@@ -154,7 +164,7 @@ class BatchHeader:
         return last_sequence(self.base_sequence, self.last_offset_delta)
 
 
-def read_batch_header(buf: bytes | memoryview, pos: int = 0, path: str | None = None) -> BatchHeader:
+def read_batch_header(buf: bytes | memoryview | mmap.mmap, pos: int = 0, path: str | None = None) -> BatchHeader:
     """Parse the 61-byte header at ``pos`` (no validation beyond its length)."""
     if pos < 0 or pos + RECORD_BATCH_OVERHEAD > len(buf):
         raise CorruptRecordError(path, pos, "fewer than 61 bytes left for a record batch header")
@@ -262,7 +272,7 @@ def decode_record(buf: bytes, pos: int) -> tuple[Record, int]:
     return Record(off_delta, ts_delta, key, value, tuple(headers), attributes), end
 
 
-def records_section(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bytes:
+def records_section(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader) -> bytes:
     """The batch's records bytes, decompressed (codec errors propagate as raised by the codec)."""
     raw = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : pos + header.size])
     return compression.decompress(header.compression, raw)
@@ -403,7 +413,7 @@ def build_end_txn_marker_batch(
 
 
 def read_end_txn_marker(
-    buf: bytes | memoryview, pos: int, header: BatchHeader, path: str | None = None
+    buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader, path: str | None = None
 ) -> EndTxnMarker | None:
     """Interpret a control batch the way Kafka's ProducerAppendInfo does during recovery.
 

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from mploader.errors import CorruptSnapshotError
-from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order  # noqa: F401 - the order snapshots are written in
+from mploader.format.java_hashmap import (  # re-exported: the order snapshots are written in
+    JavaLongHashMap as JavaLongHashMap,
+    java_hashmap_order as java_hashmap_order,
+)
 
 SNAPSHOT_VERSION = 1
 HEADER = struct.Struct(">hIi")

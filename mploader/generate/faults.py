@@ -7,6 +7,7 @@ import mmap
 import os
 import random
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ class _FaultInjector:
     def inject(self, kind: str) -> Fault | None:
         if kind in DATA_FAULTS:
             return self._data_fault(kind)
-        return getattr(self, "_" + kind)()
+        inject_kind: Callable[[], Fault | None] = getattr(self, "_" + kind)
+        return inject_kind()
 
     def _data_fault(self, kind: str) -> Fault | None:
         rng = self.rng

@@ -52,7 +52,7 @@ def read_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """
     out_dir = Path(out_dir)
     with open(out_dir / MANIFEST_JSON, encoding="utf-8") as f:
-        summary = json.load(f)
+        summary: dict[str, Any] = json.load(f)
     fields = summary.get("batch_fields", list(BATCH_FIELDS))
     partitions: dict[tuple[str, str, int], dict[str, Any]] = {}
     pending_batches: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
@@ -86,7 +86,8 @@ def read_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def _is_generator_output(out_dir: Path) -> bool:
     try:
         with open(out_dir / MANIFEST_JSON, encoding="utf-8") as f:
-            return json.load(f).get("format") == MANIFEST_FORMAT
+            fmt: object = json.load(f).get("format")  # AttributeError: not a JSON object
+            return fmt == MANIFEST_FORMAT
     except (OSError, ValueError, AttributeError):
         return False
 

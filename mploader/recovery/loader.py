@@ -12,24 +12,32 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
 from mploader.config import EffectiveConfig
 from mploader.disk.base import Disk
-from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.format.index import parse_txn_index, txn_index_problem
 from mploader.format.names import DirKind, TopicPartition
+from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.producer_state import ProducerStateManager
+from mploader.recovery.segment import (
+    Segment,
+    check_index_fits,
+    log_size,
+    read_next_offset,
+    resize_indexes,
+    translate_offset,
+    truncate_to,
+    walk_from,
+)
 from mploader.recovery.segment_recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
 from mploader.result import LoadedLog, SegmentInfo
-from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop
-from mploader.scan import plan
-from mploader.recovery.segment import Segment, check_index_fits, log_size, read_next_offset, resize_indexes, translate_offset, truncate_to, walk_from
+from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop, plan
 
 log = logging.getLogger(__name__)
 

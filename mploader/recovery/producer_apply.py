@@ -32,6 +32,7 @@ from mploader.recovery.producer_state import (
     ATTR_TRANSACTIONAL,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
+    ProducerEntry,
     ProducerStateManager,
 )
 from mploader.scan import BatchColumns, Marker
@@ -81,7 +82,8 @@ def _apply_vectorised(psm: ProducerStateManager, rows: BatchColumns, row: np.nda
     n = len(row)
 
     def column(name: str) -> np.ndarray:
-        return rows[name][row]
+        col: np.ndarray = rows[name][row]
+        return col
 
     pid = column("producer_id")
     k = np.arange(n)
@@ -174,7 +176,7 @@ def _apply_vectorised(psm: ProducerStateManager, rows: BatchColumns, row: np.nda
     return True
 
 
-def _ongoing_agrees(psm: ProducerStateManager, entries: list) -> bool:  # type: ignore[type-arg]
+def _ongoing_agrees(psm: ProducerStateManager, entries: list[ProducerEntry]) -> bool:
     """One ongoing transaction per producer, and it is the one its entry has open (always so unless a
     snapshot or an earlier segment was inconsistent, which the replay handles)."""
     if len(set(psm.ongoing.values())) != len(psm.ongoing):
@@ -184,7 +186,7 @@ def _ongoing_agrees(psm: ProducerStateManager, entries: list) -> bool:  # type: 
                if e.current_txn_first_offset is not None or e.producer_id in by_producer)
 
 
-def _update_entries(entries: list, rows: BatchColumns, row: np.ndarray, epoch: np.ndarray,  # type: ignore[type-arg]
+def _update_entries(entries: list[ProducerEntry], rows: BatchColumns, row: np.ndarray, epoch: np.ndarray,
                     head: np.ndarray, lo: np.ndarray, hi: np.ndarray, gid: np.ndarray, ctrl: np.ndarray,
                     txn_first: np.ndarray, inherited: np.ndarray, first_txn: np.ndarray, span: np.ndarray) -> None:
     """Each producer's entry after its run of rows (:meth:`ProducerEntry.append_data` and markers, folded)."""

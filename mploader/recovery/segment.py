@@ -165,12 +165,13 @@ def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int 
 def _last_offset(buf: bytes | mmap.mmap, seg: Segment, p: int, magic: int) -> int:
     """FileChannelRecordBatch.lastOffset(): a legacy entry's offset; for v2 it loads the header
     (:func:`~mploader.format.records.header_load_fails`)."""
-    base = _OFFSET.unpack_from(buf, p)[0]
+    base: int = _OFFSET.unpack_from(buf, p)[0]
     if magic < 2:
         return base
     if records.header_load_fails(p, len(buf)):
         raise StartupFailedError(seg.log_path, "KafkaException", records.header_load_failure(p, len(buf)))
-    return base + _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0]
+    delta: int = _LAST_OFFSET_DELTA.unpack_from(buf, p + 23)[0]
+    return base + delta
 
 
 def read_next_offset(disk: Disk, seg: Segment) -> int:

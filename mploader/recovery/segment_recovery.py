@@ -69,7 +69,8 @@ def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: i
 def _plan_vectorised(base: int, d: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan | None:
     """All indexed batches at once; None when any of Kafka's append checks would trip."""
     if not len(d):
-        return IndexPlan(*(np.zeros(0, np.int64) for _ in range(4)), None)
+        o_rel, o_pos, t_ts, t_rel = (np.zeros(0, np.int64) for _ in range(4))
+        return IndexPlan(o_rel, o_pos, t_ts, t_rel, None)
     offs = d["offset"]
     if len(d) > offset_slots or np.any(np.diff(offs) <= 0):
         return None
@@ -110,7 +111,8 @@ def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: in
         if mts > (t_ts[-1] if t_ts else -1):
             t_ts.append(mts)
             t_rel.append(mts_off - base)
-    return IndexPlan(*(np.array(v, np.int64) for v in (o_rel, o_pos, t_ts, t_rel)), failed)
+    return IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), np.array(t_ts, np.int64),
+                     np.array(t_rel, np.int64), failed)
 
 
 def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots: int, path: str) -> None:
@@ -183,6 +185,7 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
             raise InvalidOffsetError(f"{path}: non-increasing offset at byte {at}")
         if limit < len(rows):
             raise OffsetOverflowError(seg, int(rows["last_offset"][limit]))
+        assert scan.fatal is not None  # what is left of throws_in_loop: a control batch Kafka cannot read
         raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)
     if plan.final_time_failed:  # recover() truncated the log and trimmed the offset index first
         if scan.valid_bytes < disk.size(path):

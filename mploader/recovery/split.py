@@ -37,12 +37,12 @@ import numpy as np
 
 from mploader.config import EffectiveConfig
 from mploader.disk.base import Disk
-from mploader.scan.draft import index_entry_rows
 from mploader.errors import CorruptRecordError, InvalidRecordError, StartupFailedError
 from mploader.format import legacy, names, records
 from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, round_down
 from mploader.format.log import RECORD_OVERHEAD_V0, iter_entries
 from mploader.recovery.segment import Segment
+from mploader.scan.draft import index_entry_rows
 
 log = logging.getLogger(__name__)
 

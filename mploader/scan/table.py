@@ -66,7 +66,9 @@ class BatchColumns:
     def at(self, name: str, index: np.ndarray) -> np.ndarray:
         """``self[name][index]`` for a few rows, without copying the column out when it is not yet."""
         col = self._cols.get(name)
-        return (self.table[name] if col is None else col)[index]
+        src: np.ndarray = self.table[name] if col is None else col
+        rows: np.ndarray = src[index]
+        return rows
 
     def __len__(self) -> int:
         return len(self.table)
