@@ -32,5 +32,6 @@ def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
                                 check=True).stdout.split())
     assert "mploader.engine.worker" in loaded and "mploader.scan.walk" in loaded
     heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base",
-             "mploader.recovery.segment_recovery", "mploader.recovery.producer_state"}
+             "mploader.recovery.segment_recovery", "mploader.recovery.producer_state", "mploader.engine.select",
+             "mploader.disk", "mploader.generate", "mploader.cli"}
     assert not loaded & heavy, sorted(loaded & heavy)
