@@ -85,7 +85,12 @@ def load_logs(
             except OSError as e:
                 offline[d] = f"{type(e).__name__}: {e}"
                 state.offline_reason = offline[d]
-        return _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+        result = _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+        t_flush = time.perf_counter()
+        disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
+        stats.seconds["flush"] = time.perf_counter() - t_flush
+        stats.seconds["total"] = time.perf_counter() - t0
+        return result
     finally:
         for s in states:
             if s.lock_fd is not None:

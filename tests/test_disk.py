@@ -205,3 +205,52 @@ def test_a_dry_run_sees_what_the_real_disk_leaves(part: Path, tmp_path: Path) ->
     got = dry.scan(SegmentTask(str(copy / log), 0), _Direct())
     want = real.scan(SegmentTask(str(part / log), 0), _Direct())
     assert (got.valid_bytes, got.end, len(got.batches)) == (want.valid_bytes, want.end, len(want.batches))
+
+
+def test_a_listing_is_read_once_and_kept_true_to_the_disks_changes(part: Path, monkeypatch) -> None:
+    (part / "link").unlink()  # (a link to a.txt would dangle after the rename below: isFile drops it)
+    disk = RealDisk()
+    first = disk.list_files(str(part))
+    reads: list[str] = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: reads.append(os.fspath(p)) or real_scandir(p))
+    disk.write(str(part / "n.snapshot"), b"x")
+    disk.rename(str(part / "a.txt"), str(part / "b.txt"))
+    disk.delete(str(part / "other.txt"))
+    disk.write_atomically(str(part / "cp"), b"0\n0\n")
+    disk.set_size(str(part / "z.index"), 8)
+    expected = sorted({*first, "n.snapshot", "b.txt", "cp", "z.index"} - {"a.txt", "other.txt"})
+    assert disk.list_files(str(part)) == expected
+    assert reads == []  # from what the disk knows
+    assert disk.list_files(str(part)) == sorted(e.name for e in real_scandir(part) if e.is_file())
+    (part / "behind-its-back").write_bytes(b"")  # not through the disk: not seen until released
+    assert "behind-its-back" not in disk.list_files(str(part))
+    disk.release(str(part))
+    assert "behind-its-back" in disk.list_files(str(part)) and reads == [str(part)]
+
+
+def test_a_load_lists_each_partition_directory_once_and_syncs_once(tmp_path: Path, monkeypatch) -> None:
+    """Phase 2 reads a partition's listing once (the disk keeps it); the producer snapshots it writes are
+    not fsync'd one by one but made durable by one syncfs of their file system before load_logs returns."""
+    import mploader.disk.real as real_mod
+    from mploader import LoaderConfig, load_logs
+    from tests.kafkadir import PartitionBuilder, data_dir
+
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d, "t", 0)
+    for base in range(0, 40, 4):
+        pb.segment(base, *(B(o) for o in range(base, base + 4)))
+    listed: list[str] = []
+    fsynced: list[int] = []
+    synced: list[str] = []
+    real_scandir, real_fsync, real_syncfs = os.scandir, os.fsync, real_mod._syncfs
+    monkeypatch.setattr(os, "scandir", lambda p: listed.append(os.fspath(p)) or real_scandir(p))
+    monkeypatch.setattr(os, "fsync", lambda fd: fsynced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(real_mod, "_syncfs", lambda p: synced.append(p) or real_syncfs(p))
+    result = load_logs([str(d)], LoaderConfig())
+    snapshots = sorted(p.name for p in pb.path.iterdir() if p.suffix == ".snapshot")
+    assert result.logs[next(iter(result.logs))].recovered_segments == list(range(0, 40, 4))
+    assert len(snapshots) >= 2
+    assert listed.count(str(pb.path)) == 1
+    assert len(synced) == 1 and os.stat(synced[0]).st_dev == os.stat(pb.path).st_dev
+    assert len(fsynced) < 10  # checkpoints only (a tmp file and its directory each), no snapshot

@@ -21,7 +21,13 @@ class Disk(abc.ABC):
     @abc.abstractmethod
     def list_files(self, directory: str) -> list[str]:
         """Names of the regular files in ``directory``, sorted (Java's listFiles filtered by ``File.isFile``,
-        which follows links: a dangling link or one to a directory is not listed)."""
+        which follows links: a dangling link or one to a directory is not listed).  The directory is read
+        once; later listings come from what this disk knows of it (every change goes through it), until
+        :meth:`release`."""
+
+    @abc.abstractmethod
+    def release(self, directory: str) -> None:
+        """The load is done with ``directory``: forget its listing (a partition's listing can be large)."""
 
     @abc.abstractmethod
     def symlinks(self, directory: str) -> set[str]:
@@ -71,8 +77,15 @@ class Disk(abc.ABC):
     # ---- writing -----------------------------------------------------------------------
 
     @abc.abstractmethod
-    def write(self, path: str, data: bytes, *, fsync: bool = False, truncate: bool = True) -> None:
-        """Write ``data`` at position 0; without ``truncate`` a longer old file keeps its tail."""
+    def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
+              truncate: bool = True) -> None:
+        """Write ``data`` at position 0; without ``truncate`` a longer old file keeps its tail.  ``fsync``:
+        durable before this returns; ``durable``: durable before :meth:`flush` returns (docs/architecture.md,
+        "Durability")."""
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Make every ``durable`` write durable (one sync per file system written to)."""
 
     @abc.abstractmethod
     def write_atomically(self, path: str, data: bytes) -> None:

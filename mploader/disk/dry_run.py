@@ -107,7 +107,8 @@ class DryRunDisk(RealDisk):
 
     # ---- writing -----------------------------------------------------------------------
 
-    def write(self, path: str, data: bytes, *, fsync: bool = False, truncate: bool = True) -> None:
+    def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
+              truncate: bool = True) -> None:
         if not truncate and self.exists(path) and self.size(path) > len(data):
             data = data + self.read(path)[len(data):]
         self._overlay[path] = _Virtual(bytes(data), len(data))
@@ -136,6 +137,9 @@ class DryRunDisk(RealDisk):
         """Times are not modelled: nothing happens."""
 
     def sync_dir(self, directory: str) -> None:
+        """Nothing was written."""
+
+    def flush(self) -> None:
         """Nothing was written."""
 
     def delete(self, path: str) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import mmap
 import os
+import threading
 
 from mploader.disk.base import Disk
 from mploader.errors import StartupFailedError
@@ -13,25 +16,46 @@ from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
 class RealDisk(Disk):
     def __init__(self) -> None:
+        self._listings: dict[str, set[str]] = {}  # directory -> its files, kept up to date by this disk's changes
         self._links: dict[str, set[str]] = {}
+        self._unsynced: dict[int, str] = {}  # st_dev -> a directory on it written to with durable=True
+        self._unsynced_lock = threading.Lock()  # loading threads of several data dirs write at once
 
     # ---- reading -----------------------------------------------------------------------
 
     def list_files(self, directory: str) -> list[str]:
-        names = []
-        links = set()
-        with os.scandir(directory) as it:
-            for e in it:
-                if not e.is_file():  # follows links, as isFile does
-                    continue
-                names.append(e.name)
-                if e.is_symlink():  # a link to a file: the loader's to refuse
-                    links.add(e.name)
-        self._links[directory] = links
-        return sorted(names)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
+        listing = self._listings.get(directory)
+        if listing is None:
+            listing = set()
+            links = set()
+            with os.scandir(directory) as it:
+                for e in it:
+                    if not e.is_file():  # follows links, as isFile does
+                        continue
+                    listing.add(e.name)
+                    if e.is_symlink():  # a link to a file: the loader's to refuse
+                        links.add(e.name)
+            self._listings[directory] = listing
+            self._links[directory] = links
+        return sorted(listing)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
 
     def symlinks(self, directory: str) -> set[str]:
         return self._links.get(directory, set())
+
+    def release(self, directory: str) -> None:
+        self._listings.pop(directory, None)
+        self._links.pop(directory, None)
+
+    def _listed(self, path: str, present: bool) -> None:
+        """Keep a cached listing of ``path``'s directory true to a change just made."""
+        directory, name = os.path.split(path)
+        listing = self._listings.get(directory)
+        if listing is not None:
+            if present:
+                listing.add(name)
+            else:
+                listing.discard(name)
+                self._links.get(directory, set()).discard(name)
 
     def exists(self, path: str) -> bool:
         return os.path.isfile(path)
@@ -80,7 +104,8 @@ class RealDisk(Disk):
 
     # ---- writing -----------------------------------------------------------------------
 
-    def write(self, path: str, data: bytes, *, fsync: bool = False, truncate: bool = True) -> None:
+    def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
+              truncate: bool = True) -> None:
         # no O_TRUNC: ext4 flushes a file truncated to 0 and rewritten when it is closed (auto_da_alloc),
         # which made every rewrite of an existing index cost a disk write; the bytes are the same
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -93,13 +118,29 @@ class RealDisk(Disk):
                 os.ftruncate(fd, len(data))
             if fsync:
                 os.fsync(fd)
+            elif durable:
+                self._note_unsynced(os.fstat(fd).st_dev, path)
         finally:
             os.close(fd)
+        self._listed(path, True)
+
+    def _note_unsynced(self, device: int, path: str) -> None:
+        if device not in self._unsynced:
+            with self._unsynced_lock:
+                self._unsynced.setdefault(device, os.path.dirname(path) or ".")
+
+    def flush(self) -> None:
+        with self._unsynced_lock:
+            unsynced, self._unsynced = self._unsynced, {}
+        for directory in unsynced.values():
+            _syncfs(directory)
 
     def write_atomically(self, path: str, data: bytes) -> None:
         tmp = path + ".tmp"
         self.write(tmp, data, fsync=True)
         os.replace(tmp, path)
+        self._listed(tmp, False)
+        self._listed(path, True)
         self.sync_dir(os.path.dirname(path))
 
     def set_size(self, path: str, size: int) -> None:
@@ -108,9 +149,12 @@ class RealDisk(Disk):
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
+        self._listed(path, True)
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(src, dst)
+        self._listed(src, False)
+        self._listed(dst, True)
 
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         st = os.stat(path)
@@ -130,7 +174,25 @@ class RealDisk(Disk):
             os.remove(path)
         except FileNotFoundError:
             return False
+        finally:
+            self._listed(path, False)
         return True
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _syncfs(directory: str) -> None:
+    """syncfs(2) of the file system holding ``directory`` (os.sync() where there is no syncfs)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if not hasattr(_libc, "syncfs"):  # pragma: no cover - not Linux
+            os.sync()
+        elif _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), directory)
+    finally:
+        os.close(fd)
 
 
 def _lock_or_fail(fd: int, mode: int, lock_path: str) -> int:

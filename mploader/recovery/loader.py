@@ -121,6 +121,12 @@ class LogLoader:
     # ---- LogLoader.load -----------------------------------------------------------------------
 
     def load(self) -> LoadedLog:
+        try:
+            return self._load()
+        finally:
+            self.disk.release(self.dir)  # its listing, kept by the disk while this partition loads
+
+    def _load(self) -> LoadedLog:
         ctx = self.ctx
         self._check_cancelled()
         self._open_epoch_cache()

@@ -190,7 +190,7 @@ class ProducerStateManager:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
             data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in self._table.order()])
-            self.disk.write(os.path.join(self.dir, name), data, fsync=True, truncate=False)
+            self.disk.write(os.path.join(self.dir, name), data, durable=True, truncate=False)
             self.snapshots[self.map_end_offset] = name
             self.snapshots = dict(sorted(self.snapshots.items()))
             self.last_snap_offset = self.map_end_offset
