@@ -71,8 +71,10 @@ def _known_producers(psm: ProducerStateManager, producers) -> None:  # type: ign
 
 @pytest.fixture
 def replays(monkeypatch):  # type: ignore[no-untyped-def]
+    """Counts the batch-by-batch replays; every segment, however small, takes the vectorised pass first."""
     calls: list[int] = []
     original = producer_apply.replay
+    monkeypatch.setattr(producer_apply, "REPLAY_BELOW", 0)
 
     def counting(psm, rows, txn_entries, path):  # type: ignore[no-untyped-def]
         calls.append(len(rows))
@@ -125,3 +127,15 @@ def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer
     assert bool(replays) == replayed
     assert ta == tb and _state(a) == _state(b)
     assert [e[3] for e in ta] == [5, 5]
+
+
+def test_a_small_segment_is_replayed_and_a_big_one_is_not(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    calls: list[int] = []
+    original = producer_apply.replay
+    monkeypatch.setattr(producer_apply, "replay", lambda psm, rows, tx, path: calls.append(len(rows)) or
+                        original(psm, rows, tx, path))
+    small = producer_apply.REPLAY_BELOW - 1
+    for n in (small, producer_apply.REPLAY_BELOW):
+        psm = ProducerStateManager(RealDisk(), str(tmp_path), 86_400_000)
+        _apply(_table([(1 + i % 3, 0, PLAIN, 1, 0) for i in range(n)]), psm, [])
+    assert calls == [small]
