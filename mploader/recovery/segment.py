@@ -12,7 +12,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,9 +36,13 @@ class Segment:
     # Kafka's FileRecords end: a segment created preallocated in this load (FileRecords.open with
     # fileAlreadyExists=false and preallocate=true: end = 0) holds no records whatever its file length
     records_end: int | None = None
+    _stem: str = field(init=False, repr=False, compare=False)  # the files' path up to their suffix
+
+    def __post_init__(self) -> None:
+        self._stem = os.path.join(self.dir, names.filename_prefix(self.base_offset))
 
     def file(self, suffix: str) -> str:
-        return os.path.join(self.dir, names.segment_file_name(self.base_offset, suffix) + self.suffix)
+        return self._stem + suffix + self.suffix
 
     @property
     def log_path(self) -> str:
