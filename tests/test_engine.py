@@ -572,13 +572,14 @@ def test_a_batch_kafka_cannot_read_ends_a_stitched_scan_as_it_ends_the_whole_one
     assert joined.batches.tobytes() == whole.batches.tobytes()
 
 
-def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -> None:
+def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request, monkeypatch) -> None:
     """A segment scanned in one piece by a worker comes back with its recovery draft (made in Phase 1,
     sent through the shared-memory block), the same as an inline scan makes; a chunked one without it
     (Phase 2 drafts the joined table)."""
     from mploader.engine.plan import DirPlan
     from mploader.scan import SegmentTask, scan_segment
 
+    monkeypatch.setattr(pool_mod, "IN_FLIGHT_PER_WORKER", 1000)  # every chunk submitted: asked out of order below
     root, groups = datasets.fresh_copy(CHUNKED, request, "index-rows")
     d = str(root / groups[0][0])
     partitions = _partitions_of(d)
@@ -609,6 +610,92 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request) -
         engine.close()
     assert seen["whole"] and seen["chunked"], seen
     assert engine.stats.scans_in_parent == 0  # every draft compared came through a block
+
+
+def test_the_shared_memory_in_flight_is_bounded(datasets, request, monkeypatch) -> None:
+    """At most IN_FLIGHT_PER_WORKER x workers chunks of a data dir have a block at any time (blocks are
+    created as chunks are submitted, freed when Phase 2 collects them); the load is still the inline one.
+    (No worker dies here, so no retry adds a block.)"""
+    live: set[str] = set()
+    most = [0]
+    real_new, real_free = PoolEngine._new_block, PoolEngine._free
+
+    def new_block(engine: PoolEngine, nbytes_range: int):  # type: ignore[no-untyped-def]
+        block, capacity = real_new(engine, nbytes_range)
+        live.add(block.name)
+        most[0] = max(most[0], len(live))
+        return block, capacity
+
+    def free(engine: PoolEngine, block: Any) -> None:
+        live.discard(block.name)
+        real_free(engine, block)
+
+    monkeypatch.setattr(PoolEngine, "_new_block", new_block)
+    monkeypatch.setattr(PoolEngine, "_free", free)
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "window")
+    got = load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+    submitted = got.raw[0].stats.segments_recovered
+    assert submitted > 2 * pool_mod.IN_FLIGHT_PER_WORKER * 2  # far more chunks than the window
+    window = pool_mod.IN_FLIGHT_PER_WORKER * 2 * len(groups[0])  # per data dir
+    assert 0 < most[0] <= window, (most, window)
+
+
+_SMALL_SHM_LOAD = """
+import json, sys
+from mploader import LoaderConfig, load_logs
+from mploader.engine.pool import PoolEngine
+from tests.crashy_worker import result_digest
+PoolEngine.parent_head_bytes = 0  # every scan to the workers
+r = load_logs([sys.argv[1]], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=int(sys.argv[2]))
+print(json.dumps({"digest": result_digest(r, sys.argv[3]), "stats": r.stats.to_json()}))
+"""
+
+
+def test_a_small_dev_shm_slows_a_load_but_does_not_break_it(tmp_path) -> None:
+    """With a 1 MiB /dev/shm (a private tmpfs mounted over it in a new mount namespace, as root), the
+    workers' tables do not fit: each worker finds out with posix_fallocate before writing (writing would
+    kill it with SIGBUS), writes nothing, and the parent scans those chunks; the load is the inline one."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private /dev/shm")
+    out = tmp_path / "broker"
+    generate(out, GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=2, total_bytes=12_000_000,
+                                  segment_bytes=2_000_000, batch_bytes=300, faults=0, seed=5))
+    (out / "data-0" / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # recover every segment
+    shutil.copytree(out, tmp_path / "inline")
+    inline = load_logs([str(tmp_path / "inline" / "data-0")], LoaderConfig(), now_ms=GEN_NOW)
+    repo = str(Path(__file__).resolve().parents[1])
+    mount = "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec \"$0\" -c \"$1\" \"$2\" \"$3\" \"$4\""
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", mount, sys.executable, _SMALL_SHM_LOAD,
+                           str(out / "data-0"), str(GEN_NOW), str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=repo,
+                          env={**os.environ, "PYTHONPATH": repo})
+    if proc.returncode != 0 and "mount" in proc.stderr and "permission" in proc.stderr.lower():
+        pytest.skip(f"cannot mount a private /dev/shm here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert got["digest"] == result_digest(inline, tmp_path / "inline")
+    stats = got["stats"]
+    assert stats["worker_restarts"] == 0 and stats["inline_fallbacks"] == 0, stats  # no worker was killed
+    assert stats["scans_in_parent"] >= 4 and stats["segments_recovered"] >= 6, stats
+
+
+def test_no_room_for_a_block_is_never_taken_for_the_segments_io_error(datasets, request, monkeypatch) -> None:
+    """When /dev/shm cannot take a block (ENOSPC creating it), the parent scans the chunk: the error is the
+    engine's, not the segment's, which recovery would answer by truncating valid data (it did: a load with
+    /dev/shm full truncated whole segments to their base offset)."""
+    import errno
+
+    def no_room(engine: PoolEngine, nbytes_range: int):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device", "/dev/shm/psm_test")
+
+    monkeypatch.setattr(PoolEngine, "_new_block", no_room)
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "no-room")
+    got = load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+    assert got.raw[0].stats.scans_in_parent >= got.raw[0].stats.segments_recovered > 0
 
 
 def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) -> None:

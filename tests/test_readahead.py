@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import mploader.engine.pool as pool_mod
 from mploader import LoaderConfig, load_logs
 from mploader.engine import readahead
 from mploader.engine.inline import InlineEngine
@@ -158,6 +159,7 @@ def test_the_inline_engine_reads_ahead_in_phase_2_order_and_only_for_unclean_dir
 def test_the_pool_engine_reads_ahead_the_parents_head_then_the_chunks_as_submitted(tmp_path, monkeypatch) -> None:
     d, logs = _unclean_dir(tmp_path)
     monkeypatch.setattr(PoolEngine, "parent_head_bytes", os.path.getsize(logs[0]))
+    monkeypatch.setattr(pool_mod, "IN_FLIGHT_PER_WORKER", 1000)  # every chunk submitted at once
     engine = PoolEngine(LoadStats(), 2, [str(d)], None, chunk_bytes=20_000)
     submitted: list[tuple[str, int, int | None]] = []
     real_submit = PoolEngine._submit

@@ -42,6 +42,7 @@ import os
 import pickle
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
@@ -54,7 +55,15 @@ from loky.process_executor import BrokenProcessPool
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, join_scans, piece_bytes, stitch
 from mploader.engine.plan import DirPlan, Partition
-from mploader.engine.worker import SLOT_BYTES, Grown, ReadFailed, WorkerResult, arrays_from_block, worker_scan
+from mploader.engine.worker import (
+    SLOT_BYTES,
+    Grown,
+    NoSpace,
+    ReadFailed,
+    WorkerResult,
+    arrays_from_block,
+    worker_scan,
+)
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from mploader.progress import Progress
@@ -68,6 +77,9 @@ log = logging.getLogger(__name__)
 # the parent's first scans share; with 16 CPUs, each of 16 workers would start 16 threads.
 WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
+# Chunks submitted and not yet collected, per worker of a data dir: one running, one queued behind it. This
+# bounds the shared memory in flight (see PoolEngine): blocks are created as chunks are submitted.
+IN_FLIGHT_PER_WORKER = 2
 
 
 def pickled_size(obj: object) -> int:
@@ -77,7 +89,7 @@ def pickled_size(obj: object) -> int:
 @dataclass(slots=True)
 class _Chunk:
     task: SegmentTask
-    block: shared_memory.SharedMemory
+    block: shared_memory.SharedMemory | None  # None: /dev/shm had no room for it (the parent scans the chunk)
     capacity: int
     future: Future[WorkerResult]
     executor: ProcessPoolExecutor
@@ -89,7 +101,8 @@ class _Pending:
     data_dir: str
     task: SegmentTask
     stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
-    chunks: list[_Chunk] = field(default_factory=list)
+    todo: list[SegmentTask]  # its chunks not yet submitted, in order
+    chunks: list[_Chunk] = field(default_factory=list)  # those submitted, in order (before every todo one)
 
 
 _TaskKey = tuple[str, int, int | None, bool, bool]
@@ -105,6 +118,17 @@ def _stat(path: str) -> tuple[int, int, int]:
 
 
 class PoolEngine(Engine):
+    """Phase 1 in N loky worker processes per data dir.
+
+    Shared memory in flight is bounded: a data dir has at most ``IN_FLIGHT_PER_WORKER * workers`` chunks
+    submitted and not yet collected, each with one block, and a block takes memory only for the rows its
+    worker writes (80 bytes of table and 56 of draft per batch: about 13% of the chunk's bytes for ~1 KB
+    batches, at most 136/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
+    (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, the worker
+    writes nothing (``posix_fallocate`` fails first) and the parent scans that chunk itself: a small /dev/shm
+    makes a load slower, never wrong.
+    """
+
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of
     # submitting them: about what it scans (at ~1 GB/s) while loky starts the workers (0.3-0.5 s measured)
     parent_head_bytes = PARENT_HEAD_BYTES
@@ -118,6 +142,9 @@ class PoolEngine(Engine):
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[_TaskKey, _Pending] = {}
+        self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit
+        self._in_flight = dict.fromkeys(data_dirs, 0)  # chunks submitted and not yet freed
+        self._submitting = {d: threading.Lock() for d in data_dirs}  # one top-up at a time per data dir
         self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         self._closed = threading.Event()
@@ -147,7 +174,9 @@ class PoolEngine(Engine):
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 
-    def _free(self, block: shared_memory.SharedMemory) -> None:
+    def _free(self, block: shared_memory.SharedMemory | None) -> None:
+        if block is None:
+            return
         with self.lock:
             owned = self._blocks.pop(block.name, None) is not None
         if owned:
@@ -157,7 +186,14 @@ class PoolEngine(Engine):
     def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
         end = chunk_task.end if chunk_task.end is not None else os.path.getsize(chunk_task.path)
         with self.lock:
-            block, capacity = self._new_block(max(0, end - chunk_task.start))
+            try:
+                block, capacity = self._new_block(max(0, end - chunk_task.start))
+            except OSError as e:  # /dev/shm full (ENOSPC): never the segment's I/O error, which recovery would
+                done: Future[WorkerResult] = Future()  # answer by truncating: the parent scans the chunk instead
+                done.set_result(NoSpace(os.getpid(), 0))
+                log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, chunk_task.path, e)
+                self._read_ahead_done(data_dir, chunk_task)
+                return _Chunk(chunk_task, None, 0, done, self._executor(data_dir))
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
             try:
@@ -194,16 +230,33 @@ class PoolEngine(Engine):
             self.start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
             with self.lock:
                 self._remaining[plan.data_dir] = len(cut)
-            for task, st, cuts in cut:
-                pend = _Pending(plan.data_dir, task, st)
-                whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
-                for a, b in zip(cuts, cuts[1:]):
-                    t = SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
-                                    index_interval=task.index_interval if whole else None)
-                    pend.chunks.append(self._submit(plan.data_dir, t))
-                self._pending[_key(task)] = pend
+                for task, st, cuts in cut:
+                    whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
+                    todo = [SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
+                                        index_interval=task.index_interval if whole else None)
+                            for a, b in zip(cuts, cuts[1:])]
+                    pend = _Pending(plan.data_dir, task, st, todo)
+                    self._pending[_key(task)] = pend
+                    self._queue[plan.data_dir].append(pend)
+            self._top_up(plan.data_dir)
             self._update_gauges(plan.data_dir)
         return order
+
+    def _top_up(self, data_dir: str) -> None:
+        """Submit the dir's next chunks, in Phase 2's order, until its window is full."""
+        with self._submitting[data_dir]:
+            while not self._closed.is_set():
+                with self.lock:
+                    queue = self._queue[data_dir]
+                    while queue and not queue[0].todo:
+                        queue.popleft()
+                    if not queue or self._in_flight[data_dir] >= IN_FLIGHT_PER_WORKER * self.workers_per_dir:
+                        return
+                    pend = queue[0]
+                    self._in_flight[data_dir] += 1
+                # scan() takes a pending task under this dir's submitting lock: pend stays in the queue's hands
+                pend.chunks.append(self._submit(data_dir, pend.todo[0]))
+                del pend.todo[0]
 
     def _update_gauges(self, data_dir: str) -> None:
         if self.metrics is None:
@@ -215,11 +268,14 @@ class PoolEngine(Engine):
     # ---- collecting ------------------------------------------------------------------------------------
 
     def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
-        with self.lock:
-            pend = self._pending.pop(_key(task), None)
-            if pend is None and _key(task) in self._kept:  # the head of the order: the parent's own scan
-                self._kept.discard(_key(task))
-                self.stats.scans_in_parent += 1
+        with self._submitting[data_dir]:  # not while a top-up submits one of this task's chunks
+            with self.lock:
+                pend = self._pending.pop(_key(task), None)
+                if pend is None and _key(task) in self._kept:  # the head of the order: the parent's own scan
+                    self._kept.discard(_key(task))
+                    self.stats.scans_in_parent += 1
+                if pend is not None:  # this thread's now: what is not submitted yet, the parent scans
+                    todo, pend.todo = pend.todo, []
         if pend is None:
             return self.inline_source(data_dir).scan(task)
         t0 = time.perf_counter()
@@ -227,15 +283,21 @@ class PoolEngine(Engine):
             fresh = _stat(task.path) == pend.stat
             if fresh:
                 parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
+                for t in todo:  # Phase 2 got here first: no worker has them
+                    self._read_ahead_done(data_dir, t)
+                    parts.append(self._scan_task_in_parent(t))
             else:  # the file changed since planning (e.g. a swap was completed): the chunks are of no use
                 for c in pend.chunks:
                     c.future.cancel()
         finally:
             for c in pend.chunks:
                 self._free(c.block)
+            with self.lock:
+                self._in_flight[data_dir] -= len(pend.chunks)
         with self.lock:
             self._remaining[data_dir] -= 1
             self.stats.wait_seconds += time.perf_counter() - t0
+        self._top_up(data_dir)
         self._update_gauges(data_dir)
         if not fresh:
             return self.inline_source(data_dir).scan(task)
@@ -275,6 +337,11 @@ class PoolEngine(Engine):
             raise OSError(result.errno, result.strerror, result.filename)
         if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
             return self._scan_in_parent(chunk)
+        if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
+            log.info("%s: no room in /dev/shm for the scan of %s; scanning it in the parent", data_dir,
+                     chunk.task.path)
+            return self._scan_in_parent(chunk)
+        assert chunk.block is not None  # a worker scanned it into its block
         table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)
         t = chunk.task
         scan = SegmentScan(t.path, t.base_offset, t.start, result.end, result.valid_bytes, Stop(result.stop),
@@ -284,9 +351,19 @@ class PoolEngine(Engine):
             self.stats.add_scan(result.seconds, scan)
         return scan
 
+    def _read_ahead_done(self, data_dir: str, task: SegmentTask) -> None:
+        """``task``'s range is not ahead of the scans any more (the read-ahead may move on)."""
+        read_ahead = self._read_ahead.get(data_dir)
+        if read_ahead is not None:
+            end = task.end if task.end is not None else os.path.getsize(task.path)
+            read_ahead.done(end - task.start)
+
     def _scan_in_parent(self, chunk: _Chunk) -> SegmentScan:
+        return self._scan_task_in_parent(chunk.task)
+
+    def _scan_task_in_parent(self, task: SegmentTask) -> SegmentScan:
         t0 = time.perf_counter()
-        scan = scan_segment(chunk.task)
+        scan = scan_segment(task)
         with self.lock:
             self.stats.scans_in_parent += 1
             self.stats.add_scan(time.perf_counter() - t0, scan)

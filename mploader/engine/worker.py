@@ -16,6 +16,7 @@ traceback; the parent raises it (see :mod:`mploader.engine.pool`).
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from multiprocessing import shared_memory
@@ -65,7 +66,14 @@ class Grown(NamedTuple):
     pid: int
 
 
-WorkerResult = Scanned | ReadFailed | Grown
+class NoSpace(NamedTuple):
+    """/dev/shm could not hold the rows (``posix_fallocate`` failed): nothing was written."""
+
+    pid: int
+    nbytes: int
+
+
+WorkerResult = Scanned | ReadFailed | Grown | NoSpace
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
 SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES)
@@ -119,6 +127,16 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
         return Grown(os.getpid())
     block = shared_memory.SharedMemory(name=block_name)
     try:
+        # allocate the pages first: writing to a page tmpfs cannot give would kill this process (SIGBUS)
+        try:
+            for a, offset in zip(arrays, regions(capacity)):
+                if a.nbytes:
+                    # SharedMemory keeps its shm_open descriptor as _fd (not public API, stable since 3.8)
+                    os.posix_fallocate(getattr(block, "_fd"), offset, a.nbytes)  # noqa: B009
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.ENOMEM):
+                raise
+            return NoSpace(os.getpid(), sum(a.nbytes for a in arrays))
         buf = block.buf
         assert buf is not None  # None only once the block is closed
         for a, offset in zip(arrays, regions(capacity)):
@@ -131,5 +149,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
-__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES",
+__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES",
            "arrays_from_block", "regions", "worker_scan"]
