@@ -121,7 +121,8 @@ class PoolEngine(Engine):
     """Phase 1 in N loky worker processes per data dir.
 
     Shared memory in flight is bounded: a data dir has at most ``IN_FLIGHT_PER_WORKER * workers`` chunks
-    submitted and not yet collected, each with one block, and a block takes memory only for the rows its
+    submitted and not yet collected (or the chunks of one cut segment, if more: a segment once started is
+    submitted whole), each with one block, and a block takes memory only for the rows its
     worker writes (80 bytes of table and 56 of draft per batch: about 13% of the chunk's bytes for ~1 KB
     batches, at most 136/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
     (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, the worker
@@ -250,9 +251,13 @@ class PoolEngine(Engine):
                     queue = self._queue[data_dir]
                     while queue and not queue[0].todo:
                         queue.popleft()
-                    if not queue or self._in_flight[data_dir] >= IN_FLIGHT_PER_WORKER * self.workers_per_dir:
+                    if not queue:
                         return
                     pend = queue[0]
+                    # a segment cut into chunks goes to the workers whole, or its chunks would be scanned
+                    # one after the other in the parent
+                    if self._in_flight[data_dir] >= IN_FLIGHT_PER_WORKER * self.workers_per_dir and not pend.chunks:
+                        return
                     self._in_flight[data_dir] += 1
                 # scan() takes a pending task under this dir's submitting lock: pend stays in the queue's hands
                 pend.chunks.append(self._submit(data_dir, pend.todo[0]))
