@@ -3,16 +3,16 @@
 An engine does three things for the manager (:mod:`mploader.manager`):
 
 * :meth:`Engine.prefetch` plans each data dir's scans (:func:`mploader.engine.plan.plan_segment_scans`,
-  the loader's own rule) and may start them ahead of Phase 2; it returns the order in which Phase 2
-  should load the partitions;
+  the loader's own rule; the inline engine plans only unclean dirs, where there is read-ahead to start)
+  and may start them ahead of Phase 2; it returns the order in which Phase 2 should load the partitions;
 * :meth:`Engine.source` hands a loading thread the :class:`~mploader.scan.ScanSource` of a data dir, from which the
   loader takes every whole-segment scan;
 * :meth:`Engine.close` ends whatever it started (``kill=True`` on Ctrl-C).
 
 Engines: :class:`mploader.engine.inline.InlineEngine` (the calling thread, the reference) and
 :class:`mploader.engine.pool.PoolEngine` (loky worker processes).  A scan the loader asks for that
-the plan did not hold is counted in ``LoadStats.unplanned_scans``: it is scanned all the same, only
-later and in the parent.
+the plan did not hold is counted in ``LoadStats.unplanned_scans`` (in a planned dir): it is scanned all
+the same, only later and in the parent.
 """
 
 from __future__ import annotations
