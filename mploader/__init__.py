@@ -23,8 +23,8 @@ _ORIGIN = {  # public name -> the module that defines it
     "LoaderConfig": "config", "TopicConfig": "config",
     "TopicPartition": "format.names", "DirKind": "format.names",
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
-    "ProducerInfo": "result",
-    "MetricsRegistry": "metrics",
+    "ProducerInfo": "result", "Impact": "result",
+    "MetricsRegistry": "metrics", "Progress": "progress",
     **{name: "errors" for name in (
         "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
         "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError",
@@ -44,7 +44,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    """The public API only (not the helpers of this module, nor the subpackages imported so far)."""
+    return sorted(__all__)
 
 
 if TYPE_CHECKING:
@@ -63,4 +64,5 @@ if TYPE_CHECKING:
     from mploader.format.names import DirKind, TopicPartition
     from mploader.manager import load_logs
     from mploader.metrics import MetricsRegistry
-    from mploader.result import LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
+    from mploader.progress import Progress
+    from mploader.result import Impact, LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import cast
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
@@ -34,6 +35,7 @@ from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
 from mploader.progress import Progress
+from mploader.recovery import preflight as partition_preflight
 from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
@@ -51,6 +53,12 @@ class _DirState:
     offline_reason: str | None = None
     partitions: list[tuple[str, TopicPartition, DirKind]] = field(default_factory=list)
     lock_fd: int | None = None
+    locked: bool = False
+    # what the preflight (read-only) found, for the writes that follow it (see _inspect_dir)
+    missing: bool = False  # the data dir does not exist: created by the writes
+    listed: bool = False  # the partition listing is done (and checked)
+    predicted_offline: str | None = None  # a write the preflight foresees failing (an IOException: offline)
+    high_watermarks: dict[TopicPartition, int] | None = None  # replication-offset-checkpoint (None: unknown)
 
 
 def load_logs(
@@ -72,20 +80,27 @@ def load_logs(
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
     stats = LoadStats()
-    disk = open_disk(cfg.dry_run)
+    real_disk = open_disk(cfg.dry_run)
+    watch = None if cfg.dry_run else _WatchedDisk(real_disk)
+    disk = real_disk if watch is None else cast(Disk, watch)
     dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
-    states: list[_DirState] = []
+    states: list[_DirState] = [_DirState(d) for d in dirs]
     try:
-        for d in dirs:
-            state = _DirState(d)
-            states.append(state)
-            try:
-                _prepare_dir(state, disk)
-            except OSError as e:
-                offline[d] = f"{type(e).__name__}: {e}"
-                state.offline_reason = offline[d]
-        result = _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+        _preflight(states, cfg, disk, offline)  # reads only: a start-up failure it finds changes no byte
+        stats.seconds["preflight"] = time.perf_counter() - t0
+        log.debug("preflight of %d data dirs, %d partitions: nothing that fails start-up before recovery (%.1f ms)",
+                  len(states), sum(len(s.partitions) for s in states), stats.seconds["preflight"] * 1000)
+        try:
+            for state in states:  # LogManager's constructor: create, lock (createAndValidateLogDirs, lockLogDirs)
+                _create_and_lock(state, disk, offline)
+            for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
+                _prepare_dir(state, disk, offline)
+            result = _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+        except StartupFailedError as e:
+            if watch is not None:
+                _note_written(e, watch)
+            raise
         t_flush = time.perf_counter()
         disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
         stats.seconds["flush"] = time.perf_counter() - t_flush
@@ -133,8 +148,26 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     stats.segments_recovered = sum(len(lg.recovered_segments) for lg in loaded)
     stats.bytes_truncated = sum(lg.truncated_bytes for lg in loaded)
     stats.files_deleted = sum(len(lg.deleted_files) for lg in loaded)
+    result.warnings.extend(_impact_warnings(result))
     stats.seconds["total"] = time.perf_counter() - t0
     return result
+
+
+def _impact_warnings(result: LoadResult) -> list[str]:
+    """A WARNING for each partition whose recovery removed records below its high watermark: acknowledged
+    data lost (issue 13).  In the order of the JSON document's logs."""
+    out = []
+    for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
+        i = lg.impact
+        if i.lost_below_high_watermark:
+            hw = i.high_watermark or 0
+            msg = (f"{lg.dir}: recovery removed acknowledged records of {lg.topic_partition}: the log end offset "
+                   f"falls from {i.log_end_offset_before} to {i.log_end_offset_after}, below the high watermark "
+                   f"{hw} ({hw - i.log_end_offset_after} acknowledged offsets lost; {i.records_removed} offsets, "
+                   f"{i.bytes_removed} bytes removed)")
+            log.warning("%s", msg)
+            out.append(msg)
+    return out
 
 
 def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -151,31 +184,106 @@ def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
     return out
 
 
-def _prepare_dir(state: _DirState, disk: Disk) -> None:
-    """Constructor checks, marker, checkpoints and the partition listing of one data dir."""
+# --------------------------------------------------------------------------------------------
+# Before the first write: the preflight (docs/architecture.md, "Fail before the first write")
+
+
+def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str]) -> None:
+    """Everything that fails Kafka's start-up and can be known without recovering, for every data dir, before
+    the load writes anything: a held lock, a bad directory name, a partition directory that is a link, no
+    usable data dir, then what the loader would refuse in each partition (:mod:`mploader.recovery.preflight`)
+    and the same partition in two directories.  Raises the first certain StartupFailedError; reads only
+    (an existing ``.lock`` is locked here: that changes no byte)."""
+    for s in states:
+        try:
+            _inspect_dir(s, disk, cfg.dry_run)
+        except OSError as e:  # not a directory, not readable: offline, and nothing was to be written there
+            offline[s.path] = s.offline_reason = f"{type(e).__name__}: {e}"
+    if all(s.path in offline or s.predicted_offline is not None for s in states):  # Exit.halt(1), foreseen
+        reasons = "; ".join(f"{s.path}: {offline.get(s.path) or s.predicted_offline}" for s in states)
+        raise StartupFailedError(None, "KafkaException (Exit.halt)",
+                                 f"no usable data directory among those given ({reasons})")
+    loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
+               for path, tp, kind in s.partitions]
+    for path, tp, kind in loading:
+        failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic))
+        if failure is not None and partition_preflight.will_not_fail_with_io_error(path):
+            raise failure
+    copies: dict[tuple[bool, TopicPartition], list[str]] = {}
+    for path, tp, kind in loading:  # LogManager.loadLog: a second directory for a tp (both loaded)
+        if kind in (DirKind.LIVE, DirKind.FUTURE):
+            copies.setdefault((kind is DirKind.FUTURE, tp), []).append(path)
+    for (_, tp), paths in copies.items():
+        loaded = [p for p in paths if len(paths) > 1 and partition_preflight.will_not_fail_with_io_error(p)]
+        if len(loaded) > 1:
+            raise StartupFailedError(loaded[1], "IllegalStateException",
+                                     f"duplicate log directories for {tp}: {loaded[0]} and {loaded[1]}")
+
+
+def _inspect_dir(state: _DirState, disk: Disk, dry_run: bool) -> None:
+    """The read-only half of :func:`_prepare_dir`: LogManager's checks of one data dir, its lock when the
+    ``.lock`` file exists, and, unless a write to come is foreseen to fail, the checkpoints and the listing."""
     d = state.path
     if not os.path.exists(d):
-        disk.make_data_dir(d)
+        state.missing = True  # created by _create_and_lock (a new, empty data dir)
+        if dry_run:
+            state.predicted_offline = "FileNotFoundError: data directory does not exist (dry run: not created)"
+        elif not _can_create(d):
+            state.predicted_offline = f"PermissionError: cannot create the data directory {d}"
+        return
+    _check_dir(d)
+    lock_path = os.path.join(d, LOCK_FILE)
+    writes = False
+    if os.path.lexists(lock_path):
+        state.lock_fd = disk.lock(lock_path)  # LogManager.lockLogDirs; the file is there: nothing is written
+        state.locked = True
+    else:
+        writes = True
+    writes = writes or any(not os.path.lexists(os.path.join(d, name)) for name in _CREATED_CHECKPOINTS)
+    marker = os.path.join(d, checkpoint.CLEAN_SHUTDOWN_MARKER)
+    state.clean = os.path.exists(marker)  # File.exists: follows links (a dangling one counts as absent)
+    marker_dir = state.clean and os.path.isdir(marker) and not os.path.islink(marker)
+    if marker_dir and os.listdir(marker):
+        state.predicted_offline = f"OSError: [Errno 39] the clean-shutdown marker is a non-empty directory: {marker}"
+        return
+    writes = writes or state.clean
+    if writes and not dry_run and not os.access(d, os.W_OK | os.X_OK):
+        state.predicted_offline = f"PermissionError: the data directory is not writable: {d}"
+        return
+    try:
+        _read_dir(state, skip=checkpoint.CLEAN_SHUTDOWN_MARKER if marker_dir else None)
+    except OSError as e:  # the listing: offline, after the writes Kafka makes first (_prepare_dir lists again)
+        state.predicted_offline = f"{type(e).__name__}: {e}"
+
+
+_CREATED_CHECKPOINTS = (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT)
+
+
+def _check_dir(d: str) -> None:
     if not os.path.isdir(d):
         raise NotADirectoryError(20, "data directory is not a directory", d)
     if not os.access(d, os.R_OK | os.X_OK):
         raise PermissionError(13, "data directory is not readable", d)
-    state.lock_fd = disk.lock(os.path.join(d, LOCK_FILE))  # LogManager.lockLogDirs
-    for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
-        p = os.path.join(d, name)
-        if not disk.exists(p) and not os.path.lexists(p):
-            disk.write(p, b"")
-    marker = os.path.join(d, checkpoint.CLEAN_SHUTDOWN_MARKER)
-    state.clean = os.path.exists(marker)  # File.exists: follows links (a dangling one counts as absent)
-    if state.clean:  # deleted before any partition loads (KAFKA-10471)
-        if os.path.isdir(marker) and not os.path.islink(marker):
-            disk.remove_empty_dir(marker)  # Files.deleteIfExists: a non-empty directory is an IOException
-        else:
-            disk.delete(marker)
+
+
+def _can_create(d: str) -> bool:
+    """Whether ``os.makedirs(d)`` can succeed: the nearest existing ancestor is a writable directory."""
+    parent = os.path.dirname(d)
+    while parent and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    return bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
+
+
+def _read_dir(state: _DirState, skip: str | None = None) -> None:
+    """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only).
+    ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
+    d = state.path
     state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT)
     state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT)
+    state.high_watermarks = _read_high_watermarks(d)
+    partitions: list[tuple[str, TopicPartition, DirKind]] = []
     for entry in sorted(os.scandir(d), key=lambda e: e.name):
-        if not entry.is_dir() or entry.name == names.REMOTE_LOG_INDEX_CACHE:
+        if not entry.is_dir() or entry.name in (names.REMOTE_LOG_INDEX_CACHE, skip):
             continue
         try:
             tp, kind = names.parse_partition_dir(entry.name)
@@ -187,7 +295,144 @@ def _prepare_dir(state: _DirState, disk: Disk) -> None:
             raise StartupFailedError(entry.path, "KafkaException",
                                      "partition directory is a symbolic link; mploader does not follow links out "
                                      "of a data dir: move the directory itself into the data dir")
-        state.partitions.append((entry.path, tp, kind))
+        partitions.append((entry.path, tp, kind))
+    state.partitions = partitions
+    state.listed = True
+
+
+def _read_high_watermarks(d: str) -> dict[TopicPartition, int] | None:
+    """``replication-offset-checkpoint`` (the ReplicaManager's, not read by loadLogs): for the impact report."""
+    path = os.path.join(d, checkpoint.REPLICATION_OFFSET_CHECKPOINT)
+    if not os.path.isfile(path):
+        return None
+    try:
+        return checkpoint.read_offset_checkpoint(path)
+    except (OSError, ValueError) as e:
+        log.warning("%s: %s; the high watermarks of this data dir are unknown", path, e)
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The writes of LogManager's start-up (after the preflight)
+
+
+def _create_and_lock(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
+    """createAndValidateLogDirs and lockLogDirs: a missing data dir is created, a missing ``.lock`` too."""
+    d = state.path
+    if d in offline:
+        return
+    try:
+        if state.missing:
+            disk.make_data_dir(d)
+            _check_dir(d)
+        if not state.locked:
+            state.lock_fd = disk.lock(os.path.join(d, LOCK_FILE))
+            state.locked = True
+    except OSError as e:
+        offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
+
+
+def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
+    """The empty checkpoint files (constructing Kafka's checkpoint objects creates them), the marker
+    (deleted before any partition loads, KAFKA-10471), and the listing where the preflight did not list."""
+    d = state.path
+    if d in offline:
+        return
+    try:
+        for name in _CREATED_CHECKPOINTS:
+            p = os.path.join(d, name)
+            if not disk.exists(p) and not os.path.lexists(p):
+                disk.write(p, b"")
+        marker = os.path.join(d, checkpoint.CLEAN_SHUTDOWN_MARKER)
+        if state.clean:
+            if os.path.isdir(marker) and not os.path.islink(marker):
+                disk.remove_empty_dir(marker)  # Files.deleteIfExists: a non-empty directory is an IOException
+            else:
+                disk.delete(marker)
+        if not state.listed or state.predicted_offline is not None:
+            _read_dir(state)
+    except OSError as e:
+        offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
+        state.partitions = []
+
+
+class _WatchedDisk:
+    """A :class:`Disk` that notes the directory of every change it makes (the message of a start-up failure
+    found mid-load says where the load had already written).  Reads go straight to the inner disk."""
+
+    _READS = ("list_files", "release", "symlinks", "exists", "size", "read", "view", "mtime_ms", "scan", "flush",
+              "sync_dir")
+
+    def __init__(self, inner: Disk) -> None:
+        self._inner = inner
+        self.changed: set[str] = set()
+        for name in self._READS:
+            setattr(self, name, getattr(inner, name))
+
+    def _note(self, path: str) -> None:
+        self.changed.add(os.path.dirname(path))
+
+    def make_data_dir(self, directory: str) -> None:
+        self.changed.add(directory)
+        self._inner.make_data_dir(directory)
+
+    def lock(self, lock_path: str) -> int | None:
+        if not os.path.lexists(lock_path):
+            self._note(lock_path)
+        return self._inner.lock(lock_path)
+
+    def remove_empty_dir(self, path: str) -> None:
+        self._note(path)
+        self._inner.remove_empty_dir(path)
+
+    def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
+              truncate: bool = True) -> None:
+        self._note(path)
+        self._inner.write(path, data, fsync=fsync, durable=durable, truncate=truncate)
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        self._note(path)
+        self._inner.write_atomically(path, data)
+
+    def set_size(self, path: str, size: int) -> None:
+        self._note(path)
+        self._inner.set_size(path, size)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._note(src)
+        self._note(dst)
+        self._inner.rename(src, dst)
+
+    def set_mtime(self, path: str, mtime_ns: int) -> None:
+        self._note(path)
+        self._inner.set_mtime(path, mtime_ns)
+
+    def delete(self, path: str) -> bool:
+        deleted = self._inner.delete(path)
+        if deleted:
+            self._note(path)
+        return deleted
+
+
+def _note_written(error: StartupFailedError, watch: _WatchedDisk) -> None:
+    """Say on a start-up failure found mid-load which directories the load had changed before it: as
+    ``error.written_dirs`` (sorted) and in a note (``add_note``) for people."""
+    written = sorted(watch.changed)
+    vars(error)["written_dirs"] = written
+    if written:
+        shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")
+        error.add_note(f"found during recovery, after the load had changed files in {len(written)} "
+                       f"director{'y' if len(written) == 1 else 'ies'}: {shown} (what was written is what Kafka "
+                       f"itself writes before it fails; a load after the fix recovers the rest)")
+    else:
+        error.add_note("found during recovery, before the load had changed any file")
+
+
+def written_dirs(error: BaseException) -> list[str] | None:
+    """The directories a failed load had changed before the failure (None: not known, e.g. a dry run, or a
+    failure found before the first write, which changed nothing)."""
+    value = vars(error).get("written_dirs")
+    return list(value) if isinstance(value, list) else None
 
 
 def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
@@ -230,6 +475,14 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             registered.append((REMAINING_SEGMENTS_TO_RECOVER, t))
     if progress is not None:
         progress.start({s.path: len(s.partitions) for s in states})
+    for s in states:  # LogManager.loadLogs' INFO lines
+        log.info("Loading logs from log dir %s", s.path)
+        if s.clean:
+            log.info("Skipping recovery of %d logs from %s since clean shutdown file was found", len(s.partitions),
+                     s.path)
+        else:
+            log.info("Attempting recovery of %d logs from %s since no clean shutdown file was found",
+                     len(s.partitions), s.path)
     t_prefetch = time.perf_counter()
     order = engine.prefetch([_dir_plan(s, cfg) for s in states])
     for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
@@ -291,9 +544,23 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
             set_remaining_segments=lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n),
             cancelled=cancel,
         )
+        t_start = time.perf_counter()
         loaded = LogLoader(ctx).load()
+        loaded.log_end_offset_before = ctx.log_end_offset_before
+        loaded.deleted_segments = list(ctx.deleted_segments)
+        if kind is DirKind.LIVE and s.high_watermarks is not None:
+            loaded.high_watermark = s.high_watermarks.get(tp)
+        if ctx.deleted_segments:
+            log.warning("%s: deleted %d segment(s) after the truncation: base offsets %s (%d bytes of log)", path,
+                        len(ctx.deleted_segments), [b for b, _ in ctx.deleted_segments],
+                        sum(n for _, n in ctx.deleted_segments))
         with lock:
             engine.stats.bytes_read += ctx.bytes_scanned
+            done = len(s.partitions) - remaining[s.path] + 1
+        log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "
+                 "logEndOffset=%d) with %d segments in %d ms (%d/%d completed in %s)", path, tp.topic, tp.partition,
+                 loaded.log_start_offset, loaded.recovery_point, loaded.log_end_offset, len(loaded.segments),
+                 (time.perf_counter() - t_start) * 1000, done, len(s.partitions), s.path)
         return loaded
     finally:
         with lock:

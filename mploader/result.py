@@ -32,6 +32,42 @@ class ProducerInfo:
     current_txn_first_offset: int  # -1 when no transaction is open
 
 
+@dataclass(frozen=True, slots=True)
+class Impact:
+    """What the load did to one partition's data (the impact report).
+
+    ``log_end_offset_before`` is what the files held (Kafka's ``readNextOffset`` of the highest segment, read
+    before the first change); ``records_removed`` counts the offsets removed from the end of the log (in a
+    compacted topic some of them held no record); ``bytes_removed`` the invalid bytes truncated plus the
+    ``.log`` bytes of the segments deleted; ``high_watermark`` comes from the data dir's
+    ``replication-offset-checkpoint`` (None: unknown); ``lost_below_high_watermark``: the load removed offsets
+    below it, i.e. records the cluster had acknowledged.
+    """
+
+    log_end_offset_before: int
+    log_end_offset_after: int
+    records_removed: int
+    bytes_removed: int
+    segments_deleted: int
+    high_watermark: int | None
+    lost_below_high_watermark: bool
+
+    @property
+    def changed_data(self) -> bool:
+        return bool(self.records_removed or self.bytes_removed or self.segments_deleted)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "log_end_offset_before": self.log_end_offset_before,
+            "log_end_offset_after": self.log_end_offset_after,
+            "records_removed": self.records_removed,
+            "bytes_removed": self.bytes_removed,
+            "segments_deleted": self.segments_deleted,
+            "high_watermark": self.high_watermark,
+            "lost_below_high_watermark": self.lost_below_high_watermark,
+        }
+
+
 @dataclass(slots=True)
 class LoadedLog:
     """One partition directory after loading.
@@ -56,6 +92,24 @@ class LoadedLog:
     recovered_segments: list[int] = field(default_factory=list)  # base offsets, in recovery order
     truncated_bytes: int = 0
     deleted_files: list[str] = field(default_factory=list)  # names inside the partition dir
+    # the impact report: the log end offset the files held before the load changed it (None: unchanged or not
+    # known), the segments recovery deleted as (base offset, .log bytes), the high watermark (None: unknown)
+    log_end_offset_before: int | None = None
+    deleted_segments: list[tuple[int, int]] = field(default_factory=list)
+    high_watermark: int | None = None
+
+    @property
+    def impact(self) -> Impact:
+        after = self.log_end_offset
+        before = after if self.log_end_offset_before is None else self.log_end_offset_before
+        removed = 0 if self.kind is DirKind.DELETE else max(0, before - after)  # a -delete dir reports 0 as its end
+        hw = self.high_watermark
+        return Impact(
+            log_end_offset_before=before, log_end_offset_after=after, records_removed=removed,
+            bytes_removed=self.truncated_bytes + sum(size for _, size in self.deleted_segments),
+            segments_deleted=len(self.deleted_segments), high_watermark=hw,
+            lost_below_high_watermark=removed > 0 and hw is not None and after < hw,
+        )
 
     @property
     def topic(self) -> str:
@@ -78,8 +132,9 @@ class LoadedLog:
             "leader_epochs": [list(e) for e in (self.leader_epochs or [])],
             "recovered_segments": list(self.recovered_segments),
             "truncated_bytes": self.truncated_bytes,
-            "deleted_files": list(self.deleted_files),
+            "deleted_files": sorted(self.deleted_files),
             "producers": len(self.producers),
+            "impact": self.impact.to_json(),
         }
 
 
@@ -123,14 +178,28 @@ class LoadResult:
     offline_dirs: dict[str, str]
     clean_shutdown: dict[str, bool]
     stats: LoadStats
+    warnings: list[str] = field(default_factory=list)  # what an operator must read (e.g. acknowledged data lost)
 
     def all_logs(self) -> list[LoadedLog]:
         return [*self.logs.values(), *self.future_logs.values(), *self.logs_to_delete, *self.stray_logs]
+
+    def impact_total(self) -> dict[str, int]:
+        """The impact report summed over every partition."""
+        impacts = [lg.impact for lg in self.all_logs()]
+        return {
+            "partitions_changed": sum(i.changed_data for i in impacts),
+            "records_removed": sum(i.records_removed for i in impacts),
+            "bytes_removed": sum(i.bytes_removed for i in impacts),
+            "segments_deleted": sum(i.segments_deleted for i in impacts),
+            "partitions_lost_below_high_watermark": sum(i.lost_below_high_watermark for i in impacts),
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
             "logs": [log.to_json() for log in sorted(self.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir))],
             "offline_dirs": dict(self.offline_dirs),
             "clean_shutdown": dict(self.clean_shutdown),
+            "impact": self.impact_total(),
+            "warnings": list(self.warnings),
             "stats": self.stats.to_json(),
         }

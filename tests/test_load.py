@@ -15,6 +15,7 @@ from kafka.record.legacy_records import LegacyRecordBatch
 
 from mploader import LoaderConfig, StartupFailedError, TopicPartition, load_logs
 from mploader.format.log import iter_entries
+from tests.cli_json import validate
 from tests.conftest import corpus_data_dirs
 from tests.fingerprint import changed, tree_state
 from tests.kafkadir import NOW, B, PartitionBuilder, data_dir
@@ -152,7 +153,7 @@ def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "mploader", "load", "--json", "--read-ahead", "64MiB", "--now-ms",
                           str(NOW), str(d)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = validate(json.loads(out.stdout))  # the published schema (docs/mploader-output.schema.json)
     (log,) = doc["logs"]
     assert (log["topic"], log["partition"], log["log_end_offset"]) == ("t", 0, 14)
     assert log["recovered_segments"] == [0, 10] and log["truncated_bytes"] == 432

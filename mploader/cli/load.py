@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import sys
 import threading
 import time
 from collections import defaultdict
-from typing import TextIO
+from typing import Any, TextIO
 
-from mploader.cli.units import EXIT_FAILURE as EXIT_OFFLINE, EXIT_OK, EXIT_USAGE, format_bytes, parse_size
+from mploader.cli.logs import WarningCollector
+from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool
+from mploader.cli.units import (
+    EXIT_CODES_HELP,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    format_bytes,
+    parse_size,
+)
 from mploader.config import LoaderConfig
-from mploader.errors import MploaderError, StartupFailedError
-from mploader.manager import load_logs
+from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
+from mploader.format import checkpoint, names
+from mploader.manager import load_logs, written_dirs
 from mploader.progress import Progress
-from mploader.result import LoadResult
+from mploader.result import LoadedLog, LoadResult
+
+log = logging.getLogger("mploader.cli")
 
 
 def _workers(text: str) -> int | str:
@@ -38,12 +51,19 @@ def _read_ahead(text: str) -> int | str:
 
 
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXIT_CODES_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
-    p.add_argument("--dry-run", action="store_true", help="report everything recovery would do; change nothing")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+    p.add_argument("--dry-run", action="store_true",
+                   help="report everything recovery would do, with its impact on the data; change nothing")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (docs/json-output.md), also on failure, instead of the summary")
+    p.add_argument("--create-missing", action="store_true",
+                   help="create a data dir that does not exist, as a Kafka broker does (default: refuse it)")
     p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
-                   help="Phase 1 worker processes per data dir: N (1 scans inline), or 'auto' (default): the "
-                        "usable CPUs divided among the data dirs, inline when there is under 1 GiB to scan per dir")
+                   help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
+                        "usable CPUs divided among the data dirs, in this process when there is under 1 GiB to "
+                        "scan per dir")
     p.add_argument("--recovery-threads", type=int, default=1, metavar="N",
                    help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
@@ -54,7 +74,8 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
                    help="wall clock for producer expiry (default: now)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("-v", "--verbose", action="store_true", help="log what the loader does (Kafka's messages)")
+    p.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
+                   help="log what the loader does as a broker logs it (-vv: debug); same as mploader -v")
 
 
 class _ProgressLine(Progress):
@@ -101,15 +122,36 @@ class _ProgressLine(Progress):
         self.stream.flush()
 
 
-def summary_lines(result: LoadResult) -> list[str]:
+# --------------------------------------------------------------------------------------------
+# What the operator reads
+
+
+def _impact_line(lg: LoadedLog) -> str:
+    i = lg.impact
+    line = (f"    {lg.topic_partition}{'' if lg.kind.value == 'live' else f' ({lg.kind.value})'}: log end offset "
+            f"{i.log_end_offset_before} -> {i.log_end_offset_after}; {i.records_removed} offsets, "
+            f"{format_bytes(i.bytes_removed)} removed, {i.segments_deleted} segments deleted")
+    if i.high_watermark is not None:
+        line += f"; high watermark {i.high_watermark}"
+        if i.lost_below_high_watermark:
+            line += (f": {i.high_watermark - i.log_end_offset_after} ACKNOWLEDGED offsets LOST "
+                     f"({i.log_end_offset_after}..{i.high_watermark - 1})")
+    return line
+
+
+def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for lg in result.all_logs():
+    changed: dict[str, list[LoadedLog]] = defaultdict(list)
+    for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
         d = per_dir[lg.data_dir]
         d["partitions"] += 1
         d["segments"] += len(lg.segments)
         d["recovered"] += len(lg.recovered_segments)
         d["truncated"] += lg.truncated_bytes
         d["deleted"] += len(lg.deleted_files)
+        if lg.impact.changed_data:
+            changed[lg.data_dir].append(lg)
+    verb = ("would be " if dry_run else "")
     lines = []
     for data_dir, clean in result.clean_shutdown.items():
         d = per_dir[data_dir]
@@ -117,21 +159,84 @@ def summary_lines(result: LoadResult) -> list[str]:
         secs = result.stats.dir_seconds.get(data_dir, 0.0)
         lines.append(f"{data_dir}: {state}")
         lines.append(f"  {'clean' if clean else 'unclean'} shutdown; {d['partitions']} partitions, "
-                     f"{d['segments']} segments; {d['recovered']} segments recovered, "
-                     f"{format_bytes(d['truncated'])} truncated, {d['deleted']} files deleted; {secs:.2f} s")
+                     f"{d['segments']} segments; {d['recovered']} segments {verb}recovered, "
+                     f"{format_bytes(d['truncated'])} {verb}truncated, {d['deleted']} files {verb}deleted; "
+                     f"{secs:.2f} s")
+        if changed[data_dir]:
+            lines.append(f"  data {verb}removed from {len(changed[data_dir])} partition(s):")
+            lines.extend(_impact_line(lg) for lg in changed[data_dir])
     for data_dir, reason in result.offline_dirs.items():
         if data_dir not in result.clean_shutdown:
             lines.append(f"{data_dir}: OFFLINE: {reason}")
+    t = result.impact_total()
+    if t["partitions_changed"]:
+        impact = (f"impact: {t['records_removed']} offsets and {format_bytes(t['bytes_removed'])} {verb}removed from "
+                  f"{t['partitions_changed']} partition(s), {t['segments_deleted']} segments {verb}deleted")
+        if t["partitions_lost_below_high_watermark"]:
+            impact += (f"; {t['partitions_lost_below_high_watermark']} partition(s) "
+                       f"{'would lose' if dry_run else 'lost'} ACKNOWLEDGED records (below the high watermark)")
+        lines.append(impact)
+    else:
+        lines.append(f"impact: no record {verb}removed")
     s = result.stats
-    lines.append(f"total: {s.partitions} partitions, {s.segments_recovered} segments recovered, "
-                 f"{format_bytes(s.bytes_read)} scanned, {s.seconds.get('total', 0.0):.2f} s "
-                 f"({s.workers_per_dir} Phase 1 worker(s) per dir)")
+    how = "in this process" if s.workers_per_dir <= 1 else f"with {s.workers_per_dir} worker processes per data dir"
+    lines.append(f"total: {s.partitions} partitions, {s.segments_recovered} segments {verb}recovered, "
+                 f"{format_bytes(s.bytes_read)} scanned {how}, {s.seconds.get('total', 0.0):.2f} s")
     return lines
 
 
+def _looks_like_partition_dir(path: str) -> bool:
+    try:
+        names.parse_partition_dir(os.path.basename(os.path.normpath(path)))
+        entries = os.listdir(path)
+    except (ValueError, OSError):
+        return False
+    return any(n.endswith((names.LOG_SUFFIX, names.INDEX_SUFFIX)) or n in (
+        checkpoint.LEADER_EPOCH_CHECKPOINT, checkpoint.PARTITION_METADATA) for n in entries)
+
+
+def _check_dirs(args: argparse.Namespace) -> list[str]:
+    """The command's own checks before a load: a data dir that does not exist is refused (a broker would
+    create it; ``--create-missing`` does too); one that looks like a partition directory is warned about."""
+    missing = [d for d in args.dirs if not os.path.lexists(d)]
+    if missing and not args.create_missing:
+        raise _Refused(f"no such data directory: {', '.join(missing)} (a Kafka broker would create it, empty; "
+                       f"to do that too, add --create-missing)")
+    warnings = []
+    for d in args.dirs:
+        if _looks_like_partition_dir(d):
+            warnings.append(f"{os.path.abspath(d)} looks like a partition directory, not a data dir (log.dirs): "
+                            f"did you mean {os.path.dirname(os.path.abspath(os.path.normpath(d)))}?")
+    return warnings
+
+
+class _Refused(Exception):
+    """A usage error found by the command's own checks (exit 2)."""
+
+
+def _after_load_warnings(result: LoadResult) -> list[str]:
+    counts: dict[str, int] = defaultdict(int)
+    for lg in result.all_logs():
+        counts[lg.data_dir] += 1
+    return [f"{d} holds no partition directory: is it a Kafka data dir (log.dirs)?"
+            for d in result.clean_shutdown if d not in result.offline_dirs and counts[d] == 0]
+
+
+def result_document(result: LoadResult, dry_run: bool, warnings: list[str]) -> dict[str, Any]:
+    doc = result.to_json()
+    return {"schema": SCHEMA_VERSION, "tool": tool(), "command": "load", "dry_run": dry_run,
+            "warnings": warnings, **{k: v for k, v in doc.items() if k != "warnings"}}
+
+
+def _fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
+    if args.json:
+        print_document(error_document(kind, message, exit_code=code, **fields))
+    else:
+        print(f"mploader load: {message}", file=sys.stderr)
+    return code
+
+
 def run_load(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="mploader: %(levelname)s: %(message)s", stream=sys.stderr)
     try:
         cfg = LoaderConfig(
             num_recovery_threads_per_data_dir=args.recovery_threads,
@@ -139,23 +244,39 @@ def run_load(args: argparse.Namespace) -> int:
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead,
         )
-    except ValueError as e:
-        print(f"mploader load: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        before = _check_dirs(args)
+    except (ValueError, _Refused) as e:
+        return _fail(args, EXIT_USAGE, "usage", str(e))
     progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _ProgressLine(sys.stderr)
     try:
-        result = load_logs(args.dirs, cfg, args.now_ms, progress=progress)
+        with WarningCollector() as collected:
+            for w in before:
+                log.warning("%s", w)
+            result = load_logs(args.dirs, cfg, args.now_ms, progress=progress)
+            after = _after_load_warnings(result)
+            for w in after:
+                log.warning("%s", w)
     except StartupFailedError as e:
-        print(f"mploader load: a Kafka broker would fail to start on this input: {e}", file=sys.stderr)
-        return EXIT_OFFLINE
+        notes = getattr(e, "__notes__", [])
+        message = "; ".join([f"a Kafka broker would fail to start on this input: {e}", *notes])
+        if not args.dry_run and written_dirs(e) is None:
+            message += " (found before the load wrote anything: nothing was changed)"
+        return _fail(args, EXIT_FAILURE, "startup_failed", message, kafka_exception=e.kafka_exception,
+                     path=e.path, written_dirs=written_dirs(e))
+    except CorruptFileError as e:
+        return _fail(args, EXIT_FAILURE, "corrupt_file", str(e), path=e.path, position=e.position)
     except MploaderError as e:
-        print(f"mploader load: {e}", file=sys.stderr)
-        return EXIT_OFFLINE
+        return _fail(args, EXIT_FAILURE, "error", str(e))
+    except OSError as e:
+        return _fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
+    except KeyboardInterrupt:
+        return _fail(args, EXIT_INTERRUPTED, "interrupted",
+                     "interrupted; what was written is what a Kafka broker itself could have left: load again to "
+                     "finish the recovery")
     if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_document(result_document(result, args.dry_run, sorted(set(collected.messages))))
     else:
         if args.dry_run:
             print("dry run: nothing on disk was changed; this is what the load would do")
-        print("\n".join(summary_lines(result)))
-    return EXIT_OFFLINE if result.offline_dirs else EXIT_OK
+        print("\n".join(summary_lines(result, args.dry_run)))
+    return EXIT_FAILURE if result.offline_dirs else EXIT_OK

@@ -5,7 +5,9 @@ that adds the subcommand's arguments, a function that runs it and returns the ex
 one means a module beside :mod:`.load` and :mod:`.generate` with those two functions, and one table
 entry; :func:`main` needs no change.  Only the ``cli`` package prints.
 
-Exit codes: 0 success, 1 failure while running, 2 usage error (bad arguments or configuration).
+Exit codes (:data:`mploader.cli.units.EXIT_CODES_HELP`): 0 success, 1 failure while running, 2 usage error
+(bad arguments or configuration), 130 interrupted.  With ``--json`` a failure, a usage error included, prints a
+JSON error document on stdout (:mod:`.output`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from mploader.cli.generate import add_generate_arguments, run_generate
 from mploader.cli.load import add_load_arguments, run_load
-from mploader.cli.units import EXIT_FAILURE, EXIT_USAGE, UsageError
+from mploader.cli.logs import setup_logging
+from mploader.cli.output import error_document, print_document, tool_version
+from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 
 # --------------------------------------------------------------------------------------------
 # The subcommand table
@@ -39,20 +44,26 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _ArgumentError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
 
-    try:
-        return version("mploader")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of printing and exiting, so that ``--json`` can answer a usage error in JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(self, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mploader", description="Load and recover Apache Kafka log directories, exactly as Kafka does.")
-    parser.add_argument("--version", action="version", version=f"mploader {_version()}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    parser = _Parser(
+        prog="mploader", description="Load and recover Apache Kafka log directories, exactly as Kafka does.",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mploader {tool_version()}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log what a broker logs while loading (INFO; -vv: DEBUG)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)
@@ -62,16 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse: 2 on bad usage, 0 for --help/--version
+    except SystemExit as e:  # --help, --version
         return e.code if isinstance(e.code, int) else EXIT_USAGE
-    if args.verbose:
-        import logging
-
-        logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
-                            format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    except _ArgumentError as e:
+        if "--json" in argv:
+            print_document(error_document("usage", str(e), exit_code=EXIT_USAGE))
+        else:
+            e.parser.print_usage(sys.stderr)
+            print(f"{e.parser.prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    # -v before or after the sub-command: both count (the sub-command's own -v must not reset the global one)
+    setup_logging(args.verbose + vars(args).get("sub_verbose", 0))
     try:
         run: Callable[[argparse.Namespace], int] = args._run  # set_defaults(_run=...) of the subcommand
         return run(args)
@@ -83,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"mploader {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

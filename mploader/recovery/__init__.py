@@ -6,6 +6,7 @@
 * :mod:`.producer_state`   Kafka's ``ProducerStateManager``; :mod:`.producer_apply` a segment's batches at once
 * :mod:`.epoch_cache`      Kafka's ``LeaderEpochFileCache``
 * :mod:`.split`            the offset-overflow split of legacy segments (``LogLoader.retryOnOffsetOverflow``)
+* :mod:`.preflight`        what the loader would refuse in a partition, known before anything is written
 
 It reads segments only through a scan source (Phase 1) and writes only through a :class:`mploader.disk.Disk`.
 """

@@ -24,6 +24,7 @@ from mploader.format import checkpoint, names
 from mploader.format.index import parse_txn_index, txn_index_problem
 from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.epoch_cache import LeaderEpochCache
+from mploader.recovery.impact import log_bytes, log_end_as_found
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.segment import (
     Segment,
@@ -64,6 +65,11 @@ class PartitionContext:
     truncated_bytes: int = 0
     deleted_files: list[str] = field(default_factory=list)
     bytes_scanned: int = 0
+    # the impact report (recovery.impact): the log end offset as found, read before the first change to the
+    # log's offsets (None: nothing changed them), and the segments recovery deleted (base offset, .log bytes)
+    log_end_offset_before: int | None = None
+    log_end_offset_before_read: bool = False
+    deleted_segments: list[tuple[int, int]] = field(default_factory=list)
 
 
 class LogLoader:
@@ -290,6 +296,8 @@ class LogLoader:
                                              f"segment of {size} bytes is larger than the maximum segment size "
                                              f"of {MAX_SEGMENT_BYTES} bytes")
                 if self._needs_load_time_recovery(seg, present):
+                    log.warning("%s: the offset index of segment %d is missing or its transaction index is corrupt; "
+                                "recovering the segment and rebuilding its index files", self.dir, base)
                     try:
                         self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
                         if not self.ctx.clean_shutdown:  # recoverLog may recover it again (§16a): read it once
@@ -331,6 +339,7 @@ class LogLoader:
     def _recover_segment(self, seg: Segment) -> int:
         """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover."""
         self._check_cancelled()
+        self._note_log_end_before()
         psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
@@ -353,6 +362,8 @@ class LogLoader:
             unflushed = [self.segments[b] for b in plan.unflushed(sorted(self.segments), rp)]
             ctx.set_remaining_segments(len(unflushed))
             for i, seg in enumerate(unflushed):
+                log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
+                         len(unflushed))
                 try:
                     truncated = self._recover_segment(seg)
                     self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
@@ -386,12 +397,20 @@ class LogLoader:
 
     def _delete_segment(self, seg: Segment) -> None:
         """deleteSegmentFiles (async in Kafka: *.deleted now, removed after file.delete.delay.ms)."""
+        self._note_log_end_before()
+        self.ctx.deleted_segments.append((seg.base_offset, log_bytes(self.disk, seg)))
         del self.segments[seg.base_offset]
         for suffix in (names.LOG_SUFFIX, names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX):
             self._delete(names.segment_file_name(seg.base_offset, suffix))
         if seg.base_offset in self.psm.snapshots:
             self._note_deleted(self.psm.snapshots[seg.base_offset])
         self.psm.mark_snapshot_deleted(seg.base_offset)
+
+    def _note_log_end_before(self) -> None:
+        """The impact report's "before": read once, before the first change to the log's offsets."""
+        if not self.ctx.log_end_offset_before_read:
+            self.ctx.log_end_offset_before_read = True
+            self.ctx.log_end_offset_before = log_end_as_found(self.disk, self.dir)
 
     def _note_deleted(self, name: str) -> None:
         self.ctx.deleted_files.append(name)

@@ -1,0 +1,70 @@
+"""Log lines as a Kafka broker prints them, and the warnings a ``--json`` document carries.
+
+``-v`` shows the INFO lines a broker prints while it loads (per data dir, per partition), ``-vv`` adds
+DEBUG; without either only warnings (truncations, deleted segments, rebuilt indexes, acknowledged records
+lost) and errors reach stderr.  Only the command configures logging: the library only logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import TextIO
+
+_LEVEL = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR",
+          logging.CRITICAL: "FATAL"}
+
+
+class KafkaFormatter(logging.Formatter):
+    """``[2025-01-31 12:00:00,123] WARN message (mploader.recovery.loader)``, Kafka's log4j layout."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created)) + f",{int(record.msecs):03d}"
+        line = f"[{when}] {_LEVEL.get(record.levelno, record.levelname)} {record.getMessage()} ({record.name})"
+        if record.exc_info and logging.getLogger().isEnabledFor(logging.DEBUG):
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+_handler: logging.Handler | None = None
+
+
+def setup_logging(verbosity: int, stream: TextIO | None = None) -> None:
+    """0: warnings and errors; 1: INFO (what a broker prints while loading); 2 or more: DEBUG.  Replaces the
+    handler an earlier call installed (the command may run more than once in a process, e.g. in tests)."""
+    global _handler
+    root = logging.getLogger()
+    if _handler is not None:
+        root.removeHandler(_handler)
+    _handler = logging.StreamHandler(stream or sys.stderr)
+    _handler.setFormatter(KafkaFormatter())
+    root.addHandler(_handler)
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    root.setLevel(level)
+    _handler.setLevel(level)
+    # the process pool's own chatter (loky, concurrent.futures) stays at WARNING below -vv
+    for name in ("loky", "concurrent.futures"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbosity >= 3 else logging.WARNING)
+
+
+class WarningCollector(logging.Handler):
+    """Collects the text of every WARNING (or worse) that mploader logs while installed (``with``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "mploader" or record.name.startswith("mploader."):
+            self.messages.append(record.getMessage())
+
+    def __enter__(self) -> WarningCollector:
+        root = logging.getLogger()
+        root.addHandler(self)
+        if root.getEffectiveLevel() > logging.WARNING:
+            root.setLevel(logging.WARNING)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger().removeHandler(self)

@@ -1,0 +1,44 @@
+"""The ``--json`` documents (docs/json-output.md, schema in docs/mploader-output.schema.json).
+
+Every document has ``"schema": SCHEMA_VERSION`` and ``"tool": {"name", "version"}``.  A load prints its
+result (``"command": "load"``); any failure prints an error document instead, ``{"schema", "tool",
+"error": {"kind", "message", "kafka_exception", "path", "position", ...}}``, with the exit code the text
+output would have had.  ``SCHEMA_VERSION`` changes only when a field is removed or changes meaning;
+new fields may appear in any version.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+SCHEMA_VERSION = 1
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mploader")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def tool() -> dict[str, str]:
+    return {"name": "mploader", "version": tool_version()}
+
+
+def error_document(kind: str, message: str, *, kafka_exception: str | None = None, path: str | None = None,
+                   position: int | None = None, exit_code: int, **extra: Any) -> dict[str, Any]:
+    """``kind``: ``usage``, ``startup_failed``, ``io_error``, ``corrupt_file``, ``interrupted`` or ``error``."""
+    return {"schema": SCHEMA_VERSION, "tool": tool(),
+            "error": {"kind": kind, "message": message, "kafka_exception": kafka_exception, "path": path,
+                      "position": position, "exit_code": exit_code, **extra}}
+
+
+def print_document(doc: dict[str, Any], stream: TextIO | None = None) -> None:
+    out = stream or sys.stdout
+    json.dump(doc, out, indent=1)
+    out.write("\n")
+    out.flush()

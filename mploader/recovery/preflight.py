@@ -1,0 +1,129 @@
+"""What :class:`~mploader.recovery.loader.LogLoader` would refuse in a partition, known before it runs.
+
+The manager checks every partition of every data dir with :func:`startup_failure` before the load writes
+its first byte, so that a load that makes a Kafka broker fail to start changes nothing.  The checks are
+the loader's own, in its order (docs/loading.md §5-§6.3, §6.15), on the files as found, and they read
+only: the leader-epoch checkpoint's numbers, the names of producer snapshots, ``.cleaned``, ``.swap``,
+index and log files, symbolic links, the 2 GiB segment limit and ``partition.metadata``'s topic id.
+
+A failure is reported only where it is certain: the loader reaches that check whatever recovery finds on
+the way, unless an IOException ends the partition first (then the data dir goes offline and the broker
+starts).  :func:`will_not_fail_with_io_error` is the test for that, done only for partitions with a
+finding: every file readable and writable, the directory too.  A partition with a ``.swap`` to complete
+is checked only up to the swap (what completing it reads may fail first); what only recovery can find
+(a corrupt record in a segment being read, an invalid offset, an index longer than allowed after the
+rebuild) is found by the loader, mid-load (the manager then says which partitions were already written).
+"""
+
+from __future__ import annotations
+
+import os
+
+from mploader.config import EffectiveConfig
+from mploader.disk.base import Disk
+from mploader.errors import (
+    CheckpointNumberFormatError,
+    InvalidFileNameError,
+    MploaderError,
+    StartupFailedError,
+)
+from mploader.format import checkpoint, names
+from mploader.format.names import DirKind
+
+MAX_SEGMENT_BYTES = 2**31 - 1  # the loader's limit (FileRecords refuses to open a larger .log)
+
+
+def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig) -> StartupFailedError | None:
+    """The first StartupFailedError the loader meets in ``directory`` before recovering anything, or None
+    (no such failure, or an IOException comes first: see :func:`will_not_fail_with_io_error`).  The listing
+    is the disk's: the loader reuses it (each partition directory is read once)."""
+    try:
+        return _first_failure(disk, directory, kind, cfg)
+    except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first
+        return None
+
+
+def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig) -> StartupFailedError | None:
+    # UnifiedLog.apply: the leader-epoch checkpoint (LogLoader._open_epoch_cache)
+    epoch_path = os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT)
+    if cfg.record_version >= 2 and os.path.isfile(epoch_path):
+        try:
+            checkpoint.read_leader_epoch_checkpoint(epoch_path)
+        except CheckpointNumberFormatError as e:
+            return StartupFailedError(epoch_path, "NumberFormatException", str(e))
+    files, links = disk.list_files(directory), disk.symlinks(directory)
+    # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
+    for name in files:
+        if name.endswith(names.SNAPSHOT_SUFFIX) and (e2 := _bad_offset(directory, name)) is not None:
+            return e2
+    # §6.1 removeTempFilesAndCollectSwapFiles
+    swaps: list[str] = []
+    gone: set[str] = set()
+    for name in files:
+        if name in links:
+            return StartupFailedError(os.path.join(directory, name), "KafkaException",
+                                      "a file in a partition directory is a symbolic link; mploader does not "
+                                      "follow links out of a data dir: replace the link by the file itself")
+        if name.endswith(names.DELETED_SUFFIX) and not name.endswith(names.CHECKPOINT_DELETED_SUFFIX):
+            gone.add(name)
+        elif name.endswith(names.CLEANED_SUFFIX):
+            if (e2 := _bad_offset(directory, name)) is not None:
+                return e2
+            gone.add(name)
+        elif name.endswith(names.SWAP_SUFFIX):
+            swaps.append(name)
+    for name in swaps:
+        if (e2 := _bad_offset(directory, name)) is not None:
+            return e2
+    if swaps:  # §6.2 reads the swapped segments: what follows is left to the loader
+        return None
+    # §6.3 loadSegmentFiles: the names, and the size of each .log
+    for name in files:
+        if name in gone:
+            continue
+        if names.is_index_file(name) or names.is_log_file(name):
+            if (e2 := _bad_offset(directory, name)) is not None:
+                return e2
+        if names.is_log_file(name):
+            base = names.offset_from_file_name(name)
+            padded = os.path.join(directory, names.segment_file_name(base, names.LOG_SUFFIX))
+            size = os.path.getsize(padded) if os.path.isfile(padded) else 0
+            if size > MAX_SEGMENT_BYTES:
+                return StartupFailedError(padded, "KafkaException",
+                                          f"segment of {size} bytes is larger than the maximum segment size "
+                                          f"of {MAX_SEGMENT_BYTES} bytes")
+    # §6.15 the UnifiedLog constructor reads partition.metadata after loading
+    metadata = os.path.join(directory, checkpoint.PARTITION_METADATA)
+    if os.path.isfile(metadata):
+        try:
+            checkpoint.read_partition_metadata(metadata)
+        except StartupFailedError as e:
+            return e
+    return None
+
+
+def _bad_offset(directory: str, name: str) -> StartupFailedError | None:
+    prefix, dot, _ = name.partition(".")
+    if dot and prefix.isascii() and prefix.isdigit() and len(prefix.lstrip("0")) <= 18:  # the usual padded name
+        return None
+    try:
+        names.offset_from_file_name(name)
+    except InvalidFileNameError as e:
+        return StartupFailedError(os.path.join(directory, name), "NumberFormatException", str(e))
+    return None
+
+
+def will_not_fail_with_io_error(directory: str) -> bool:
+    """Whether the loader can read and change everything in ``directory`` (so no IOException of the
+    files' own making ends the partition before a check :func:`startup_failure` found): the directory
+    and every file in it readable and writable.  A failing device or a full file system is not foreseen."""
+    if not os.access(directory, os.R_OK | os.W_OK | os.X_OK):
+        return False
+    try:
+        with os.scandir(directory) as it:
+            return all(os.access(e.path, os.R_OK | os.W_OK) for e in it if e.is_file())
+    except OSError:
+        return False
+
+
+__all__ = ["MAX_SEGMENT_BYTES", "startup_failure", "will_not_fail_with_io_error"]

@@ -1,0 +1,167 @@
+"""What an operator sees (issue 13): the impact report, refusing a mistyped path, JSON for machines (validated
+against docs/mploader-output.schema.json), exit codes, and logs like a broker's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mploader import LoaderConfig, TopicPartition, load_logs
+from tests import cli_json
+from tests.fingerprint import tree_state
+from tests.kafkadir import NOW, B, PartitionBuilder, checkpoint_text, data_dir, flip_bit, name
+
+
+def _lossy_broker(tmp_path: Path, hw: int | None = 25) -> tuple[Path, PartitionBuilder]:
+    """Segments 0, 10, 20 of ten 72-byte batches; a flipped byte in batch 14: recovery truncates segment 10
+    after offset 13 (432 bytes) and deletes segment 20 (720 bytes): the log end offset falls from 30 to 14."""
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d, "orders", 3).std3()
+    flip_bit(pb.file(10, ".log"), 72 * 4 + 40)
+    PartitionBuilder(d, "quiet", 0).segment(0, *(B(o) for o in range(5)))  # recovered, nothing removed
+    if hw is not None:
+        (d / "replication-offset-checkpoint").write_text(checkpoint_text([("orders", 3, hw), ("quiet", 0, 5)]))
+    return d, pb
+
+
+EXPECTED_IMPACT = {"log_end_offset_before": 30, "log_end_offset_after": 14, "records_removed": 16,
+                   "bytes_removed": 432 + 720, "segments_deleted": 1, "high_watermark": 25,
+                   "lost_below_high_watermark": True}
+
+
+def test_the_impact_report_in_json_for_a_dry_run_and_the_load(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path)
+    before = tree_state(d)
+    dry = cli_json.run("load", "--json", "--dry-run", "--now-ms", str(NOW), str(d))
+    assert dry.returncode == 0, dry.stderr
+    assert tree_state(d) == before
+    real = cli_json.run("load", "--json", "--now-ms", str(NOW), str(d))
+    assert real.returncode == 0, real.stderr
+    for out, dry_run in ((dry, True), (real, False)):
+        doc = json.loads(out.stdout)
+        assert doc["schema"] == 1 and doc["dry_run"] is dry_run and doc["tool"]["name"] == "mploader"
+        logs = {(lg["topic"], lg["partition"]): lg for lg in doc["logs"]}
+        assert logs[("orders", 3)]["impact"] == EXPECTED_IMPACT
+        assert logs[("quiet", 0)]["impact"] == {
+            "log_end_offset_before": 5, "log_end_offset_after": 5, "records_removed": 0, "bytes_removed": 0,
+            "segments_deleted": 0, "high_watermark": 5, "lost_below_high_watermark": False}
+        assert doc["impact"] == {"partitions_changed": 1, "records_removed": 16, "bytes_removed": 1152,
+                                 "segments_deleted": 1, "partitions_lost_below_high_watermark": 1}
+        lost = [w for w in doc["warnings"] if "acknowledged" in w]
+        assert len(lost) == 1 and "orders-3" in lost[0] and "from 30 to 14" in lost[0] and "25" in lost[0]
+        deleted = logs[("orders", 3)]["deleted_files"]
+        assert deleted == sorted(deleted) and name(20, ".log") in deleted  # deterministic order
+        assert doc["warnings"] == sorted(doc["warnings"])
+
+
+def test_the_impact_report_in_the_text_summary_and_a_warning_on_stderr(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path)
+    out = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
+    assert out.returncode == 0, out.stderr
+    assert "orders-3: log end offset 30 -> 14; 16 offsets, 1.2 kB removed, 1 segments deleted" in out.stdout
+    assert "high watermark 25: 11 ACKNOWLEDGED offsets LOST (14..24)" in out.stdout
+    assert "1 partition(s) would lose ACKNOWLEDGED records" in out.stdout
+    assert "WARN" in out.stderr and "orders-3" in out.stderr and "below the high watermark 25" in out.stderr
+
+
+def test_an_unknown_high_watermark_is_null_and_warns_of_nothing(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path, hw=None)
+    result = load_logs([str(d)], LoaderConfig(dry_run=True), now_ms=NOW)
+    impact = result.logs[TopicPartition("orders", 3)].impact
+    assert impact.high_watermark is None and not impact.lost_below_high_watermark
+    assert (impact.log_end_offset_before, impact.log_end_offset_after, impact.records_removed) == (30, 14, 16)
+    assert result.warnings == []
+
+
+def test_a_missing_data_dir_is_refused_unless_create_missing(tmp_path: Path) -> None:
+    typo = tmp_path / "kafak"
+    out = cli_json.run("load", str(typo))
+    assert out.returncode == 2 and "no such data directory" in out.stderr and "--create-missing" in out.stderr
+    assert not typo.exists()
+    out = cli_json.run("load", "--json", str(typo))
+    assert out.returncode == 2 and json.loads(out.stdout)["error"]["kind"] == "usage"
+    assert not typo.exists()
+    out = cli_json.run("load", "--json", "--create-missing", str(typo))
+    assert out.returncode == 0, out.stderr
+    assert typo.is_dir()
+    warnings = json.loads(out.stdout)["warnings"]
+    assert any("holds no partition directory" in w for w in warnings), warnings
+
+
+def test_a_partition_directory_given_as_a_data_dir_is_warned_about(tmp_path: Path) -> None:
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d, "orders", 0).segment(0, B(0))
+    out = cli_json.run("load", "--json", "--dry-run", str(pb.path))
+    assert out.returncode == 0, out.stderr
+    warnings = json.loads(out.stdout)["warnings"]
+    assert any("looks like a partition directory" in w and str(d) in w for w in warnings), warnings
+    assert "looks like a partition directory" in out.stderr
+
+
+def test_a_failed_start_up_prints_a_json_error_document_with_exit_code_1(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path)
+    (d / "lost+found").mkdir()
+    before = tree_state(d)
+    out = cli_json.run("load", "--json", str(d))
+    assert out.returncode == 1
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "startup_failed" and error["kafka_exception"] == "KafkaException"
+    assert error["path"] == str(d / "lost+found") and error["exit_code"] == 1
+    assert "nothing was changed" in error["message"]
+    assert tree_state(d) == before
+    text = cli_json.run("load", str(d))
+    assert text.returncode == 1 and "lost+found" in text.stderr and text.stdout == ""
+
+
+def test_usage_errors_with_json_print_a_json_error_document(tmp_path: Path) -> None:
+    out = cli_json.run("load", "--json", "--workers", "0", str(tmp_path))
+    assert out.returncode == 2
+    assert json.loads(out.stdout)["error"]["kind"] == "usage"
+    out = cli_json.run("load", "--workers", "0", str(tmp_path))  # without --json: argparse's message
+    assert out.returncode == 2 and out.stdout == "" and "--workers must be >= 1" in out.stderr
+
+
+def test_an_offline_dir_gives_a_valid_document_and_exit_code_1(tmp_path: Path) -> None:
+    d = data_dir(tmp_path, clean=True)
+    PartitionBuilder(d).segment(0, B(0))
+    (d / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 1\n")  # count says 2: IOException class
+    out = cli_json.run("load", "--json", str(d))
+    assert out.returncode == 1
+    assert list(json.loads(out.stdout)["offline_dirs"]) == [str(d)]
+
+
+def test_exit_codes_are_in_the_help() -> None:
+    for args in (["--help"], ["load", "--help"]):
+        out = cli_json.run(*args)
+        assert out.returncode == 0 and "130" in out.stdout and "exit status" in out.stdout
+
+
+def test_verbosity_before_and_after_the_sub_command(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path)
+    quiet = cli_json.run("load", "--dry-run", str(d))
+    assert "INFO" not in quiet.stderr and "WARN" in quiet.stderr
+    for args in (["-v", "load"], ["load", "-v"]):
+        out = cli_json.run(*args, "--dry-run", str(d))
+        assert out.returncode == 0, out.stderr
+        assert "INFO Completed load of Log(dir=" in out.stderr and "DEBUG" not in out.stderr, args
+        assert "Attempting recovery of 2 logs from" in out.stderr
+    for args in (["-vv", "load"], ["-v", "load", "-v"]):
+        out = cli_json.run(*args, "--dry-run", str(d))
+        assert " DEBUG " in out.stderr, args
+
+
+def test_a_rebuilt_index_is_a_warning(tmp_path: Path) -> None:
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).segment(0, *(B(o) for o in range(3)))
+    pb.file(0, ".index").unlink()
+    out = cli_json.run("load", "--dry-run", str(d))
+    assert out.returncode == 0 and "WARN" in out.stderr and "rebuilding its index files" in out.stderr
+
+
+def test_the_public_api_is_what_dir_shows_and_progress_is_in_it() -> None:
+    import mploader
+    import mploader.manager  # noqa: F401 - a subpackage imported: still not part of dir(mploader)
+
+    assert dir(mploader) == sorted(mploader.__all__)
+    assert {"Progress", "Impact", "load_logs", "LoaderConfig", "__version__"} <= set(dir(mploader))
+    assert mploader.Progress is __import__("mploader.progress", fromlist=["Progress"]).Progress
