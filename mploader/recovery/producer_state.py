@@ -11,6 +11,7 @@ ids also go into a model of Kafka's table (:class:`mploader.format.java_hashmap.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from mploader.format.records import java_int, last_sequence
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from mploader.result import ProducerInfo
 from mploader.scan import Marker
+
+log = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
 ATTR_TRANSACTIONAL = 0x10
@@ -254,7 +257,9 @@ class ProducerStateManager:
             path = os.path.join(self.dir, self.snapshots[off])
             try:
                 entries = parse_snapshot(self.disk.read(path), path)
-            except CorruptSnapshotError:
+            except CorruptSnapshotError as e:  # ProducerStateManager.loadFromSnapshot: WARN, delete, try the next
+                log.warning("%s: deleting the corrupt producer snapshot %s and loading an older one (%s)", self.dir,
+                            self.snapshots[off], e)
                 self._delete_snapshot(off)
                 continue
             for e in entries:

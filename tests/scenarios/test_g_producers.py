@@ -488,7 +488,7 @@ def test_s69_unclean_empty_log_no_snapshot(tmp_path):
 # 70. Corrupt latest snapshot falls back to an older one
 
 
-def test_s70_corrupt_latest_snapshot_falls_back(tmp_path):
+def test_s70_corrupt_latest_snapshot_falls_back(tmp_path, caplog):
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d)
     pb.segment(0, *(P(o, 7, o) for o in range(10)))
@@ -502,8 +502,12 @@ def test_s70_corrupt_latest_snapshot_falls_back(tmp_path):
     pb.write(name(20, ".snapshot"), bytes(bad20))
     pb.epochs((0, 0))
 
-    result = load(d)
+    with caplog.at_level("WARNING", logger="mploader.recovery.producer_state"):
+        result = load(d)
 
+    # like Kafka, a WARN names the snapshot it replaces (once for the dry run, once for the load)
+    warned = [r.getMessage() for r in caplog.records if name(20, ".snapshot") in r.getMessage()]
+    assert warned and all("corrupt producer snapshot" in m for m in warned)
     assert pb.read(name(10, ".snapshot")) == snapshot_bytes([at10])
     assert pb.read(name(20, ".snapshot")) == good20  # deleted, then re-written valid after scanning S(10)
     assert snapshot_offsets(pb.path) == {10, 20}
