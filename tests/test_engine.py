@@ -731,6 +731,21 @@ def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) ->
             == (900, [0, 300, 600]))
 
 
+def test_a_worker_ignores_ctrl_c(tmp_path) -> None:
+    """A terminal's Ctrl-C reaches every process of the group: the workers leave it to the parent (no
+    traceback of their own, no death mid-task that would look like a crash)."""
+    engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None)
+    try:
+        ex = engine._executor(str(tmp_path))
+        pid = ex.submit(os.getpid).result()
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.3)
+        assert psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        assert ex.submit(os.getpid).result(timeout=30) == pid  # the same worker, still working
+    finally:
+        engine.close()
+
+
 @pytest.mark.skipif(psutil.cpu_count() < 2, reason="OpenBLAS starts no extra thread on one CPU")
 def test_workers_start_no_blas_threads(tmp_path) -> None:
     """numpy's import starts OpenBLAS's thread pool, one thread per CPU, which the workers never use;

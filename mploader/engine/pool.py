@@ -62,6 +62,7 @@ from mploader.engine.worker import (
     ReadFailed,
     WorkerResult,
     arrays_from_block,
+    ignore_interrupts,
     worker_scan,
 )
 from mploader.errors import LoadInterrupted
@@ -165,7 +166,7 @@ class PoolEngine(Engine):
         if ex is None or fresh:
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
-            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV)
+            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=ignore_interrupts)
             self._executors[data_dir] = ex
         return ex
 

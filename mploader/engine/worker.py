@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import time
 from multiprocessing import shared_memory
 from typing import NamedTuple
@@ -77,6 +78,13 @@ WorkerResult = Scanned | ReadFailed | Grown | NoSpace
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
 SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES)
+
+
+def ignore_interrupts() -> None:
+    """A worker's initializer: Ctrl-C is the parent's to handle (a terminal sends SIGINT to the whole
+    process group). The parent stops the load and kills its workers; a worker that took the signal itself
+    would print a KeyboardInterrupt traceback of its own, or die mid-task and look like a crash."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def regions(capacity: int) -> list[int]:
@@ -149,5 +157,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
-__all__ = ["DRAFT_DTYPES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult", "SLOT_BYTES",
-           "arrays_from_block", "regions", "worker_scan"]
+__all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
+           "arrays_from_block", "ignore_interrupts", "regions", "worker_scan"]
