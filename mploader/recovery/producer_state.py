@@ -257,9 +257,9 @@ class ProducerStateManager:
             path = os.path.join(self.dir, self.snapshots[off])
             try:
                 entries = parse_snapshot(self.disk.read(path), path)
-            except CorruptSnapshotError as e:  # ProducerStateManager.loadFromSnapshot: WARN, delete, try the next
+            except CorruptSnapshotError as corrupt:  # ProducerStateManager.loadFromSnapshot: WARN, delete, next
                 log.warning("%s: deleting the corrupt producer snapshot %s and loading an older one (%s)", self.dir,
-                            self.snapshots[off], e)
+                            self.snapshots[off], corrupt)
                 self._delete_snapshot(off)
                 continue
             for e in entries:
