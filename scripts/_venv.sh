@@ -8,7 +8,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 stamp="$VENV/.mploader-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+# reinstall when the build configuration or the compiled walk's source changed (an editable install
+# builds mploader/scan/_walk.c in place; the build is optional: without a compiler the walk stays Python)
+stale=0
+for f in pyproject.toml setup.py mploader/scan/_walk.c; do
+  if [ ! -f "$stamp" ] || [ "$ROOT/$f" -nt "$stamp" ]; then stale=1; fi
+done
+if [ "$stale" = 1 ]; then
   echo "installing mploader and its dev extra into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev]" >&2

@@ -9,16 +9,26 @@ for control batches that carry a producer id, the parsed end-transaction marker.
 
 Nothing here writes, renames or deletes; that is what lets scans run in any
 process, in any order, or twice.
+
+The walk's inner loop over plain v2 batches has a compiled twin, ``mploader.scan._walk.walk_v2``
+(``_walk.c``, built when a C compiler is at hand; optional). :data:`COMPILED` says which one runs: the
+compiled one when it was built and the environment variable ``MPLOADER_PURE_PYTHON`` is not ``1``.
+It replaces only that loop; everything after the loop stops stays the Python below, so stop reasons,
+positions and fields are the reference's by construction (tests/test_walk_compiled.py checks it).
 """
 
 from __future__ import annotations
 
 import enum
+import importlib
 import mmap
 import os
 import struct
 import zlib
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
@@ -101,35 +111,60 @@ _LEGACY_HEADER = np.dtype([
 assert (_V2_HEADER.itemsize, _LEGACY_HEADER.itemsize) == (61, 26)
 
 
+def _load_compiled() -> ModuleType | None:
+    try:
+        return importlib.import_module("mploader.scan._walk")
+    except ImportError:  # not built (no C compiler at install time): the Python loop
+        return None
+
+
+_compiled = _load_compiled()
+# Whether scan_buffer's fast loop is the compiled one (mploader.scan._walk.walk_v2) or the Python one,
+# the reference. The tests switch it to compare both in one process.
+COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
+
+
 def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
     """Walk ``buf[task.start:end]`` (the bytes of ``task.path``).
 
-    The Python loop does the least it can per entry (one unpack, one CRC); the batch
-    table is then filled by gathering every header at once with numpy.
+    The Python loop does the least it can per entry (one unpack, one CRC), and the compiled
+    one (:data:`COMPILED`) replaces it over runs of plain v2 batches; the batch table is then
+    filled by gathering every header at once with numpy.
     """
-    positions: list[int] = []
     markers: dict[int, tuple[int, int, int]] = {}
     p = task.start
     stop, detail = Stop.END, ""
     fatal: tuple[str, str] | None = None
     mv = memoryview(buf)
     try:
+        # the compiled loop reads bytes [start, end) of a contiguous buffer; anything else (a range past the
+        # buffer's end, a negative start, a memoryview of wider items) takes the Python loop
+        fast_walk: Callable[[bytes | memoryview | mmap.mmap, int, int, bool], tuple[int, bytes]] | None = (
+            _compiled.walk_v2 if COMPILED and _compiled is not None and 0 <= p and end <= mv.nbytes
+            and mv.itemsize == 1 and mv.c_contiguous else None)
+        # positions of the valid entries; with the compiled loop, native int64s as it hands them over
+        compiled_positions = array("q")
+        positions: list[int] | array[int] = [] if fast_walk is None else compiled_positions
         up23 = _PREFIX23.unpack_from
         append = positions.append
         check = task.check_crc
         limit = end - records.HEADER_SIZE_UP_TO_MAGIC
         fast_end = end - 23
         while True:
-            # fast path: plain v2 batches (CRC-valid when checked), the common case, as few Python operations
-            # as possible
-            while p < fast_end:
-                _, size, _, magic, crc, attributes = up23(buf, p)
-                total = size + 12
-                if (magic < 2 or size < 49 or total > end - p or attributes & records.ATTR_CONTROL
-                        or (check and crc32c(mv[p + 21 : p + total]) != crc)):
-                    break
-                append(p)
-                p += total
+            if fast_walk is not None:  # the same loop, compiled (mploader/scan/_walk.c)
+                p, found = fast_walk(buf, p, end, check)
+                compiled_positions.frombytes(found)
+            else:
+                # fast path: plain v2 batches (CRC-valid when checked), the common case, as few Python operations
+                # as possible
+                while p < fast_end:
+                    _, size, _, magic, crc, attributes = up23(buf, p)
+                    total = size + 12
+                    if (magic < 2 or size < 49 or total > end - p or attributes & records.ATTR_CONTROL
+                            or (check and crc32c(mv[p + 21 : p + total]) != crc)):
+                        break
+                    append(p)
+                    p += total
             # general path: one entry with every rule of FileLogInputStream and recovery
             if p >= limit:
                 if p < end:
@@ -195,7 +230,7 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     return scan
 
 
-def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int],
+def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int] | array[int],
                 markers: dict[int, tuple[int, int, int]]) -> np.ndarray:
     """Gather the headers at ``positions`` into a BATCH_TABLE, vectorised.
 
