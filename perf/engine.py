@@ -38,6 +38,8 @@ from crc32c import crc32c
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from report import replace_section  # noqa: E402 - perf/report.py, beside this script
+
 import mploader.manager as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
@@ -378,17 +380,6 @@ def clean_load(out: Path, args: argparse.Namespace, workers: list[int], say) -> 
         say(f"| {w} | {dt:.2f} | {segs / dt:,.0f} | {max(rss, 0) / segs:.0f} B | "
             f"{r.stats.pickled_bytes / segs:.0f} B (no scans: nothing to describe) |")
         del r
-
-
-def replace_section(path: Path, name: str, lines: list[str]) -> None:
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    text = path.read_text() if path.exists() else ""
-    block = "\n".join([begin, *lines, end])
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,18 @@
+"""The benchmarks' one way of writing into perf/README.md: a generated block between two markers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def replace_section(path: Path, name: str, lines: list[str]) -> None:
+    """Put ``lines`` between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``path`` (appended when
+    the markers are not there yet); the rest of the file stays as it is."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = path.read_text() if path.exists() else ""
+    block = "\n".join([begin, *lines, end])
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
