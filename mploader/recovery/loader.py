@@ -222,8 +222,10 @@ class LogLoader:
         swaps: list[str] = []
         cleaned: list[str] = []
         min_cleaned = INT64_MAX
-        for name in self.disk.list_files(self.dir):
-            if name in self.disk.symlinks(self.dir):
+        listing = self.disk.list_files(self.dir)
+        links = self.disk.symlinks(self.dir)
+        for name in listing:
+            if name in links:
                 raise StartupFailedError(self.path(name), "KafkaException",
                                          "a file in a partition directory is a symbolic link; mploader does not "
                                          "follow links out of a data dir: replace the link by the file itself")
