@@ -24,7 +24,7 @@ _ORIGIN = {  # public name -> the module that defines it
     "TopicPartition": "format.names", "DirKind": "format.names",
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
     "ProducerInfo": "result", "Impact": "result",
-    "MetricsRegistry": "metrics", "Progress": "progress",
+    "MetricsRegistry": "metrics", "Progress": "progress", "DirProgress": "progress", "MetricsServer": "prometheus",
     **{name: "errors" for name in (
         "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
         "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError",
@@ -64,5 +64,6 @@ if TYPE_CHECKING:
     from mploader.format.names import DirKind, TopicPartition
     from mploader.manager import load_logs
     from mploader.metrics import MetricsRegistry
-    from mploader.progress import Progress
+    from mploader.progress import DirProgress, Progress
+    from mploader.prometheus import MetricsServer
     from mploader.result import Impact, LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo

@@ -12,6 +12,7 @@ partitions finished; a :class:`StartupFailedError` fails the whole load.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import cast
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
 from mploader.engine.base import Engine
-from mploader.engine.plan import DirPlan
+from mploader.engine.plan import DirPlan, file_size
 from mploader.engine.select import make_engine
 from mploader.errors import (
     CheckpointNumberFormatError,
@@ -33,8 +34,15 @@ from mploader.errors import (
 )
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
-from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
-from mploader.progress import Progress
+from mploader.metrics import (
+    BYTES_RECOVERED,
+    RECOVERY_ETA_SECONDS,
+    REMAINING_LOGS_TO_RECOVER,
+    REMAINING_SEGMENTS_TO_RECOVER,
+    TOTAL_BYTES_TO_RECOVER,
+    MetricsRegistry,
+)
+from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import preflight as partition_preflight
 from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.result import LoadedLog, LoadResult, LoadStats
@@ -77,6 +85,10 @@ def load_logs(
     """
     cfg = config or LoaderConfig()
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
+    gauges = _ProgressGauges(metrics) if metrics is not None else None
+    sinks = [sink for sink in (progress, gauges) if sink is not None]
+    tracker = ProgressTracker(sinks) if sinks else None
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
     stats = LoadStats()
@@ -96,7 +108,7 @@ def load_logs(
                 _create_and_lock(state, disk, offline)
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 _prepare_dir(state, disk, offline)
-            result = _load_prepared(states, dirs, cfg, disk, now, metrics, progress, offline, stats, t0)
+            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, t0)
         except StartupFailedError as e:
             if watch is not None:
                 _note_written(e, watch)
@@ -113,8 +125,8 @@ def load_logs(
 
 
 def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
-                   metrics: MetricsRegistry, progress: Progress | None, offline: dict[str, str], stats: LoadStats,
-                   t0: float) -> LoadResult:
+                   metrics: MetricsRegistry, progress: ProgressTracker | None, offline: dict[str, str],
+                   stats: LoadStats, t0: float) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
@@ -458,7 +470,8 @@ def _dir_plan(s: _DirState, cfg: LoaderConfig) -> DirPlan:
 
 
 def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, metrics: MetricsRegistry,
-              engine: Engine, stats: LoadStats, offline: dict[str, str], progress: Progress | None) -> list[LoadedLog]:
+              engine: Engine, stats: LoadStats, offline: dict[str, str],
+              progress: ProgressTracker | None) -> list[LoadedLog]:
     loaded: list[LoadedLog] = []
     lock = threading.Lock()
     pools: list[tuple[_DirState, ThreadPoolExecutor, list[Future[LoadedLog | None]]]] = []
@@ -488,6 +501,9 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
         s.partitions = order.get(s.path, s.partitions)
     stats.seconds["plan"] = time.perf_counter() - t_prefetch
+    if progress is not None:
+        for s in states:
+            _report_plan(progress, engine, s.path)
     cancel = threading.Event()
     try:
         for s in states:
@@ -531,11 +547,52 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     return loaded
 
 
+def _report_plan(progress: ProgressTracker, engine: Engine, data_dir: str) -> None:
+    """Tell the progress tracker what the engine planned to scan in ``data_dir``, per partition directory
+    (nothing where it planned nothing: a clean dir loaded inline is counted as it goes)."""
+    planned = engine.planned.get(data_dir)
+    if planned is None:
+        progress.planned(data_dir, None, None)
+        return
+    per_partition = {part[0]: sum(file_size(t.path) for t in tasks) for part, tasks in planned}
+    progress.planned(data_dir, per_partition, sum(len(tasks) for _, tasks in planned))
+
+
+class _ProgressGauges(Progress):
+    """mploader's own gauges, per data dir, from the progress figures: ``totalBytesToRecover`` (where the dir
+    was planned), ``bytesRecovered`` and ``recoveryEtaSeconds`` (whole seconds, rounded up; once known).
+    Registered at the first figures of a dir, removed when the load ends, like Kafka's."""
+
+    def __init__(self, metrics: MetricsRegistry) -> None:
+        self.metrics = metrics
+        self._values: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+
+    def update(self, figures: DirProgress) -> None:  # serialised by the tracker
+        tags = self.metrics.tags(dir=figures.data_dir)
+        eta = figures.eta_seconds
+        for name, value in ((TOTAL_BYTES_TO_RECOVER, figures.bytes_total), (BYTES_RECOVERED, figures.bytes_done),
+                            (RECOVERY_ETA_SECONDS, None if eta is None else math.ceil(eta))):
+            key = (name, tags)
+            if value is None or self._values.get(key) == value:
+                continue
+            if key in self._values:
+                self.metrics.set(name, tags, value)
+            else:
+                self.metrics.register(name, tags, value)
+            self._values[key] = value
+
+    def close(self) -> None:
+        for name, tags in self._values:
+            self.metrics.remove(name, tags)
+        self._values.clear()
+
+
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,
               metrics: MetricsRegistry, engine: Engine, lock: threading.Lock, remaining: dict[str, int],
-              progress: Progress | None, started: float, cancel: threading.Event) -> LoadedLog | None:
+              progress: ProgressTracker | None, started: float, cancel: threading.Event) -> LoadedLog | None:
     thread_num = threading.current_thread().name.rsplit("_", 1)[-1]
     seg_tags = metrics.tags(dir=s.path, threadNum=thread_num)
+    ctx: PartitionContext | None = None
     try:
         ctx = PartitionContext(
             disk=disk, data_dir=s.path, dir=path, tp=tp, kind=kind, cfg=cfg.for_topic(tp.topic),
@@ -568,4 +625,4 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
             metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
             engine.stats.dir_seconds[s.path] = time.perf_counter() - started
         if progress is not None:
-            progress.partition_done(s.path, str(tp))
+            progress.partition_loaded(s.path, str(tp), path, None if ctx is None else ctx.bytes_scanned)

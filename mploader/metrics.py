@@ -4,8 +4,12 @@ Kafka registers ``remainingLogsToRecover{dir}`` and
 ``remainingSegmentsToRecover{dir, threadNum}`` (group ``kafka.log``, type
 ``LogManager``) for the duration of ``loadLogs`` only; with more than one
 Phase 1 worker per dir mploader adds the seed KIP's
-``remainingSegmentsToLoad{dir, threadNum}``.  A :class:`MetricsRegistry` keeps
-the current values and, for tests and harnesses, every change in order.
+``remainingSegmentsToLoad{dir, threadNum}``.  mploader's own, per data dir,
+from the plan (:class:`mploader.progress.DirProgress`): ``totalBytesToRecover``
+(absent where the dir was not planned), ``bytesRecovered`` and
+``recoveryEtaSeconds`` (absent until something is done).  A
+:class:`MetricsRegistry` keeps the current values and, for tests and harnesses,
+every change in order; :mod:`mploader.prometheus` serves them over HTTP.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from dataclasses import dataclass
 REMAINING_LOGS_TO_RECOVER = "remainingLogsToRecover"
 REMAINING_SEGMENTS_TO_RECOVER = "remainingSegmentsToRecover"
 REMAINING_SEGMENTS_TO_LOAD = "remainingSegmentsToLoad"
+TOTAL_BYTES_TO_RECOVER = "totalBytesToRecover"
+BYTES_RECOVERED = "bytesRecovered"
+RECOVERY_ETA_SECONDS = "recoveryEtaSeconds"
 
 Tags = tuple[tuple[str, str], ...]
 

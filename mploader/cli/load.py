@@ -6,10 +6,8 @@ import argparse
 import logging
 import os
 import sys
-import threading
-import time
 from collections import defaultdict
-from typing import Any, TextIO
+from typing import Any
 
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool
@@ -26,7 +24,8 @@ from mploader.config import LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.manager import load_logs, written_dirs
-from mploader.progress import Progress
+from mploader.metrics import MetricsRegistry
+from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
 from mploader.result import LoadedLog, LoadResult
 
 log = logging.getLogger("mploader.cli")
@@ -41,6 +40,16 @@ def _workers(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', not {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError("--workers must be >= 1")
+    return n
+
+
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--metrics-port takes a port number, not {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError("--metrics-port must be between 0 and 65535")
     return n
 
 
@@ -73,53 +82,16 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-index-size", type=int, default=10485760, metavar="B", help="log.index.size.max.bytes")
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
                    help="wall clock for producer expiry (default: now)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars on stderr (there are none when stderr is not a terminal, or with --json)")
+    p.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                   help="while the load runs, serve its gauges (Kafka's remainingLogsToRecover, "
+                        "remainingSegmentsToRecover, remainingSegmentsToLoad; bytes to recover, recovered, ETA) "
+                        "for Prometheus on http://ADDRESS:PORT/metrics (0: a free port, logged)")
+    p.add_argument("--metrics-address", default=DEFAULT_ADDRESS, metavar="ADDRESS",
+                   help=f"the address --metrics-port listens on (default {DEFAULT_ADDRESS}; 0.0.0.0: every interface)")
     p.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
                    help="log what the loader does as a broker logs it (-vv: debug); same as mploader -v")
-
-
-class _ProgressLine(Progress):
-    """``partitions 12/48 | segments scanned 130 (1.2 GB)`` on one redrawn stderr line."""
-
-    def __init__(self, stream: TextIO):
-        self.stream = stream
-        self.total = 0
-        self.done = 0
-        self.segments = 0
-        self.nbytes = 0
-        self._lock = threading.Lock()
-        self._last = 0.0
-
-    def start(self, partitions_per_dir: dict[str, int]) -> None:
-        self.total = sum(partitions_per_dir.values())
-        self._draw(force=True)
-
-    def partition_done(self, data_dir: str, partition: str) -> None:
-        with self._lock:
-            self.done += 1
-        self._draw()
-
-    def segments_scanned(self, data_dir: str, segments: int, nbytes: int) -> None:
-        with self._lock:
-            self.segments += segments
-            self.nbytes += nbytes
-        self._draw()
-
-    def close(self) -> None:
-        self._draw(force=True)
-        self.stream.write("\n")
-        self.stream.flush()
-
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < 0.2:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * self.done / self.total) if self.total else width
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] partitions {self.done}/{self.total}"
-                          f" | segments scanned {self.segments} ({format_bytes(self.nbytes)})")
-        self.stream.flush()
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,12 +219,33 @@ def run_load(args: argparse.Namespace) -> int:
         before = _check_dirs(args)
     except (ValueError, _Refused) as e:
         return _fail(args, EXIT_USAGE, "usage", str(e))
-    progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _ProgressLine(sys.stderr)
+    extra: dict[str, Any] = {}
+    server = None
+    if args.metrics_port is not None:
+        registry = extra["metrics"] = MetricsRegistry()
+        try:
+            server = MetricsServer(registry, args.metrics_port, args.metrics_address).start()
+        except OSError as e:
+            return _fail(args, EXIT_USAGE, "usage", f"cannot serve metrics on {args.metrics_address} port "
+                                                    f"{args.metrics_port}: {e}")
+        if args.metrics_port == 0:  # the port the system chose: say which
+            print(f"mploader load: serving metrics on {server.url}", file=sys.stderr)
+    display = None
+    if not (args.json or args.no_progress) and sys.stderr.isatty():
+        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
+
+        display = extra["progress"] = LoadDisplay(sys.stderr)
     try:
         with WarningCollector() as collected:
             for w in before:
                 log.warning("%s", w)
-            result = load_logs(args.dirs, cfg, args.now_ms, progress=progress)
+            try:
+                result = load_logs(args.dirs, cfg, args.now_ms, **extra)
+            finally:
+                if display is not None:
+                    display.close()
+                if server is not None:
+                    server.stop()  # the load ended: so does the endpoint
             after = _after_load_warnings(result)
             for w in after:
                 log.warning("%s", w)

@@ -27,7 +27,7 @@ class KafkaFormatter(logging.Formatter):
         return line
 
 
-_handler: logging.Handler | None = None
+_handler: logging.StreamHandler[TextIO] | None = None
 
 
 def setup_logging(verbosity: int, stream: TextIO | None = None) -> None:
@@ -46,6 +46,14 @@ def setup_logging(verbosity: int, stream: TextIO | None = None) -> None:
     # the process pool's own chatter (loky, concurrent.futures) stays at WARNING below -vv
     for name in ("loky", "concurrent.futures"):
         logging.getLogger(name).setLevel(logging.DEBUG if verbosity >= 3 else logging.WARNING)
+
+
+def set_log_stream(stream: TextIO) -> TextIO | None:
+    """Send the command's log lines to ``stream`` from now on (e.g. through a progress display, so that a
+    line logged while the bars are drawn appears above them); returns the stream they went to before."""
+    if _handler is None:
+        return None
+    return _handler.setStream(stream)
 
 
 class WarningCollector(logging.Handler):
