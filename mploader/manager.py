@@ -19,7 +19,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import cast
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
@@ -92,9 +91,7 @@ def load_logs(
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
     stats = LoadStats()
-    real_disk = open_disk(cfg.dry_run)
-    watch = None if cfg.dry_run else _WatchedDisk(real_disk)
-    disk = real_disk if watch is None else cast(Disk, watch)
+    disk = open_disk(cfg.dry_run)
     dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
     states: list[_DirState] = [_DirState(d) for d in dirs]
@@ -110,8 +107,8 @@ def load_logs(
                 _prepare_dir(state, disk, offline)
             result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, t0)
         except StartupFailedError as e:
-            if watch is not None:
-                _note_written(e, watch)
+            if not cfg.dry_run:
+                _note_written(e, disk)
             raise
         t_flush = time.perf_counter()
         disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
@@ -368,68 +365,10 @@ def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
         state.partitions = []
 
 
-class _WatchedDisk:
-    """A :class:`Disk` that notes the directory of every change it makes (the message of a start-up failure
-    found mid-load says where the load had already written).  Reads go straight to the inner disk."""
-
-    _READS = ("list_files", "release", "symlinks", "exists", "size", "read", "view", "mtime_ms", "scan", "flush",
-              "sync_dir")
-
-    def __init__(self, inner: Disk) -> None:
-        self._inner = inner
-        self.changed: set[str] = set()
-        for name in self._READS:
-            setattr(self, name, getattr(inner, name))
-
-    def _note(self, path: str) -> None:
-        self.changed.add(os.path.dirname(path))
-
-    def make_data_dir(self, directory: str) -> None:
-        self.changed.add(directory)
-        self._inner.make_data_dir(directory)
-
-    def lock(self, lock_path: str) -> int | None:
-        if not os.path.lexists(lock_path):
-            self._note(lock_path)
-        return self._inner.lock(lock_path)
-
-    def remove_empty_dir(self, path: str) -> None:
-        self._note(path)
-        self._inner.remove_empty_dir(path)
-
-    def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
-              truncate: bool = True) -> None:
-        self._note(path)
-        self._inner.write(path, data, fsync=fsync, durable=durable, truncate=truncate)
-
-    def write_atomically(self, path: str, data: bytes) -> None:
-        self._note(path)
-        self._inner.write_atomically(path, data)
-
-    def set_size(self, path: str, size: int) -> None:
-        self._note(path)
-        self._inner.set_size(path, size)
-
-    def rename(self, src: str, dst: str) -> None:
-        self._note(src)
-        self._note(dst)
-        self._inner.rename(src, dst)
-
-    def set_mtime(self, path: str, mtime_ns: int) -> None:
-        self._note(path)
-        self._inner.set_mtime(path, mtime_ns)
-
-    def delete(self, path: str) -> bool:
-        deleted = self._inner.delete(path)
-        if deleted:
-            self._note(path)
-        return deleted
-
-
-def _note_written(error: StartupFailedError, watch: _WatchedDisk) -> None:
+def _note_written(error: StartupFailedError, disk: Disk) -> None:
     """Say on a start-up failure found mid-load which directories the load had changed before it: as
     ``error.written_dirs`` (sorted) and in a note (``add_note``) for people."""
-    written = sorted(watch.changed)
+    written = disk.changed_dirs()
     vars(error)["written_dirs"] = written
     if written:
         shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")

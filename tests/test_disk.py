@@ -160,6 +160,15 @@ class TestRealDisk(DiskConformance):
         self.make().make_data_dir(str(tmp_path / "new"))
         assert (tmp_path / "new").is_dir()
 
+    def test_it_knows_where_it_changed_something(self, part: Path, tmp_path: Path) -> None:
+        disk = self.make()
+        disk.read(str(part / "a.txt"))
+        assert not disk.delete(str(part / "absent")) and disk.changed_dirs() == []  # reads and no-ops change nothing
+        (tmp_path / "other").mkdir()
+        disk.write(str(tmp_path / "other" / "x"), b"1")
+        disk.delete(str(part / "a.txt"))
+        assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other")])
+
 
 class TestDryRunDisk(DiskConformance):
     def make(self) -> Disk:
@@ -167,6 +176,12 @@ class TestDryRunDisk(DiskConformance):
 
     def after(self, part: Path, before: dict[str, tuple[int, str]]) -> None:
         assert tree_state(part) == before, "a dry run changed bytes on disk"
+
+    def test_it_changes_nothing_on_disk(self, part: Path) -> None:
+        disk = self.make()
+        disk.write(str(part / "x"), b"1")
+        disk.delete(str(part / "a.txt"))
+        assert disk.changed_dirs() == []
 
     def test_a_missing_data_dir_is_not_created(self, tmp_path: Path) -> None:
         with pytest.raises(FileNotFoundError):

@@ -84,6 +84,10 @@ class Disk(abc.ABC):
         "Durability")."""
 
     @abc.abstractmethod
+    def changed_dirs(self) -> list[str]:
+        """The directories in which this disk has changed something on disk so far, sorted (a dry run: none)."""
+
+    @abc.abstractmethod
     def flush(self) -> None:
         """Make every ``durable`` write durable (one sync per file system written to)."""
 

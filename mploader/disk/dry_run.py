@@ -142,6 +142,9 @@ class DryRunDisk(RealDisk):
     def flush(self) -> None:
         """Nothing was written."""
 
+    def changed_dirs(self) -> list[str]:
+        return []  # nothing on disk changes
+
     def delete(self, path: str) -> bool:
         if not self.exists(path):
             return False

@@ -18,6 +18,7 @@ class RealDisk(Disk):
     def __init__(self) -> None:
         self._listings: dict[str, set[str]] = {}  # directory -> its files, kept up to date by this disk's changes
         self._links: dict[str, set[str]] = {}
+        self._changed: set[str] = set()  # directories in which this disk created, wrote, renamed or deleted
         self._unsynced: dict[int, str] = {}  # st_dev -> a directory on it written to with durable=True
         self._unsynced_lock = threading.Lock()  # loading threads of several data dirs write at once
 
@@ -46,9 +47,14 @@ class RealDisk(Disk):
         self._listings.pop(directory, None)
         self._links.pop(directory, None)
 
-    def _listed(self, path: str, present: bool) -> None:
-        """Keep a cached listing of ``path``'s directory true to a change just made."""
+    def changed_dirs(self) -> list[str]:
+        return sorted(self._changed)
+
+    def _listed(self, path: str, present: bool, changed: bool = True) -> None:
+        """Keep a cached listing of ``path``'s directory true to a change just made (and note the change)."""
         directory, name = os.path.split(path)
+        if changed:
+            self._changed.add(directory)
         listing = self._listings.get(directory)
         if listing is not None:
             if present:
@@ -89,6 +95,7 @@ class RealDisk(Disk):
 
     def make_data_dir(self, directory: str) -> None:
         os.makedirs(directory)
+        self._changed.add(directory)
 
     def lock(self, lock_path: str) -> int | None:
         # new FileLock(new File(dir, ".lock")) opens it with CREATE (content kept); the file stays while the
@@ -101,6 +108,7 @@ class RealDisk(Disk):
 
     def remove_empty_dir(self, path: str) -> None:
         os.rmdir(path)
+        self._changed.add(os.path.dirname(path))
 
     # ---- writing -----------------------------------------------------------------------
 
@@ -159,6 +167,7 @@ class RealDisk(Disk):
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         st = os.stat(path)
         os.utime(path, ns=(st.st_atime_ns, mtime_ns))
+        self._changed.add(os.path.dirname(path))
 
     def sync_dir(self, directory: str) -> None:
         dfd = os.open(directory, os.O_RDONLY)
@@ -173,9 +182,9 @@ class RealDisk(Disk):
         try:
             os.remove(path)
         except FileNotFoundError:
+            self._listed(path, False, changed=False)
             return False
-        finally:
-            self._listed(path, False)
+        self._listed(path, False)
         return True
 
 
