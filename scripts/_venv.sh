@@ -1,4 +1,4 @@
-# Sourced by the scripts: make sure .venv exists and holds mploader with its dev extra.
+# Sourced by the scripts: make sure .venv exists and holds mploader with its dev and codecs extras.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -15,9 +15,9 @@ for f in pyproject.toml setup.py mploader/scan/_walk.c; do
   if [ ! -f "$stamp" ] || [ "$ROOT/$f" -nt "$stamp" ]; then stale=1; fi
 done
 if [ "$stale" = 1 ]; then
-  echo "installing mploader and its dev extra into $VENV" >&2
+  echo "installing mploader and its dev and codecs extras into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev]" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev,codecs]" >&2
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -48,6 +48,7 @@ def _gzip_decompress(data: bytes) -> bytes:
         raise CompressedDataError(f"gzip: {e}", truncated) from e
 
 
+_PACKAGES = {SNAPPY: "python-snappy", LZ4: "lz4", ZSTD: "zstandard"}  # what each optional codec needs
 _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_decompress}
 
@@ -68,6 +69,51 @@ except ImportError:  # pragma: no cover - optional
     pass
 
 
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 (the LZ4 frame format's checksum), for the few bytes of a frame descriptor."""
+    n, p = len(data), 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while p + 16 <= n:
+            for i in range(4):
+                v[i] = (_rotl((v[i] + int.from_bytes(data[p:p + 4], "little") * _P2) & _M32, 13) * _P1) & _M32
+                p += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while p + 4 <= n:
+        h = (_rotl((h + int.from_bytes(data[p:p + 4], "little") * _P3) & _M32, 17) * _P4) & _M32
+        p += 4
+    while p < n:
+        h = (_rotl((h + data[p] * _P5) & _M32, 11) * _P1) & _M32
+        p += 1
+    h = ((h ^ (h >> 15)) * _P2) & _M32
+    h = ((h ^ (h >> 13)) * _P3) & _M32
+    return h ^ (h >> 16)
+
+
+def lz4_frame_of_magic_0(data: bytes) -> bytes:
+    """A magic-v0 LZ4 wrapper's frame with its header checksum made right (KAFKA-3160: brokers and clients
+    of 0.8/0.9 hashed the 4-byte magic number too). Kafka reads such a frame with
+    ``KafkaLZ4BlockInputStream(ignoreFlagDescriptorChecksum = magic == 0)``; lz4's reader checks it, so the
+    byte is recomputed over the descriptor (FLG, BD and the optional 8-byte content size) alone."""
+    if len(data) < 7:
+        return data
+    end = 6 + (8 if data[4] & 0x08 else 0)  # FLG's content-size bit
+    if len(data) <= end:
+        return data
+    return data[:end] + bytes([(xxh32(data[4:end]) >> 8) & 0xFF]) + data[end + 1:]
+
+
 def available_codecs() -> list[str]:
     """Names of the codecs this installation can write."""
     return ["none"] + [CODEC_NAMES[c] for c in sorted(_COMPRESS)]
@@ -77,7 +123,8 @@ def codec_id(name: str) -> int:
     for cid, cname in CODEC_NAMES.items():
         if cname == name:
             if cid != NONE and cid not in _COMPRESS:
-                raise UnsupportedCodecError(f"codec {name!r} needs its Python package installed")
+                raise UnsupportedCodecError(f"codec {name!r} needs the Python package {_PACKAGES.get(cid, name)!r} "
+                                            f"(pip install 'mploader[codecs]')")
             return cid
     raise UnsupportedCodecError(f"unknown codec {name!r}; known: {', '.join(CODEC_NAMES.values())}")
 
@@ -98,7 +145,8 @@ def decompress(codec: int, data: bytes) -> bytes:
         fn = _DECOMPRESS[codec]
     except KeyError:
         raise UnsupportedCodecError(
-            f"cannot decompress codec {CODEC_NAMES.get(codec, codec)}: its package is not installed"
+            f"cannot decompress codec {CODEC_NAMES.get(codec, codec)}: the Python package "
+            f"{_PACKAGES.get(codec, '?')!r} is not installed (pip install 'mploader[codecs]')"
         ) from None
     try:
         return fn(data)

@@ -175,6 +175,8 @@ def _wrapper_inner(buf: bytes | memoryview, pos: int, entry: LegacyEntry,
         raise _inner_error(path, pos, str(e)) from None
     if value is None:
         raise _inner_error(path, pos, "compressed message set with a null value")
+    if entry.compression == compression.LZ4 and entry.magic == 0:
+        value = compression.lz4_frame_of_magic_0(bytes(value))
     try:
         data = compression.decompress(entry.compression, value)
     except (compression.UnsupportedCodecError, compression.CompressedDataError) as e:
