@@ -192,9 +192,10 @@ def tree_digest(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def shm_blocks() -> set[str]:
-    """Names of the POSIX shared-memory blocks Python's SharedMemory creates (``psm_*``)."""
+    """Names of the POSIX shared-memory blocks in /dev/shm: a pool load's (``mploader-*``, its blocks and its
+    owner marker: mploader.engine.cleanup) and those of Python's own naming (``psm_*``)."""
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("psm_")}
+        return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "mploader-"))}
     except FileNotFoundError:  # pragma: no cover - not Linux
         return set()
 

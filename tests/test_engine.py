@@ -1010,6 +1010,7 @@ def _stop(proc: subprocess.Popen, spec: dict[str, Any]) -> str:
     _, err = proc.communicate()
     time.sleep(0.5)  # the loky workers notice their parent is gone
     leftovers = [f"/dev/shm/{n}" for n in child_blocks(spec)] + [str(p) for p in child_semaphores(proc.pid)]
+    leftovers += [str(p) for p in Path("/dev/shm").glob(f"mploader-{proc.pid}-*")]  # the load's owner marker
     for path in leftovers:
         try:
             os.unlink(path)
@@ -1112,6 +1113,213 @@ def _running(p: psutil.Process) -> bool:
         return p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# ---- SIGKILL of the parent (nothing can run in it): the workers go by themselves, the next load removes the rest
+
+
+def _load_processes(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``: a child load started by :func:`run_child` (its own
+    session), its workers and resource trackers, wherever they were reparented."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry)) != sid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        if stat[stat.rindex(b")") + 2:][:1] not in (b"Z", b"X"):
+            pids.append(int(entry))
+    return pids
+
+
+def _load_shm(pid: int, spec: dict[str, Any]) -> list[str]:
+    """What the load of process ``pid`` has in /dev/shm: its blocks, its owner marker, loky's semaphores."""
+    named = [n for n in child_blocks(spec) if os.path.exists(f"/dev/shm/{n}")]
+    return sorted({*named, *(p.name for p in Path("/dev/shm").glob(f"mploader-{pid}-*")),
+                   *(p.name for p in child_semaphores(pid))})
+
+
+def _wait_gone(sid: int, limit: float, since: float | None = None) -> tuple[float, list[int]]:
+    """Wait until no process of session ``sid`` runs, up to ``limit`` s after ``since`` (a monotonic time; now
+    if None); returns how long after ``since`` that was, and the processes still running."""
+    t0 = time.monotonic() if since is None else since
+    while (alive := _load_processes(sid)) and time.monotonic() - t0 < limit:
+        time.sleep(0.005)
+    return time.monotonic() - t0, alive
+
+
+KILL_GONE_S = 2  # the issue: "within 2 s no mploader process and no block of that load remain"
+
+
+@pytest.mark.parametrize("target", ["parent", "process-group"])
+def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(datasets, request, tmp_path,
+                                                                             target) -> None:
+    """SIGKILL at random moments of N=2 loads, in real child loads of a generated broker.  "parent": only the
+    loading process dies (kill -9 of its pid): its workers and resource trackers must exit by themselves within
+    KILL_GONE_S.  "process-group": everything dies at once (a container's OOM kill): nothing can clean up, and the
+    next load's start must remove every block, the owner marker and loky's semaphores the dead load left.  The
+    moments are drawn over the first 3/4 of the time from the first block to the exit of an uninterrupted load of
+    the same copy, measured first (the last quarter is mostly Phase 2's end and the interpreter's exit)."""
+    import random
+
+    root, groups = datasets.fresh_copy(BIGGER_DS, request, f"kill-{target}")
+    dirs = [root / d for d in groups[0]]
+    # calibration: from the first block to the end of an uninterrupted load (it leaves nothing: checked too)
+    proc, spec = run_child(tmp_path, "calibrate", dirs, root, 2, GEN_NOW, popen=True)
+    t0 = time.monotonic()
+    while not child_blocks(spec) and proc.poll() is None and time.monotonic() - t0 < 60:
+        time.sleep(0.002)
+    t_first = time.monotonic()
+    err = _exit_within(proc, spec, 60, "the uninterrupted load hung")
+    window = time.monotonic() - t_first
+    assert proc.returncode == 0, err[-3000:]
+    assert not _wait_gone(proc.pid, KILL_GONE_S)[1]  # its resource trackers exit once it has
+    assert not _load_shm(proc.pid, spec)
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    moments = sorted(rng.uniform(0, 0.75 * window) for _ in range(5 if target == "parent" else 3))
+    report = []
+    for i, moment in enumerate(moments):
+        proc, spec = run_child(tmp_path, f"kill{i}", dirs, root, 2, GEN_NOW, popen=True)
+        try:
+            t0 = time.monotonic()
+            while not child_blocks(spec) and proc.poll() is None and time.monotonic() - t0 < 60:
+                time.sleep(0.002)
+            time.sleep(moment)
+            if proc.poll() is not None:  # the load ended first (a faster run than the calibration): no moment
+                report.append(f"{moment:.3f} s: the load had ended")
+                continue
+            before_kill = _load_processes(proc.pid)
+            workers = len([p for p in before_kill if "LokyProcess" in _cmdline(p)])
+            t_kill = time.monotonic()
+            if target == "parent":
+                os.kill(proc.pid, signal.SIGKILL)
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()  # not communicate(): the workers hold its stdout and stderr too
+            took, alive = _wait_gone(proc.pid, KILL_GONE_S, since=t_kill)
+            report.append(f"{moment:.3f} s: {len(before_kill) - 1} processes under the parent ({workers} workers), "
+                          f"gone {took:.3f} s after the kill")
+            assert not alive, (f"processes of the load killed {moment:.3f} s after its first block still running "
+                               f"{KILL_GONE_S} s after the kill: {alive}; " + "; ".join(report))
+            left_by_kill = _load_shm(proc.pid, spec)
+            PoolEngine(LoadStats(), 2, [str(dirs[0])], None).close()  # what the next pool load does first
+            left = _load_shm(proc.pid, spec)
+            assert not left, (f"the load killed {moment:.3f} s after its first block left {left} in /dev/shm after "
+                              f"the next load's start; " + "; ".join(report))
+            report[-1] += f", {len(left_by_kill)} entries in /dev/shm, removed by the next load's start"
+        finally:
+            if proc.poll() is None or _load_processes(proc.pid):
+                _stop(proc, spec)
+            else:
+                proc.communicate()
+            for name in _load_shm(proc.pid, spec):  # after a failure: not left to the next test
+                Path(f"/dev/shm/{name}").unlink(missing_ok=True)
+    print(f"SIGKILL of the {target}:", "; ".join(report))
+    assert sum("gone" in r for r in report) >= len(moments) // 2 + 1, report
+    assert any("(0 workers)" not in r for r in report if "gone" in r), f"no kill while workers ran: {report}"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_workers_stay_while_the_thread_that_started_them_ends_and_leave_with_the_parent(tmp_path) -> None:
+    """Linux sends a parent-death signal when the *thread* that started a worker ends, not the process (loky
+    starts workers in the thread that submits first: a loading thread, after a worker crash).  A worker must
+    not take that for its parent's death; it must still go when the parent process is killed."""
+    code = """if True:
+        import json, os, sys, threading, time
+        import psutil
+        from mploader.engine.pool import PoolEngine
+        from mploader.result import LoadStats
+        def workers():
+            return sorted(p.pid for p in psutil.Process().children() if "LokyProcess" in " ".join(p.cmdline())
+                          and p.status() != psutil.STATUS_ZOMBIE)
+        engine = PoolEngine(LoadStats(), 2, [sys.argv[1]], None)
+        ex = engine._executor(sys.argv[1])
+        t = threading.Thread(target=lambda: ex.submit(os.getpid).result())
+        t.start(); t.join()  # the workers were started in t, which has ended
+        first = workers()
+        time.sleep(0.5)
+        ex.submit(os.getpid).result(timeout=30)
+        print(json.dumps([first, workers()]), flush=True)
+        time.sleep(60)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env=child_env(), cwd=str(_ROOT), text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, proc.communicate(timeout=10)[1][-3000:]
+        first, later = json.loads(line)
+        assert len(first) == 2 and later == first, f"the workers {first} died with the thread that started them: " \
+                                                   f"{later}"
+        t_kill = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        took, alive = _wait_gone(proc.pid, KILL_GONE_S, since=t_kill)
+        assert not alive, f"processes still running {KILL_GONE_S} s after the parent's SIGKILL: {alive}"
+    finally:
+        if _load_processes(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        for p in [*Path("/dev/shm").glob(f"mploader-{proc.pid}-*"), *child_semaphores(proc.pid)]:
+            p.unlink(missing_ok=True)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_remove_orphaned_blocks_removes_only_what_dead_loads_left(tmp_path) -> None:
+    """Real entries in /dev/shm, real processes: a dead load's blocks, marker and loky semaphores go; a live
+    load's stay, also one whose owner looks dead from here but holds its marker's lock (another pid namespace),
+    and so do the semaphores of a pid that a live process has (a load whose process started at another time is
+    dead, its pid now someone else's)."""
+    import fcntl
+
+    from mploader.engine.cleanup import process_start, remove_orphaned_blocks
+
+    dead, me = _dead_pid(), os.getpid()
+    my_start = process_start(me)
+    assert my_start, "no start time from /proc"
+    locked_pid = _dead_pid()
+    names = {
+        "dead": [f"mploader-{dead}-123-1", f"mploader-{dead}-123-1-0", f"mploader-{dead}-123-1-7",
+                 f"mploader-{dead}-123-2-0", f"sem.loky-{dead}-abc123"],
+        "reused": [f"mploader-{me}-{my_start + 1}-1", f"mploader-{me}-{my_start + 1}-1-0"],
+        "live": [f"mploader-{me}-{my_start}-999", f"mploader-{me}-{my_start}-999-0", f"sem.loky-{me}-abc123"],
+        "locked": [f"mploader-{locked_pid}-77-1", f"mploader-{locked_pid}-77-1-0"],
+        "foreign": [f"psm_{dead:x}", f"sem.loky-{_dead_pid()}-abc123", f"mploader-{dead}-x"],
+    }
+    fds = {}
+    try:
+        for group in names.values():
+            for n in group:
+                fds[n] = os.open(f"/dev/shm/{n}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        fcntl.flock(fds[f"mploader-{locked_pid}-77-1"], fcntl.LOCK_EX)  # held by this (live) process
+        removed = remove_orphaned_blocks()
+        exists = {n for group in names.values() for n in group if os.path.exists(f"/dev/shm/{n}")}
+        assert not exists & {*names["dead"], *names["reused"]}, sorted(exists)
+        assert exists >= {*names["live"], *names["locked"], *names["foreign"]}, sorted(exists)
+        assert set(removed.blocks) >= {*names["dead"][:4], *names["reused"]}
+        assert f"sem.loky-{dead}-abc123" in removed.semaphores
+        assert f"mploader-{locked_pid}-77-1" in removed.locked
+    finally:
+        for n, fd in fds.items():
+            os.close(fd)
+            Path(f"/dev/shm/{n}").unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------

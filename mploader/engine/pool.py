@@ -24,6 +24,13 @@ Data flow of the process-pool engine::
 
 The parent creates and unlinks every shared-memory block; workers only attach
 (on Python 3.11 a worker must not unregister a block it did not create).
+
+A parent killed outright (``kill -9``, the OOM killer) leaves nothing running and, after the next pool load's
+start, nothing in /dev/shm: each worker exits when its parent dies (``PR_SET_PDEATHSIG``, see
+:func:`mploader.engine.worker.exit_with_parent`), loky's and Python's resource trackers then see their pipes
+close and exit too; the blocks are named after the load (``mploader-<pid>-<start>-<load>-<seq>``) and every
+pool load first removes those of dead loads and their loky semaphores
+(:func:`mploader.engine.cleanup.remove_orphaned_blocks`).
 Phase 2's results never depend on whether or where a scan ran.
 
 Failures.  A worker that died (killed, crashed, out of memory: loky's ``BrokenProcessPool``, or a
@@ -37,6 +44,7 @@ raised in the parent as it is, with the worker's traceback as its ``__cause__`` 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
@@ -54,6 +62,7 @@ from loky.process_executor import BrokenProcessPool
 
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, join_scans, piece_bytes, stitch
+from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
 from mploader.engine.plan import DirPlan, Partition
 from mploader.engine.worker import (
     SLOT_BYTES,
@@ -62,7 +71,7 @@ from mploader.engine.worker import (
     ReadFailed,
     WorkerResult,
     arrays_from_block,
-    ignore_interrupts,
+    init_worker,
     worker_scan,
 )
 from mploader.errors import LoadInterrupted
@@ -151,6 +160,14 @@ class PoolEngine(Engine):
         self._remaining: dict[str, int] = {}
         self._closed = threading.Event()
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
+        # blocks are named after the load (mploader.engine.cleanup): what a killed load leaves, the next removes
+        try:
+            remove_orphaned_blocks()
+        except (OSError, ValueError) as e:  # never a reason to fail this load
+            log.warning("could not look for shared memory left by killed loads: %s", e)
+        self._name = load_prefix()
+        self._seq = itertools.count()
+        self._marker = claim(self._name)  # the load's owner marker, locked while it runs
         self._gauges: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         for d in data_dirs:
             if metrics is not None:
@@ -166,13 +183,15 @@ class PoolEngine(Engine):
         if ex is None or fresh:
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
-            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=ignore_interrupts)
+            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=init_worker,
+                                     initargs=(os.getpid(),))
             self._executors[data_dir] = ex
         return ex
 
     def _new_block(self, nbytes_range: int) -> tuple[shared_memory.SharedMemory, int]:
         capacity = nbytes_range // MIN_ENTRY_BYTES + 1
-        block = shared_memory.SharedMemory(create=True, size=max(1, capacity * SLOT_BYTES))
+        block = shared_memory.SharedMemory(f"{self._name}-{next(self._seq)}", create=True,
+                                           size=max(1, capacity * SLOT_BYTES))
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 
@@ -399,19 +418,24 @@ class PoolEngine(Engine):
         if self._closed.is_set():  # closed already (a Ctrl-C closes it before the loading threads end)
             return
         self._closed.set()
-        super().close(kill)  # the read-ahead first: nothing more to read for this load
-        for pend in list(self._pending.values()):
-            for c in pend.chunks:
-                c.future.cancel()
-        for ex in self._executors.values():
-            # join the pool's manager thread even when killing (Ctrl-C): it releases the pool's semaphores
-            ex.shutdown(wait=True, kill_workers=kill)
-        for pend in self._pending.values():
-            for c in pend.chunks:
-                self._free(c.block)
-        self._pending.clear()
-        for block in list(self._blocks.values()):
-            self._free(block)
+        try:
+            super().close(kill)  # the read-ahead first: nothing more to read for this load
+            for pend in list(self._pending.values()):
+                for c in pend.chunks:
+                    c.future.cancel()
+            for ex in self._executors.values():
+                # join the pool's manager thread even when killing (Ctrl-C): it releases the pool's semaphores
+                ex.shutdown(wait=True, kill_workers=kill)
+            for pend in self._pending.values():
+                for c in pend.chunks:
+                    self._free(c.block)
+            self._pending.clear()
+            for block in list(self._blocks.values()):
+                self._free(block)
+        finally:
+            if self._marker is not None:  # last: the load's pools and blocks are gone
+                release(self._name, self._marker)
+                self._marker = None
         if self.metrics is not None:
             for name, tags in self._gauges:
                 self.metrics.remove(name, tags)

@@ -16,9 +16,12 @@ traceback; the parent raises it (see :mod:`mploader.engine.pool`).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import signal
+import sys
+import threading
 import time
 from multiprocessing import shared_memory
 from typing import NamedTuple
@@ -85,6 +88,59 @@ def ignore_interrupts() -> None:
     process group). The parent stops the load and kills its workers; a worker that took the signal itself
     would print a KeyboardInterrupt traceback of its own, or die mid-task and look like a crash."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# The signal the kernel sends a worker when its parent dies (prctl PR_SET_PDEATHSIG).  Not SIGKILL: Linux sends
+# it when the *thread* that started the worker ends, not the process (prctl(2)), and loky starts workers in
+# whichever thread submits first (a loading thread, after a crash).  The kernel then hands the worker to another
+# thread of the same process and sends the signal again when that one ends; only the last one's end changes
+# getppid().  So the handler exits only when the parent process is gone.  A signal nothing else in a worker uses.
+PARENT_DEATH_SIGNAL = signal.SIGUSR2
+PARENT_DIED_EXIT = 70  # a worker's exit status when it left because its parent had died (no one collects it)
+_PR_SET_PDEATHSIG = 1
+
+
+def init_worker(parent_pid: int) -> None:
+    """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
+    (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`)."""
+    ignore_interrupts()
+    exit_with_parent(parent_pid)
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Make this process exit (``os._exit``) within moments of ``parent_pid``'s death, however it dies
+    (``kill -9``, the OOM killer): a worker left behind would wait for tasks forever, holding loky's
+    semaphores and its resource trackers alive.  Linux: the kernel signals it (``PR_SET_PDEATHSIG``); elsewhere a
+    daemon thread polls ``getppid()`` (``PARENT_POLL_S``)."""
+
+    def on_parent_death(signum: int, frame: object) -> None:
+        if os.getppid() != parent_pid:  # not just the thread that started this worker: the parent process
+            os._exit(PARENT_DIED_EXIT)
+
+    signal.signal(PARENT_DEATH_SIGNAL, on_parent_death)
+    if not _set_parent_death_signal(PARENT_DEATH_SIGNAL):
+        threading.Thread(target=_poll_parent, args=(parent_pid,), name="mploader-parent-watch", daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
+        os._exit(PARENT_DIED_EXIT)
+
+
+PARENT_POLL_S = 0.2
+
+
+def _set_parent_death_signal(signum: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # no prctl in this libc
+        return False
+
+
+def _poll_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    os._exit(PARENT_DIED_EXIT)
 
 
 def regions(capacity: int) -> list[int]:
@@ -158,4 +214,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
 
 
 __all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
-           "arrays_from_block", "ignore_interrupts", "regions", "worker_scan"]
+           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "arrays_from_block", "exit_with_parent", "ignore_interrupts",
+           "init_worker", "regions", "worker_scan"]
