@@ -165,3 +165,30 @@ def test_the_public_api_is_what_dir_shows_and_progress_is_in_it() -> None:
     assert dir(mploader) == sorted(mploader.__all__)
     assert {"Progress", "Impact", "load_logs", "LoaderConfig", "__version__"} <= set(dir(mploader))
     assert mploader.Progress is __import__("mploader.progress", fromlist=["Progress"]).Progress
+
+
+def test_cleanup_removes_what_a_dead_load_left(capsys) -> None:
+    """``mploader cleanup`` removes a dead load's blocks from /dev/shm and says which; a live one's stay."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mploader.cli import main
+    from mploader.engine.cleanup import process_start
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid that has exited (and was reaped)
+    me = os.getpid()
+    left = Path(f"/dev/shm/mploader-{dead}-123-1-0")
+    live = Path(f"/dev/shm/mploader-{me}-{process_start(me)}-424242-0")
+    for p in (left, live):
+        p.write_bytes(b"x")
+    try:
+        assert main(["cleanup"]) == 0
+        out = capsys.readouterr().out
+        assert not left.exists() and left.name in out
+        assert live.exists() and live.name not in out
+    finally:
+        for p in (left, live):
+            p.unlink(missing_ok=True)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mploader.cli.cleanup import add_cleanup_arguments, run_cleanup
 from mploader.cli.generate import add_generate_arguments, run_generate
 from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.logs import setup_logging
@@ -41,6 +42,8 @@ COMMANDS: dict[str, Command] = {
         add_generate_arguments, run_generate,
     ),
     "load": Command("load and recover data dirs as a Kafka broker's start-up does", add_load_arguments, run_load),
+    "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
+                       add_cleanup_arguments, run_cleanup),
 }
 
 
