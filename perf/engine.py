@@ -38,7 +38,7 @@ from crc32c import crc32c
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from report import replace_section  # noqa: E402 - perf/report.py, beside this script
+from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
 
 import mploader.manager as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
@@ -199,11 +199,8 @@ def main() -> None:
     workers = [int(w) for w in args.workers.split(",")]
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
+    printed = Lines()
+    say, lines = printed.say, printed.lines
 
     cmd = "python perf/engine.py " + " ".join(sys.argv[1:])
     say(f"`{cmd}` on {psutil.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}")

@@ -5,6 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 
+class Lines:
+    """What a benchmark prints, kept for its README block: ``say`` prints a line and keeps it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+
 def replace_section(path: Path, name: str, lines: list[str]) -> None:
     """Put ``lines`` between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``path`` (appended when
     the markers are not there yet); the rest of the file stays as it is."""

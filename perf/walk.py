@@ -38,7 +38,7 @@ from crc32c import crc32c
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from report import replace_section  # noqa: E402 - perf/report.py, beside this script
+from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
 
 import mploader.scan.walk as walk  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
@@ -155,11 +155,8 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
-    lines: list[str] = []
-
-    def say(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
+    printed = Lines()
+    say, lines = printed.say, printed.lines
 
     compiled = walk._compiled
     impl = compiled.crc_implementation() if compiled is not None else "not built"
