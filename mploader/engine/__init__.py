@@ -1,11 +1,14 @@
 """Where Phase 1 runs, behind one interface (:class:`mploader.engine.base.Engine`).
 
-* :mod:`.base`      the interface, the per-dir scan plan, and the choice of engine (:func:`make_engine`)
+* :mod:`.base`      the interface, and the inline scan source both engines use
+* :mod:`.plan`      a data dir's planned scans (the rule itself is :mod:`mploader.scan.plan`)
+* :mod:`.select`    which engine a load gets (:func:`mploader.engine.select.make_engine`)
 * :mod:`.inline`    Phase 1 in the calling thread (the reference engine)
 * :mod:`.pool`      N loky worker processes per data dir, results through shared memory
 * :mod:`.worker`    what a worker process runs, and the shared-memory block layout
 * :mod:`.chunks`    cutting a big segment at confirmed index positions, and stitching the pieces
 * :mod:`.readahead` asks the kernel for the planned ranges ahead of the scans (cold page cache)
+* :mod:`.cleanup`   names a load's shared memory, removes what killed loads left
 
 This package's ``__init__`` imports nothing: a worker process imports :mod:`.worker` alone.
 """

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from mploader.errors import MploaderError
 from mploader.format import names
-from mploader.format.index import parse_txn_index, txn_index_problem
+from mploader.format.index import txn_index_corrupt
 from mploader.format.names import DirKind, TopicPartition
 from mploader.scan import SegmentTask
 from mploader.scan.plan import segments_to_scan
@@ -64,10 +64,9 @@ def _txn_index_corrupt(partition_dir: str, base: int) -> bool:
     path = os.path.join(partition_dir, names.segment_file_name(base, names.TXN_INDEX_SUFFIX))
     try:
         with open(path, "rb") as f:
-            entries = parse_txn_index(f.read(), path, base)
+            return txn_index_corrupt(f.read(), path, base)
     except (OSError, MploaderError):
         return False
-    return txn_index_problem(path, base, entries) is not None
 
 
 def file_size(path: str) -> int:

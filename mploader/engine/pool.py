@@ -11,16 +11,18 @@ Data flow of the process-pool engine::
       offset-index positions; a read-ahead thread
       asks the disk for them in that order
       (mploader.engine.readahead)
-    for each task: create a SharedMemory block  ──►  scan the mmap'd .log range (CRC, headers,
+    per chunk submitted: a SharedMemory block   ──►  scan the mmap'd .log range (CRC, headers,
       sized for the worst case (sparse in /dev/shm)    control markers), write the batch table
                                                        into the block through a raw byte view
                                                  ◄──  return a small descriptor (stop, valid bytes,
                                                        row count): nothing per batch is pickled
     scan(dir, task) (Phase 2 asks): wait for the future,
       copy the rows out, unlink the block, stitch
-      chunks; a task never prefetched, a stale file
-      or a crashed worker falls back to a retry on
-      a fresh pool, then to an inline scan
+      chunks, submit the next ones (at most 2 per
+      worker not yet collected); a crashed worker's
+      task is retried on a fresh pool, then scanned
+      here; a task never prefetched or not yet
+      submitted, or a stale file, is scanned here
 
 The parent creates and unlinks every shared-memory block; workers only attach
 (on Python 3.11 a worker must not unregister a block it did not create).
@@ -108,8 +110,6 @@ class _Chunk:
 
 @dataclass(slots=True)
 class _Pending:
-    data_dir: str
-    task: SegmentTask
     stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
     todo: list[SegmentTask]  # its chunks not yet submitted, in order
     chunks: list[_Chunk] = field(default_factory=list)  # those submitted, in order (before every todo one)
@@ -256,7 +256,7 @@ class PoolEngine(Engine):
                     todo = [SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
                                         index_interval=task.index_interval if whole else None)
                             for a, b in zip(cuts, cuts[1:])]
-                    pend = _Pending(plan.data_dir, task, st, todo)
+                    pend = _Pending(st, todo)
                     self._pending[_key(task)] = pend
                     self._queue[plan.data_dir].append(pend)
             self._top_up(plan.data_dir)
@@ -310,7 +310,7 @@ class PoolEngine(Engine):
                 parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
                 for t in todo:  # Phase 2 got here first: no worker has them
                     self._read_ahead_done(data_dir, t)
-                    parts.append(self._scan_task_in_parent(t))
+                    parts.append(self._scan_in_parent(t))
             else:  # the file changed since planning (e.g. a swap was completed): the chunks are of no use
                 for c in pend.chunks:
                     c.future.cancel()
@@ -346,7 +346,7 @@ class PoolEngine(Engine):
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
-            return self._scan_in_parent(chunk)
+            return self._scan_in_parent(chunk.task)
         try:
             result = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:
@@ -361,11 +361,11 @@ class PoolEngine(Engine):
         if isinstance(result, ReadFailed):
             raise OSError(result.errno, result.strerror, result.filename)
         if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
-            return self._scan_in_parent(chunk)
+            return self._scan_in_parent(chunk.task)
         if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
-            log.info("%s: no room in /dev/shm for the scan of %s; scanning it in the parent", data_dir,
-                     chunk.task.path)
-            return self._scan_in_parent(chunk)
+            log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d); scanning it in the parent",
+                     data_dir, result.nbytes, chunk.task.path, result.pid)
+            return self._scan_in_parent(chunk.task)
         assert chunk.block is not None  # a worker scanned it into its block
         table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)
         t = chunk.task
@@ -383,14 +383,16 @@ class PoolEngine(Engine):
             end = task.end if task.end is not None else os.path.getsize(task.path)
             read_ahead.done(end - task.start)
 
-    def _scan_in_parent(self, chunk: _Chunk) -> SegmentScan:
-        return self._scan_task_in_parent(chunk.task)
-
-    def _scan_task_in_parent(self, task: SegmentTask) -> SegmentScan:
+    def _scan_in_parent(self, task: SegmentTask, fallback: bool = False) -> SegmentScan:
+        """Scan ``task`` here; counted as a scan the parent took over, or (``fallback``) as the last resort
+        after a retry died too."""
         t0 = time.perf_counter()
         scan = scan_segment(task)
         with self.lock:
-            self.stats.scans_in_parent += 1
+            if fallback:
+                self.stats.inline_fallbacks += 1
+            else:
+                self.stats.scans_in_parent += 1
             self.stats.add_scan(time.perf_counter() - t0, scan)
         return scan
 
@@ -410,9 +412,7 @@ class PoolEngine(Engine):
                 self._free(retry.block)
         log.warning("%s: the retry of %s failed too (%s: %s); scanning it in the parent", data_dir,
                     chunk.task.path, type(error).__name__, error)
-        with self.lock:
-            self.stats.inline_fallbacks += 1
-        return scan_segment(chunk.task)
+        return self._scan_in_parent(chunk.task, fallback=True)
 
     def close(self, kill: bool = False) -> None:
         if self._closed.is_set():  # closed already (a Ctrl-C closes it before the loading threads end)
@@ -426,9 +426,6 @@ class PoolEngine(Engine):
             for ex in self._executors.values():
                 # join the pool's manager thread even when killing (Ctrl-C): it releases the pool's semaphores
                 ex.shutdown(wait=True, kill_workers=kill)
-            for pend in self._pending.values():
-                for c in pend.chunks:
-                    self._free(c.block)
             self._pending.clear()
             for block in list(self._blocks.values()):
                 self._free(block)

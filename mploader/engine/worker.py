@@ -182,18 +182,19 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
     except OSError as e:
         return ReadFailed(os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
-    arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
-    draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
-                                                                              len(arrays[3])), scan.draft.seconds)
     if rows > capacity:
         # every entry takes at least MIN_ENTRY_BYTES, so only a file that grew after the parent sized the block
         # has more rows than slots; the parent scans a file that changed since planning again anyway
         return Grown(os.getpid())
+    arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
+    draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
+                                                                              len(arrays[3])), scan.draft.seconds)
+    at = regions(capacity)
     block = shared_memory.SharedMemory(name=block_name)
     try:
         # allocate the pages first: writing to a page tmpfs cannot give would kill this process (SIGBUS)
         try:
-            for a, offset in zip(arrays, regions(capacity)):
+            for a, offset in zip(arrays, at):
                 if a.nbytes:
                     # SharedMemory keeps its shm_open descriptor as _fd (not public API, stable since 3.8)
                     os.posix_fallocate(getattr(block, "_fd"), offset, a.nbytes)  # noqa: B009
@@ -203,7 +204,7 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResu
             return NoSpace(os.getpid(), sum(a.nbytes for a in arrays))
         buf = block.buf
         assert buf is not None  # None only once the block is closed
-        for a, offset in zip(arrays, regions(capacity)):
+        for a, offset in zip(arrays, at):
             view = np.frombuffer(buf, np.uint8, count=a.nbytes, offset=offset)
             view[:] = a.view(np.uint8)
             del view

@@ -187,6 +187,12 @@ def parse_txn_index(data: bytes, path: str | None = None, base_offset: int | Non
     return entries
 
 
+def txn_index_corrupt(data: bytes, path: str, base_offset: int) -> bool:
+    """Whether ``LogSegment.sanityCheck`` finds the ``.txnindex`` bytes ``data`` corrupt (an entry below the
+    base offset); what :func:`parse_txn_index` refuses raises as there."""
+    return txn_index_problem(path, base_offset, parse_txn_index(data, path, base_offset)) is not None
+
+
 def txn_index_problem(path: str, base_offset: int, entries: np.ndarray) -> CorruptIndexError | None:
     """Kafka's TransactionIndex.sanityCheck, the one index check still run at load."""
     if not len(entries):

@@ -21,8 +21,8 @@ from mploader.config import EffectiveConfig
 from mploader.disk.base import Disk
 from mploader.errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
 from mploader.format import checkpoint, names
-from mploader.format.index import parse_txn_index, txn_index_problem
-from mploader.format.names import DirKind, TopicPartition
+from mploader.format.index import txn_index_corrupt
+from mploader.format.names import INT64_MAX, DirKind, TopicPartition
 from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.impact import log_bytes, log_end_as_found
 from mploader.recovery.producer_state import ProducerStateManager
@@ -42,7 +42,6 @@ from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Sto
 
 log = logging.getLogger(__name__)
 
-INT64_MAX = plan.INT64_MAX
 MAX_SEGMENT_BYTES = 2**31 - 1  # FileRecords refuses to open a larger .log
 
 
@@ -330,9 +329,7 @@ class LogLoader:
         return plan.needs_load_time_recovery(seg.base_offset, present, lambda _: self._txn_index_corrupt(seg))
 
     def _txn_index_corrupt(self, seg: Segment) -> bool:
-        path = seg.txn_index_path
-        entries = parse_txn_index(self.disk.read(path), path, seg.base_offset)
-        return txn_index_problem(path, seg.base_offset, entries) is not None
+        return txn_index_corrupt(self.disk.read(seg.txn_index_path), seg.txn_index_path, seg.base_offset)
 
     def _check_cancelled(self) -> None:
         if self.ctx.cancelled.is_set():

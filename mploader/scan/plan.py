@@ -18,8 +18,7 @@ import bisect
 from collections.abc import Callable, Collection, Sequence
 
 from mploader.format import names
-
-INT64_MAX = 2**63 - 1
+from mploader.format.names import INT64_MAX
 
 
 def values_between(bases: Sequence[int], start: int, end: int) -> list[int]:
@@ -60,5 +59,5 @@ def segments_to_scan(bases: Sequence[int], present: Collection[str], recovery_po
     return sorted(chosen)
 
 
-__all__ = ["INT64_MAX", "index_missing", "needs_load_time_recovery", "segments_to_scan", "unflushed",
+__all__ = ["index_missing", "needs_load_time_recovery", "segments_to_scan", "unflushed",
            "values_between"]
