@@ -105,7 +105,7 @@ def load_logs(
                 _create_and_lock(state, disk, offline)
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 _prepare_dir(state, disk, offline)
-            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, t0)
+            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats)
         except StartupFailedError as e:
             if not cfg.dry_run:
                 _note_written(e, disk)
@@ -123,7 +123,7 @@ def load_logs(
 
 def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
                    metrics: MetricsRegistry, progress: ProgressTracker | None, offline: dict[str, str],
-                   stats: LoadStats, t0: float) -> LoadResult:
+                   stats: LoadStats) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
@@ -158,7 +158,6 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     stats.bytes_truncated = sum(lg.truncated_bytes for lg in loaded)
     stats.files_deleted = sum(len(lg.deleted_files) for lg in loaded)
     result.warnings.extend(_impact_warnings(result))
-    stats.seconds["total"] = time.perf_counter() - t0
     return result
 
 

@@ -37,12 +37,16 @@ class GaugeEvent:
 
 
 class MetricsRegistry:
-    """Thread-safe gauges with a change history; ``listener`` sees every event as it happens."""
+    """Thread-safe gauges with a change history; ``listener`` sees every event as it happens.
 
-    def __init__(self, listener: Callable[[GaugeEvent], None] | None = None):
+    ``keep_history=False`` keeps only the current values (an exporter's registry: the progress gauges change
+    several times per segment, so a history grows with the broker)."""
+
+    def __init__(self, listener: Callable[[GaugeEvent], None] | None = None, *, keep_history: bool = True):
         self._lock = threading.Lock()
         self._values: dict[tuple[str, Tags], int | None] = {}
         self.history: list[GaugeEvent] = []
+        self._keep_history = keep_history
         self._listener = listener
 
     @staticmethod
@@ -50,7 +54,8 @@ class MetricsRegistry:
         return tuple(sorted((k, str(v)) for k, v in kv.items()))
 
     def _emit(self, event: GaugeEvent) -> None:
-        self.history.append(event)
+        if self._keep_history:
+            self.history.append(event)
         if self._listener is not None:
             self._listener(event)
 

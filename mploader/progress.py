@@ -1,10 +1,11 @@
 """Progress reporting through an injectable callback object (fsspec style): the library never prints.
 
 ``load_logs(..., progress=p)`` calls ``p``'s methods as the load goes: the raw events (:meth:`Progress.start`,
-:meth:`~Progress.partition_done`, :meth:`~Progress.segments_scanned`, :meth:`~Progress.close`) and, after each
-of them, :meth:`Progress.update` with the figures of the data dir concerned (:class:`DirProgress`: partitions,
-segments and bytes done and to do, percentage, rate, ETA), which :class:`ProgressTracker` keeps.  An object
-that lacks one of the methods (an older duck-typed callback) is simply not called for it.
+:meth:`~Progress.partition_done`, :meth:`~Progress.segments_scanned`, :meth:`~Progress.close`) and, when a
+dir's plan is known and after each partition or scan, :meth:`Progress.update` with the figures of that dir
+(:class:`DirProgress`: partitions, segments and bytes done and to do, percentage, rate, ETA), which
+:class:`ProgressTracker` keeps.  An object that lacks one of the methods (an older duck-typed callback) is
+simply not called for it.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ class DirProgress:
     partitions_done: int
     partitions_total: int
     segments_done: int  # scans taken by recovery
-    segments_total: int | None  # planned scans (None: not planned)
+    segments_total: int | None  # planned scans (None: not known, e.g. a clean dir loaded inline)
     bytes_done: int
-    bytes_total: int | None  # planned bytes (None: not planned)
+    bytes_total: int | None  # planned bytes (None: not known, e.g. a clean dir loaded inline)
     elapsed_seconds: float  # since the load started on its data dirs (after the preflight)
     planned: bool = True  # False until the engine has planned the dir (its totals are not known yet)
 
@@ -161,10 +162,6 @@ class ProgressTracker(Progress):
             if path is not None and c.partition_bytes is not None:  # what its plan held and it did not read
                 c.bytes_unread += max(0, c.partition_bytes.get(path, 0) - (bytes_scanned or 0))
             self._emit(data_dir, c)
-
-    def figures(self, data_dir: str) -> DirProgress:
-        with self._lock:
-            return self._figures(data_dir, self._dirs.setdefault(data_dir, _DirCounts(0)))
 
     def close(self) -> None:
         for close in self._each("close"):

@@ -57,15 +57,7 @@ class Impact:
         return bool(self.records_removed or self.bytes_removed or self.segments_deleted)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "log_end_offset_before": self.log_end_offset_before,
-            "log_end_offset_after": self.log_end_offset_after,
-            "records_removed": self.records_removed,
-            "bytes_removed": self.bytes_removed,
-            "segments_deleted": self.segments_deleted,
-            "high_watermark": self.high_watermark,
-            "lost_below_high_watermark": self.lost_below_high_watermark,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)

@@ -222,7 +222,7 @@ def run_load(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     server = None
     if args.metrics_port is not None:
-        registry = extra["metrics"] = MetricsRegistry()
+        registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
         try:
             server = MetricsServer(registry, args.metrics_port, args.metrics_address).start()
         except OSError as e:
