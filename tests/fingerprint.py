@@ -42,10 +42,17 @@ def file_fingerprint(path: str | os.PathLike[str]) -> tuple[int, str]:
 
 
 def tree_state(root: str | os.PathLike[str]) -> dict[str, tuple[int, str]]:
-    """{relative path: (size, content fingerprint)} of every regular file under ``root``."""
+    """{relative path: (size, content fingerprint)} of every regular file under ``root``, and
+    {relative path: (-1, "dir")} of every directory below it (an empty one created or removed shows)."""
     root = Path(root)
-    return {str(Path(dirpath, f).relative_to(root)): file_fingerprint(Path(dirpath, f))
-            for dirpath, _, files in os.walk(root) for f in files if os.path.isfile(Path(dirpath, f))}
+    state: dict[str, tuple[int, str]] = {}
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            state[str(Path(dirpath, d).relative_to(root))] = (-1, "dir")
+        for name in files:
+            if os.path.isfile(Path(dirpath, name)):
+                state[str(Path(dirpath, name).relative_to(root))] = file_fingerprint(Path(dirpath, name))
+    return state
 
 
 def changed(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]) -> list[str]:
