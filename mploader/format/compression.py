@@ -1,8 +1,9 @@
 """Compression codecs of record batches (attribute bits 0-2).
 
 gzip is always available (zlib); snappy, lz4 and zstd only when their Python
-package is installed.  Recovery never decompresses data batches; control
-batches and the tests do.
+package is installed (the ``codecs`` extra).  Recovery never decompresses data
+batches; control batches, legacy wrappers split for offset overflow and the
+tests do.
 """
 
 from __future__ import annotations
@@ -48,9 +49,17 @@ def _gzip_decompress(data: bytes) -> bytes:
         raise CompressedDataError(f"gzip: {e}", truncated) from e
 
 
-_PACKAGES = {SNAPPY: "python-snappy", LZ4: "lz4", ZSTD: "zstandard"}  # what each optional codec needs
+_PACKAGES = {SNAPPY: "cramjam", LZ4: "lz4", ZSTD: "zstandard"}  # what each optional codec needs
 _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_decompress}
+
+try:  # snappy-java's framing, as Kafka's SnappyCompression writes and reads it for every magic
+    from mploader.format import xerial_snappy as _snappy
+
+    _COMPRESS[SNAPPY] = _snappy.compress
+    _DECOMPRESS[SNAPPY] = _snappy.decompress
+except ImportError:  # pragma: no cover - optional
+    pass
 
 try:  # lz4 frame format, as Kafka's KafkaLZ4BlockOutputStream writes for v2 batches
     import lz4.frame as _lz4f
