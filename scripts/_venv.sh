@@ -1,4 +1,4 @@
-# Sourced by the scripts: make sure .venv exists and holds mploader with its dev and codecs extras.
+# Sourced by the scripts: make sure .venv exists and holds mploader with its dev, codecs and spark extras.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -15,10 +15,14 @@ for f in pyproject.toml setup.py mploader/scan/_walk.c; do
   if [ ! -f "$stamp" ] || [ "$ROOT/$f" -nt "$stamp" ]; then stale=1; fi
 done
 if [ "$stale" = 1 ]; then
-  echo "installing mploader and its dev and codecs extras into $VENV" >&2
+  echo "installing mploader and its dev, codecs and spark extras into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev,codecs]" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev,codecs,spark]" >&2
   touch "$stamp"
+fi
+if [ -z "${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1; then  # the spark extra's tests start a local Spark (a JVM)
+  echo "java not found: the Spark tests (tests/test_spark*.py) will be skipped; install Java 17, e.g." \
+       "'apt-get install openjdk-17-jre-headless', or set JAVA_HOME" >&2
 fi
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"
