@@ -11,6 +11,7 @@ partitions finished; a :class:`StartupFailedError` fails the whole load.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -83,6 +84,20 @@ def load_logs(
     expiry (default: the real clock).
     """
     cfg = config or LoaderConfig()
+    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run))
+
+
+def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
+                     now_ms: int | None = None) -> LoadResult:
+    """What a load would do now: a dry run (``config.dry_run`` is implied) that does not look at the data
+    dirs' locks, so that ``mploader verify`` can tell it for the dirs of a running broker too (where the files
+    may change under it: the prediction is then of the moment it read them)."""
+    cfg = dataclasses.replace(config or LoaderConfig(), dry_run=True)
+    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False))
+
+
+def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
+               metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     gauges = _ProgressGauges(metrics) if metrics is not None else None
@@ -91,7 +106,6 @@ def load_logs(
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
     stats = LoadStats()
-    disk = open_disk(cfg.dry_run)
     dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
     states: list[_DirState] = [_DirState(d) for d in dirs]

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2
     {"manager", "generate"},  # all data dirs (LogManager); the data generator
+    {"verify"},  # the read-only audit (uses the manager's dry run)
     {"cli", ""},  # the command; the public API (mploader/__init__)
     {"__main__"},  # python -m mploader
 ]

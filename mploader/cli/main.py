@@ -24,6 +24,7 @@ from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, print_document, tool_version
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from mploader.cli.verify import add_verify_arguments, run_verify
 
 # --------------------------------------------------------------------------------------------
 # The subcommand table
@@ -42,6 +43,8 @@ COMMANDS: dict[str, Command] = {
         add_generate_arguments, run_generate,
     ),
     "load": Command("load and recover data dirs as a Kafka broker's start-up does", add_load_arguments, run_load),
+    "verify": Command("check every byte of every segment, index and checkpoint; read-only; say what a load would do",
+                      add_verify_arguments, run_verify),
     "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
                        add_cleanup_arguments, run_cleanup),
 }

@@ -30,9 +30,10 @@ _DELETED = _Virtual(None, -1)
 class DryRunDisk(RealDisk):
     """Reads fall through to :class:`RealDisk` for files the overlay does not hold; no write does."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_lock: bool = True) -> None:
         super().__init__()
         self._overlay: dict[str, _Virtual] = {}
+        self._check_lock = check_lock  # False: `mploader verify`, which may look at a running broker's dirs
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ class DryRunDisk(RealDisk):
     def lock(self, lock_path: str) -> int | None:
         if not os.path.lexists(lock_path):
             self.write(lock_path, b"")
-        if not os.path.exists(lock_path):  # nothing to check: no broker holds a lock on a missing file
+        if not self._check_lock or not os.path.exists(lock_path):  # (no broker locks a missing file)
             return None
         return _lock_or_fail(os.open(lock_path, os.O_RDONLY), fcntl.LOCK_SH, lock_path)
 

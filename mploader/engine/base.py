@@ -22,13 +22,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
 from mploader.engine.readahead import Range, ReadAhead, auto_window
 from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
+from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,12 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
         """The scan of ``task``, planned or not."""
+
+    def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
+        """``mploader verify``'s Phase 1: :func:`~mploader.scan.audit.audit_segment` of each task, yielded in
+        the tasks' order (here in the calling thread; the pool runs them in the dir's workers)."""
+        for task in tasks:
+            yield audit_segment(task)
 
     def inline_source(self, data_dir: str) -> InlineSource:
         """Scans in the calling thread, counted in the stats, the progress and the read-ahead of ``data_dir``."""

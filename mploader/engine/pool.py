@@ -53,7 +53,7 @@ import pickle
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
@@ -63,7 +63,7 @@ from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool
 
 from mploader.engine.base import Engine
-from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, join_scans, piece_bytes, stitch
+from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
 from mploader.engine.plan import DirPlan, Partition
 from mploader.engine.worker import (
@@ -81,6 +81,7 @@ from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
+from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 
 log = logging.getLogger(__name__)
 
@@ -252,11 +253,7 @@ class PoolEngine(Engine):
             with self.lock:
                 self._remaining[plan.data_dir] = len(cut)
                 for task, st, cuts in cut:
-                    whole = len(cuts) == 2  # one chunk: its scan can pick the index entries too
-                    todo = [SegmentTask(task.path, task.base_offset, a, b if b != st[0] else None,
-                                        index_interval=task.index_interval if whole else None)
-                            for a, b in zip(cuts, cuts[1:])]
-                    pend = _Pending(st, todo)
+                    pend = _Pending(st, chunk_tasks(task, cuts))
                     self._pending[_key(task)] = pend
                     self._queue[plan.data_dir].append(pend)
             self._top_up(plan.data_dir)
@@ -326,17 +323,9 @@ class PoolEngine(Engine):
         self._update_gauges(data_dir)
         if not fresh:
             return self.inline_source(data_dir).scan(task)
-        scan, resume = stitch(task, parts)
-        if resume is not None:  # a cut that the continuous walk does not hit: continue without cuts
-            t1 = time.perf_counter()
-            rest = scan_segment(SegmentTask(task.path, task.base_offset, resume, task.end))
-            with self.lock:
-                self.stats.add_scan(time.perf_counter() - t1, rest)
-            scan = join_scans(task, [scan.batches, rest.batches], rest)
-        # like an inline scan, the result describes the task's whole range, whatever chunk it stopped in
-        scan.end = parts[-1].end
-        scan.bytes_read = scan.end - task.start
+        scan, rescan_seconds = stitch_whole(task, parts)
         with self.lock:
+            self.stats.scan_seconds += rescan_seconds
             self.stats.segments_scanned += 1
         if self.progress is not None:
             self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
@@ -382,6 +371,41 @@ class PoolEngine(Engine):
         if read_ahead is not None:
             end = task.end if task.end is not None else os.path.getsize(task.path)
             read_ahead.done(end - task.start)
+
+    # ---- verify's audits ----------------------------------------------------------------------------
+
+    def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
+        """In the dir's workers, at most ``IN_FLIGHT_PER_WORKER`` per worker ahead of the caller; an audit
+        comes back pickled (a few hundred bytes: no shared memory).  A worker that died has its task audited
+        here instead (read-only: doing it twice is harmless)."""
+        ahead: deque[tuple[AuditTask, Future[SegmentAudit]]] = deque()
+        for task in tasks:
+            ahead.append((task, self._submit_audit(data_dir, task)))
+            if len(ahead) >= IN_FLIGHT_PER_WORKER * self.workers_per_dir:
+                yield self._audit_result(data_dir, *ahead.popleft())
+        while ahead:
+            yield self._audit_result(data_dir, *ahead.popleft())
+
+    def _submit_audit(self, data_dir: str, task: AuditTask) -> Future[SegmentAudit]:
+        if self._closed.is_set():
+            raise LoadInterrupted("the engine was closed")
+        try:
+            future: Future[SegmentAudit] = self._executor(data_dir).submit(audit_segment, task)
+        except BrokenProcessPool:  # a worker died under an earlier task: a fresh pool for the next ones
+            future = self._executor(data_dir, fresh=True).submit(audit_segment, task)
+        return future
+
+    def _audit_result(self, data_dir: str, task: AuditTask, future: Future[SegmentAudit]) -> SegmentAudit:
+        try:
+            return future.result()
+        except (BrokenProcessPool, MemoryError, CancelledError) as e:
+            if self._closed.is_set():
+                raise LoadInterrupted("the engine was closed") from e
+            log.warning("%s: a worker died while auditing %s (%s: %s); auditing it in the parent", data_dir,
+                        task.path, type(e).__name__, e)
+            with self.lock:
+                self.stats.inline_fallbacks += 1
+            return audit_segment(task)
 
     def _scan_in_parent(self, task: SegmentTask, fallback: bool = False) -> SegmentScan:
         """Scan ``task`` here; counted as a scan the parent took over, or (``fallback``) as the last resort

@@ -48,12 +48,13 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
 
 
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
-                metrics: MetricsRegistry | None = None, progress: Progress | None = None) -> Engine:
-    """The engine for these data dirs; given their plans, "auto" also weighs the Phase 1 work."""
+                metrics: MetricsRegistry | None = None, progress: Progress | None = None,
+                scan_bytes: int | None = None) -> Engine:
+    """The engine for these data dirs; given their plans (or ``scan_bytes``, the most Phase 1 work of any of
+    them), "auto" also weighs the Phase 1 work."""
     plans = [d for d in data_dirs if isinstance(d, DirPlan)]
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
     planned: dict[str, PlannedScans] = {}
-    scan_bytes = None
     if plans and cfg.num_segment_loading_threads_per_data_dir == "auto":
         planned = {p.data_dir: plan_segment_scans(p) for p in plans}
         scan_bytes = max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()),

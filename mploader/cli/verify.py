@@ -1,0 +1,152 @@
+"""``mploader verify DIR...``: is this data dir healthy?  Read-only; exit 0 healthy, 1 not, 2 usage."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from mploader.cli.load import _workers
+from mploader.cli.output import error_document, print_document, tool_version
+from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, format_bytes
+from mploader.config import LoaderConfig
+from mploader.scan.audit import SegmentAudit
+from mploader.verify import PartitionReport, VerifyReport, verify_logs
+from mploader.verify.report import segment_healthy
+
+# the loggers of the dry run that tells what a load would do: its warnings say what the report says already
+_DRY_RUN_LOGGERS = ("mploader.manager", "mploader.recovery")
+
+
+def add_verify_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = "exit codes: 0 every partition healthy, 1 something is wrong (the report says what), " \
+               "2 usage error, 130 interrupted\n\n" + EXIT_CODES_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (docs/verify-output.md) instead of the report")
+    p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
+                   help="audit worker processes per data dir: N (1: in this process), or 'auto' (default)")
+    p.add_argument("--no-predict", action="store_true",
+                   help="do not tell what a load would do (skips the dry run, which re-reads what recovery reads)")
+    p.add_argument("--all", action="store_true", help="list healthy partitions too")
+    p.add_argument("--now-ms", type=int, default=None, metavar="MS",
+                   help="wall clock for the dry run's producer expiry (default: now)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    p.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
+                   help="also log what the dry run's load logs (-vv: debug); same as mploader -v")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    if missing:
+        return _fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+    display = None
+    extra: dict[str, Any] = {}
+    if not (args.json or args.no_progress) and sys.stderr.isatty():
+        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
+
+        display = extra["progress"] = LoadDisplay(sys.stderr)
+    quiet = logging.getLogger().getEffectiveLevel() > logging.INFO  # no -v: the report says it all
+    saved = {name: logging.getLogger(name).level for name in _DRY_RUN_LOGGERS}
+    try:
+        if quiet:
+            for name in _DRY_RUN_LOGGERS:
+                logging.getLogger(name).setLevel(logging.ERROR)
+        cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
+        report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
+    except KeyboardInterrupt:
+        return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted (verify changes nothing: run it again)")
+    except OSError as e:
+        return _fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
+    finally:
+        if display is not None:
+            display.close()
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+    report.tool_version = tool_version()
+    if args.json:
+        print_document({**report.to_json(), "command": "verify"})
+    else:
+        print("\n".join(report_lines(report, show_all=args.all)))
+    return EXIT_OK if report.healthy else EXIT_FAILURE
+
+
+def _fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
+    if args.json:
+        print_document(error_document(kind, message, exit_code=code, **fields))
+    else:
+        print(f"mploader verify: {message}", file=sys.stderr)
+    return code
+
+
+# --------------------------------------------------------------------------------------------
+# What the operator reads
+
+
+def report_lines(report: VerifyReport, show_all: bool = False) -> list[str]:
+    total = report.seconds.get("total", 0.0)
+    segments = sum(len(p.segments) for p in report.partitions)
+    rate = f", {format_bytes(report.bytes / report.seconds['audit'])}/s" if report.seconds.get("audit") else ""
+    workers = report.workers_per_dir
+    lines = [f"verified {len(report.data_dirs)} data dir(s): {len(report.partitions)} partitions, {segments} segments, "
+             f"{format_bytes(report.bytes)} in {total:.2f} s{rate} ({workers} worker{'s' * (workers > 1)} per dir)"]
+    for d in report.data_dirs:
+        lines += [f"{d.path}: {f.file}: {f.reason}" for f in d.findings]
+    if report.startup_failure is not None:
+        lines.append(f"a Kafka broker would fail to start on these dirs: {report.startup_failure['message']}")
+    bad = [p for p in report.partitions if not p.healthy]
+    for p in report.partitions:
+        if show_all or not p.healthy:
+            lines += partition_lines(p)
+    if report.healthy:
+        lines.append(f"HEALTHY: every byte of every segment checked in {len(report.partitions)} partitions: "
+                     "nothing wrong")
+    else:
+        lines.append(f"NOT HEALTHY: {len(bad)} of {len(report.partitions)} partitions have problems (listed above)")
+    return lines
+
+
+def partition_lines(p: PartitionReport) -> list[str]:
+    state = "ok" if p.healthy else "PROBLEMS"
+    lines = [f"{p.topic}-{p.partition} [{state}] ({p.dir}): log end offset {p.log_end_offset}, "
+             f"{len(p.segments)} segments, {format_bytes(p.bytes)}"]
+    for s in p.segments:
+        if not segment_healthy(s):
+            lines.append(f"  segment {s.base_offset}: " + "; ".join(_segment_problems(s)))
+    lines += [f"  {os.path.basename(f.file)}: {f.reason}" for f in p.findings]
+    if p.recovery is not None:
+        lines.append("  a load would: " + _recovery_text(p.recovery))
+    return lines
+
+
+def _segment_problems(s: SegmentAudit) -> list[str]:
+    out = []
+    if s.first_invalid_position is not None:
+        out.append(f"invalid from byte {s.first_invalid_position} of {s.size_bytes} ({s.reason})")
+    for name, verdict in ((".index", s.index), (".timeindex", s.timeindex), (".txnindex", s.txnindex)):
+        if verdict != "ok" and not (name == ".txnindex" and verdict == "missing"):
+            out.append(f"{name} {verdict}")
+    return out
+
+
+def _recovery_text(r: dict[str, Any]) -> str:
+    parts = []
+    if r["recovered_segments"]:
+        parts.append(f"recover {len(r['recovered_segments'])} segment(s)")
+    parts += [f"truncate segment {t['base_offset']} from {t['from_bytes']} to {t['to_bytes']} bytes"
+              for t in r["truncated_segments"]]
+    if r["deleted_segments"]:
+        parts.append(f"delete segment(s) {', '.join(map(str, r['deleted_segments']))}")
+    impact = r["impact"]
+    if impact["records_removed"]:
+        parts.append(f"log end offset {impact['log_end_offset_before']} -> {impact['log_end_offset_after']} "
+                     f"({impact['records_removed']} offsets removed)")
+    if impact["lost_below_high_watermark"]:
+        parts.append(f"ACKNOWLEDGED RECORDS LOST below the high watermark {impact['high_watermark']}")
+    return ", ".join(parts) if parts else "change no data"
+
+
+__all__ = ["add_verify_arguments", "report_lines", "run_verify"]
