@@ -7,11 +7,13 @@ own; :func:`stitch` joins them as the continuous walk would have ended.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from mploader.format import names, records
 from mploader.format.index import OFFSET_ENTRY
-from mploader.scan import SegmentScan, SegmentTask, Stop
+from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
 
 MIN_ENTRY_BYTES = 26  # the smallest legacy entry; bounds the rows a byte range can hold
 CHUNK_BYTES = 64 * 1024 * 1024  # no piece of a cut segment is smaller (except the last)
@@ -65,6 +67,31 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
             out.append(p)
             target = p + chunk_bytes
     return out
+
+
+def chunk_tasks(task: SegmentTask, cuts: list[int]) -> list[SegmentTask]:
+    """``task`` (a whole segment) as the tasks of its chunks between ``cuts`` (0, the cut positions, the size).
+    Only an uncut segment keeps the index interval: its scan can draft the whole segment's recovery."""
+    whole = len(cuts) == 2
+    return [SegmentTask(task.path, task.base_offset, a, b if b != cuts[-1] else None,
+                        index_interval=task.index_interval if whole else None) for a, b in zip(cuts, cuts[1:])]
+
+
+def stitch_whole(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, float]:
+    """The scan of ``task``'s whole range from its chunks' scans, as an inline scan describes it: :func:`stitch`,
+    and where a chunk stopped on a torn entry that the continuous walk does not cut, the rest scanned here without
+    cuts.  Returns the scan and the seconds that rescan took (0.0 without one), for the caller's stats."""
+    scan, resume = stitch(task, parts)
+    seconds = 0.0
+    if resume is not None:
+        t0 = time.perf_counter()
+        rest = scan_segment(SegmentTask(task.path, task.base_offset, resume, task.end))
+        seconds = time.perf_counter() - t0
+        scan = join_scans(task, [scan.batches, rest.batches], rest)
+    # like an inline scan, the result describes the task's whole range, whatever chunk it stopped in
+    scan.end = parts[-1].end
+    scan.bytes_read = scan.end - task.start
+    return scan, seconds
 
 
 def stitch(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, int | None]:
