@@ -53,7 +53,7 @@ import pickle
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
@@ -81,6 +81,7 @@ from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
+from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 
 log = logging.getLogger(__name__)
 
@@ -370,6 +371,41 @@ class PoolEngine(Engine):
         if read_ahead is not None:
             end = task.end if task.end is not None else os.path.getsize(task.path)
             read_ahead.done(end - task.start)
+
+    # ---- verify's audits ----------------------------------------------------------------------------
+
+    def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
+        """In the dir's workers, at most ``IN_FLIGHT_PER_WORKER`` per worker ahead of the caller; an audit
+        comes back pickled (a few hundred bytes: no shared memory).  A worker that died has its task audited
+        here instead (read-only: doing it twice is harmless)."""
+        ahead: deque[tuple[AuditTask, Future[SegmentAudit]]] = deque()
+        for task in tasks:
+            ahead.append((task, self._submit_audit(data_dir, task)))
+            if len(ahead) >= IN_FLIGHT_PER_WORKER * self.workers_per_dir:
+                yield self._audit_result(data_dir, *ahead.popleft())
+        while ahead:
+            yield self._audit_result(data_dir, *ahead.popleft())
+
+    def _submit_audit(self, data_dir: str, task: AuditTask) -> Future[SegmentAudit]:
+        if self._closed.is_set():
+            raise LoadInterrupted("the engine was closed")
+        try:
+            future: Future[SegmentAudit] = self._executor(data_dir).submit(audit_segment, task)
+        except BrokenProcessPool:  # a worker died under an earlier task: a fresh pool for the next ones
+            future = self._executor(data_dir, fresh=True).submit(audit_segment, task)
+        return future
+
+    def _audit_result(self, data_dir: str, task: AuditTask, future: Future[SegmentAudit]) -> SegmentAudit:
+        try:
+            return future.result()
+        except (BrokenProcessPool, MemoryError, CancelledError) as e:
+            if self._closed.is_set():
+                raise LoadInterrupted("the engine was closed") from e
+            log.warning("%s: a worker died while auditing %s (%s: %s); auditing it in the parent", data_dir,
+                        task.path, type(e).__name__, e)
+            with self.lock:
+                self.stats.inline_fallbacks += 1
+            return audit_segment(task)
 
     def _scan_in_parent(self, task: SegmentTask, fallback: bool = False) -> SegmentScan:
         """Scan ``task`` here; counted as a scan the parent took over, or (``fallback``) as the last resort
