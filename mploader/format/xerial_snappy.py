@@ -13,11 +13,13 @@ wraps snappy-java's ``SnappyOutputStream``; it reads one with ``SnappyInputStrea
 An empty input is the header alone.  Reading, ``SnappyInputStream`` decides once, from the first 16
 bytes: if there are fewer or the magic is absent, the whole input is one raw snappy block (what
 ``Snappy.compress`` returns, as some non-Java clients send).  Otherwise (the two versions are not
-checked) it reads chunks until fewer
-than 4 bytes remain (those 1-3 bytes are ignored, not an error); a length equal to the magic's first
-4 bytes starts the header of a concatenated stream (a wrong magic there ends the stream; a version
-below 1 is an error).  Errors: an empty input, a negative length, a chunk cut short, a block that is
-not valid snappy.  Every error here is a ValueError; :mod:`.compression` wraps it with the codec's name.
+checked) it reads chunks until fewer than 4 bytes remain (those 1-3 bytes are ignored, not an error).
+A length equal to the magic's first 4 bytes starts the 16-byte header of a concatenated stream (a
+version below 1 is an error).  With a wrong magic there, snappy-java reports the end of the stream to
+that one call but reads on after the 16 bytes at the next; Kafka's reader calls again
+(``ChunkedBytesStream`` asks ``available()`` after a short read), so what follows is read as chunks here
+too.  Errors: an empty input, a negative length, a chunk cut short, a block that is not valid snappy.
+Every error here is a ValueError; :mod:`.compression` wraps it with the codec's name.
 
 Needs ``cramjam`` (its raw snappy, also what python-snappy uses); importing this module without it
 raises ImportError, which :mod:`.compression` turns into "install the package" errors.
@@ -52,7 +54,7 @@ def _raw(block: memoryview, what: str) -> bytes:
     try:
         return bytes(cramjam.snappy.decompress_raw(block))
     except cramjam.DecompressionError as e:
-        raise ValueError(f"{what}: {e}") from e
+        raise ValueError(f"{what}: {str(e).removeprefix('snappy: ')}") from e
 
 
 def decompress(data: bytes | memoryview) -> bytes:
@@ -69,10 +71,8 @@ def decompress(data: bytes | memoryview) -> bytes:
         if n == _CONCATENATED:
             if p + len(HEADER) > len(view):
                 raise ValueError(f"concatenated stream header at byte {p} cut short")
-            if view[p : p + len(MAGIC)] != MAGIC:
-                break  # snappy-java ends the stream here
             version, _ = _VERSIONS.unpack_from(view, p + len(MAGIC))
-            if version < VERSION:
+            if view[p : p + len(MAGIC)] == MAGIC and version < VERSION:
                 raise ValueError(f"concatenated stream at byte {p} has version {version}, below {VERSION}")
             p += len(HEADER)
             continue
