@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
-from mploader.engine.base import Engine
+from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.plan import DirPlan, file_size
 from mploader.engine.select import make_engine
 from mploader.errors import (
@@ -76,28 +76,31 @@ def load_logs(
     *,
     metrics: MetricsRegistry | None = None,
     progress: Progress | None = None,
+    engine: EngineFactory | None = None,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up.
 
     Returns a :class:`LoadResult`; raises :class:`StartupFailedError` where Kafka's
     broker would fail to start.  ``now_ms`` is the wall clock used for producer
-    expiry (default: the real clock).
+    expiry (default: the real clock).  ``engine`` makes the engine Phase 1 runs on (default: the
+    config's choice, :func:`mploader.engine.select.make_engine`; e.g. :class:`mploader.spark.SparkEngine`).
     """
     cfg = config or LoaderConfig()
-    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run))
+    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run), engine)
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
-                     now_ms: int | None = None) -> LoadResult:
+                     now_ms: int | None = None, engine: EngineFactory | None = None) -> LoadResult:
     """What a load would do now: a dry run (``config.dry_run`` is implied) that does not look at the data
     dirs' locks, so that ``mploader verify`` can tell it for the dirs of a running broker too (where the files
     may change under it: the prediction is then of the moment it read them)."""
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=True)
-    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False))
+    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False), engine)
 
 
 def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
-               metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk) -> LoadResult:
+               metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
+               engine: EngineFactory | None = None) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     gauges = _ProgressGauges(metrics) if metrics is not None else None
@@ -119,7 +122,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 _create_and_lock(state, disk, offline)
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 _prepare_dir(state, disk, offline)
-            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats)
+            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine)
         except StartupFailedError as e:
             if not cfg.dry_run:
                 _note_written(e, disk)
@@ -137,13 +140,14 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
 
 def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
                    metrics: MetricsRegistry, progress: ProgressTracker | None, offline: dict[str, str],
-                   stats: LoadStats) -> LoadResult:
+                   stats: LoadStats, factory: EngineFactory | None = None) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
-    engine = make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
+    engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress) if factory is None
+              else factory(stats, progress))
     stats.workers_per_dir = engine.workers_per_dir
     interrupted = False
     try:

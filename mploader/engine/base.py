@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
 from mploader.engine.readahead import Range, ReadAhead, auto_window
@@ -134,4 +134,7 @@ class Engine(abc.ABC):
             read_ahead.close()
 
 
-__all__ = ["Engine", "InlineSource"]
+# makes a load's engine from its stats and progress (load_logs' ``engine``: another engine than the config's)
+EngineFactory = Callable[[LoadStats, Progress | None], Engine]
+
+__all__ = ["Engine", "EngineFactory", "InlineSource"]

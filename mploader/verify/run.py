@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mploader.config import LoaderConfig
-from mploader.engine.base import Engine
+from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.select import make_engine
 from mploader.errors import InvalidPartitionDirError, MalformedCheckpointError, StartupFailedError
 from mploader.format import checkpoint, names
@@ -74,8 +74,10 @@ class _Dir:
 
 
 def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None, *,
-                progress: Progress | None = None, now_ms: int | None = None, predict: bool = True) -> VerifyReport:
+                progress: Progress | None = None, now_ms: int | None = None, predict: bool = True,
+                engine: EngineFactory | None = None) -> VerifyReport:
     """Audit ``data_dirs`` (see the module docstring) and, with ``predict``, say what a load would do now.
+    ``engine``: the engine of the audits and of the prediction's Phase 1 (default: the config's choice).
 
     Raises ``FileNotFoundError``/``NotADirectoryError`` for a data dir that is not a directory; everything the
     files hold is reported, never raised."""
@@ -84,21 +86,22 @@ def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfi
     dirs = [_list_dir(os.path.abspath(os.fspath(d))) for d in data_dirs]
     tracker = ProgressTracker([progress]) if progress is not None else None
     stats = LoadStats()
-    engine = make_engine(cfg, [d.report.path for d in dirs], stats, progress=progress,
-                         scan_bytes=max((d.bytes for d in dirs), default=0))
-    report = VerifyReport([d.report for d in dirs], [], workers_per_dir=engine.workers_per_dir)
+    phase1 = engine(stats, progress) if engine is not None else make_engine(
+        cfg, [d.report.path for d in dirs], stats, progress=progress,
+        scan_bytes=max((d.bytes for d in dirs), default=0))
+    report = VerifyReport([d.report for d in dirs], [], workers_per_dir=phase1.workers_per_dir)
     if tracker is not None:
         tracker.start({d.report.path: len(d.partitions) for d in dirs})
     try:
         with ThreadPoolExecutor(max(1, len(dirs)), thread_name_prefix="mploader-verify") as threads:
-            per_dir = list(threads.map(lambda d: _audit_dir(d, engine, tracker), dirs))
+            per_dir = list(threads.map(lambda d: _audit_dir(d, phase1, tracker), dirs))
     finally:
-        engine.close()
+        phase1.close()
     report.partitions = [p for reports in per_dir for p in reports]
     report.seconds["audit"] = time.perf_counter() - t0
     if predict:
         t1 = time.perf_counter()
-        _predict(report, data_dirs, cfg, now_ms)
+        _predict(report, data_dirs, cfg, now_ms, engine)
         report.seconds["predict"] = time.perf_counter() - t1
     report.seconds["total"] = time.perf_counter() - t0
     if tracker is not None:
@@ -185,9 +188,9 @@ def _partition_report(d: _Dir, p: _Partition, segments: list[SegmentAudit]) -> P
 
 
 def _predict(report: VerifyReport, data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig,
-             now_ms: int | None) -> None:
+             now_ms: int | None, engine: EngineFactory | None) -> None:
     try:
-        result = predict_recovery(data_dirs, cfg, now_ms)
+        result = predict_recovery(data_dirs, cfg, now_ms, engine)
     except StartupFailedError as e:
         report.startup_failure = {"kafka_exception": e.kafka_exception, "path": e.path, "message": str(e)}
         return
