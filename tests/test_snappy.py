@@ -14,6 +14,7 @@ import os
 import re
 import struct
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,82 @@ def test_kafka_reads_mploader_snappy_batches() -> None:
     for magic, line in zip((0, 1), (got[5], got[7])):
         assert (line["magic"], line["compression"], line["last_offset"]) == (magic, SNAPPY, 109)
         assert [(r[0], r[3]) for r in line["records"]] == [(50 + i, v.hex()) for i, (_, _, v) in enumerate(recs[:60])]
+
+
+# --------------------------------------------------------------------------------------------
+# Without cramjam: errors that say what to install
+
+
+def test_without_cramjam_the_errors_name_the_package(tmp_path: Path) -> None:
+    """A Python where ``import cramjam`` fails (a None entry in sys.modules): writing, reading and the generator's
+    command line each name the package and the extra, and so does the error of a snappy wrapper's offsets."""
+    script = f"""
+import sys
+sys.modules["cramjam"] = None
+from mploader.format import compression, legacy
+from mploader.cli import main
+print(compression.available_codecs())
+for call in (lambda: compression.codec_id("snappy"), lambda: compression.decompress(2, b"x")):
+    try:
+        call()
+    except compression.UnsupportedCodecError as e:
+        print(e)
+try:
+    legacy.inner_offsets(bytes.fromhex(sys.argv[1]))
+except Exception as e:
+    print(type(e).__name__, e)
+sys.exit(main(["generate", {str(tmp_path / "out")!r}, "--compression", "snappy"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script, kafka_bytes("v1").hex()], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).parent.parent)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 2 and not (tmp_path / "out").exists(), proc.stderr
+    assert "'snappy'" not in lines[0] and "'gzip'" in lines[0]
+    assert "needs the Python package 'cramjam'" in lines[1] and "mploader[codecs]" in lines[1]
+    assert "'cramjam' is not installed" in lines[2] and "mploader[codecs]" in lines[2]
+    assert lines[3].startswith("InvalidRecordError") and "'cramjam' is not installed" in lines[3]
+    assert "needs the Python package 'cramjam'" in proc.stderr and "available here: none, gzip" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# A generated broker of snappy batches, next to the other codecs
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
+@pytest.mark.parametrize("codec", list(compression.CODEC_NAMES.values()))
+def test_generated_broker_loads_as_the_model_says(tmp_path: Path, codec: str, clean: bool) -> None:
+    """``mploader generate --compression CODEC`` with faults of every kind: every data batch carries the codec
+    (kafka-python decodes a sample of them to the values mploader decodes), and the load matches
+    tests/test_load_generated.py's model of Kafka's recovery, for snappy as for every other codec."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from mploader.generate import FAULT_KINDS
+    from tests.test_load_generated import GEN, direct_checks, load_and_check, make_broker
+
+    if codec not in compression.available_codecs():
+        pytest.skip(f"{codec} is not installed")
+    kinds = FAULT_KINDS if not clean else tuple(k for k in FAULT_KINDS if k != "zero_tail")
+    b = make_broker(tmp_path, GEN.replace(compression=codec, fault_kinds=kinds, faults=10, clean_shutdown=clean,
+                                          seed=4))
+    checked = 0
+    for key, part in b.manifest["partitions"].items():
+        for seg in part["segments"]:
+            data = b.before[key][name(seg["base_offset"], ".log")]
+            assert isinstance(data, bytes)
+            intact = {e.position for e in read_log(data).entries}  # the batches before a fault
+            for row in (r for r in seg["batches"] if r["position"] in intact):
+                h = records.read_batch_header(data, row["position"])
+                assert h.compression == (compression.NONE if row["control"] else compression.codec_id(codec))
+                if codec == "snappy" and not row["control"]:  # framed as Kafka writes it, not raw snappy
+                    assert data[row["position"] + records.RECORD_BATCH_OVERHEAD :][: len(HEADER)] == HEADER
+                if checked < 40 and not row["control"]:
+                    theirs = DefaultRecordBatch(bytearray(data[row["position"] : row["position"] + row["size"]]))
+                    assert [(r.key, r.value) for r in theirs] == \
+                        [(r.key, r.value) for r in records.decode_records(data, row["position"])]
+                    checked += 1
+    assert checked == 40 and b.manifest["faults"]
+    out = load_and_check(b)
+    assert out.result is not None and len(out.models) == len(b.manifest["partitions"])
+    assert direct_checks(b, out)
+    if not clean:
+        assert any(m.truncated for m in out.models.values())
