@@ -8,8 +8,9 @@ Both directions, with property-based inputs:
   ``legacy.build_message`` / ``build_wrapper``) are read by kafka-python with valid CRCs and
   the same values.
 
-Codecs: none and gzip always; snappy/lz4/zstd only if both libraries can use them here (the
-test environment has none of their packages, so those cases are skipped).
+Codecs: none and gzip always; snappy/lz4/zstd when both libraries can use them here (scripts/test
+installs the ``codecs`` extra and, in ``dev``, what kafka-python needs: python-snappy, xxhash), skipped
+otherwise; tests/test_snappy.py adds batches that span several snappy chunks.
 """
 
 from __future__ import annotations
