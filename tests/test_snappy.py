@@ -234,19 +234,23 @@ def with_section(batch: bytes, section: bytes) -> bytes:
     return bytes(data)
 
 
+def damaged_markers() -> tuple[bytes, bytes]:
+    """Kafka's compressed commit marker with its stream ended after the header, and with its chunk cut short."""
+    commit = kafka_bytes("commit")
+    section = commit[records.RECORD_BATCH_OVERHEAD:]
+    assert len(chunks_of(section)) == 1
+    return with_section(commit, HEADER + b"\x00\x00"), with_section(commit, section[:-1])
+
+
 def test_damaged_compressed_marker_fails_like_kafka() -> None:
     """A stream that ends early (a chunk missing) is an EOF to Kafka's record reader: InvalidRecordException,
     which recovery catches; a chunk cut short is an IOException in snappy-java: start-up fails."""
-    commit = kafka_bytes("commit")
-    section = commit[records.RECORD_BATCH_OVERHEAD:]
-    [block] = chunks_of(section)
-    ended = with_section(commit, HEADER + b"\x00\x00")
+    ended, cut = damaged_markers()
     with pytest.raises(InvalidRecordError):
         records.read_end_txn_marker(ended, 0, records.ensure_valid(ended, 0), "x.log")
-    cut = with_section(commit, section[:-1])
     with pytest.raises(StartupFailedError) as info:
         records.read_end_txn_marker(cut, 0, records.ensure_valid(cut, 0), "x.log")
-    assert info.value.kafka_exception == "KafkaException" and len(block) > 1
+    assert info.value.kafka_exception == "KafkaException"
 
 
 def test_load_recovers_kafka_snappy_batches(tmp_path: Path) -> None:
@@ -324,6 +328,11 @@ def test_kafka_decompresses_the_read_cases_alike() -> None:
             assert "error" in kafka, what  # which exception: docs/formats.md §5.1
         else:
             assert bytes.fromhex(kafka.get("data", "??")) == expected, (what, kafka)
+
+
+def test_kafka_reads_the_damaged_markers_alike() -> None:
+    got = kafka_run("read", list(damaged_markers()))
+    assert got == [{"error": "InvalidRecordException"}, {"end": True}, {"error": "KafkaException"}, {"end": True}]
 
 
 def test_kafka_reads_mploader_snappy_batches() -> None:
