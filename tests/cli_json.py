@@ -1,5 +1,5 @@
 """Run ``mploader`` as an operator does, and hold every ``--json`` document to the published schema
-(docs/mploader-output.schema.json)."""
+(docs/mploader-output.schema.json; ``mploader verify``'s report: docs/mploader-verify.schema.json)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,23 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = ROOT / "docs" / "mploader-output.schema.json"
+VERIFY_SCHEMA_PATH = ROOT / "docs" / "mploader-verify.schema.json"
 
 
 @cache
-def _validator() -> Any:
+def _validator(path: Path = SCHEMA_PATH) -> Any:
     import jsonschema
 
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = json.loads(path.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
 
 def validate(doc: Any) -> Any:
-    """``doc`` if it is valid against the schema; raises jsonschema.ValidationError otherwise."""
-    _validator().validate(doc)
+    """``doc`` if it is valid against its schema (a verify report's, or the load's and the error document's);
+    raises jsonschema.ValidationError otherwise."""
+    verify_report = isinstance(doc, dict) and doc.get("command") == "verify"
+    _validator(VERIFY_SCHEMA_PATH if verify_report else SCHEMA_PATH).validate(doc)
     return doc
 
 

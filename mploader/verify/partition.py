@@ -1,6 +1,7 @@
 """The checks of one partition directory beyond its segments' own (what no single segment's audit can see).
 
 * offsets across segments: each segment's last offset below the next segment's base offset;
+* index files whose ``.log`` is not there;
 * ``leader-epoch-checkpoint`` against the epochs the v2 batches carry: the file parses, its epochs increase
   and its start offsets do not decrease, and every epoch the log starts (in log order, each above the ones
   before: what ``LeaderEpochFileCache.assign`` keeps) is there, starting no later than its first batch (or
@@ -34,7 +35,7 @@ def log_end_offset(segments: list[SegmentAudit]) -> int:
 def partition_findings(directory: str, files: list[str], segments: list[SegmentAudit],
                        log_start_offset: int | None) -> list[Finding]:
     """Everything wrong in ``directory`` beyond its segments (``files``: the names in it, sorted)."""
-    out = offsets_across(segments)
+    out = offsets_across(segments) + orphaned_indexes(directory, files, segments)
     end = log_end_offset(segments)
     out += epoch_findings(directory, segments, log_start_offset or 0, end)
     for name in files:
@@ -53,6 +54,15 @@ def offsets_across(segments: list[SegmentAudit]) -> list[Finding]:
             out.append(Finding(prev.path, None, f"segment {prev.base_offset} ends at offset {prev.last_offset}, "
                                                 f"not below the next segment's base offset {seg.base_offset}"))
     return out
+
+
+def orphaned_indexes(directory: str, files: list[str], segments: list[SegmentAudit]) -> list[Finding]:
+    """Index files without their ``.log``: a segment file lost, or a deletion never finished (a load deletes
+    them, ``LogLoader.removeTempFilesAndCollectSwapFiles``)."""
+    bases = {s.base_offset for s in segments}
+    return [Finding(os.path.join(directory, name), None, "index file without its .log: a lost segment, or a "
+                                                         "deletion never finished (a load deletes it)")
+            for name in files if names.is_index_file(name) and names.offset_from_file_name(name) not in bases]
 
 
 def epoch_findings(directory: str, segments: list[SegmentAudit], log_start: int, end: int) -> list[Finding]:
@@ -120,4 +130,5 @@ def _reason(e: BaseException) -> str:
     return getattr(e, "reason", None) or str(e)
 
 
-__all__ = ["epoch_findings", "log_end_offset", "offsets_across", "partition_findings", "snapshot_findings"]
+__all__ = ["epoch_findings", "log_end_offset", "offsets_across", "orphaned_indexes", "partition_findings",
+           "snapshot_findings"]
