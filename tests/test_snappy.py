@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -253,44 +254,55 @@ def test_damaged_compressed_marker_fails_like_kafka() -> None:
     assert info.value.kafka_exception == "KafkaException"
 
 
-def test_load_recovers_kafka_snappy_batches(tmp_path: Path) -> None:
-    """An unclean load re-reads Kafka's snappy batches; the compressed marker is decompressed for the producer
-    state; a torn copy of the data batch after it is truncated."""
+def marker_partition(tmp_path: Path) -> Path:
+    """Kafka's snappy data batch, its compressed commit marker, then a torn copy of the data batch; unclean."""
     v2, commit = kafka_bytes("v2"), kafka_bytes("commit")
     d = data_dir(tmp_path, clean=False)
     PartitionBuilder(d).segment(0, v2, commit, v2[:-100], indexes=False).epochs((0, 0))
-    result = load([d])
-    log = result.logs[TP]
-    assert log.log_end_offset == 501 and log.truncated_bytes == len(v2) - 100
+    return d
+
+
+def test_load_recovers_kafka_snappy_batches(tmp_path: Path) -> None:
+    """An unclean load re-reads Kafka's snappy batches; the compressed marker is decompressed for the producer
+    state; the torn copy after it is truncated."""
+    log = load([marker_partition(tmp_path)]).logs[TP]
+    assert log.log_end_offset == 501 and log.truncated_bytes == len(kafka_bytes("v2")) - 100
     p = log.producers[77]
     assert (p.epoch, p.coordinator_epoch, p.last_timestamp, p.current_txn_first_offset) == (3, 12, T0 + 9, -1)
 
 
-@pytest.mark.parametrize("wrapper", ["gzip", "snappy", "lz4", "kafka-snappy"])
-def test_offset_overflow_split_reads_the_wrapper(tmp_path: Path, wrapper: str) -> None:
-    """A magic-1 wrapper whose offsets overflow the segment's base: recovery splits the segment, and the new
-    segment's base is the wrapper's first inner offset, which only decompressing tells.  Kafka's own snappy
-    wrapper (offsets moved by its wrapper offset, outside the CRC) and mploader's give the same outcome as
-    the other codecs."""
+OVERFLOW_HEAD = V1(0, b"x", T0) + V1(1, b"y", T0 + 1)
+
+
+def overflow_partition(tmp_path: Path, wrapper: str) -> tuple[Path, bytes]:
+    """A segment at 0: two v1 messages, then a magic-1 wrapper of offsets M+100..M+139, past the offset limit.
+    ``wrapper``: a codec (mploader writes it) or "kafka-snappy" (Kafka's, moved by its wrapper offset, which
+    lies outside the CRC: v1 inner offsets are relative to it)."""
     if wrapper == "kafka-snappy":
-        data = kafka_bytes("v1")
-        data = struct.pack(">q", M + 139) + data[8:]  # v1 inner offsets are relative to the wrapper's
-        first, last = M + 100, M + 139
+        data = struct.pack(">q", M + 139) + kafka_bytes("v1")[8:]
     else:
         if wrapper not in compression.available_codecs():
             pytest.skip(f"{wrapper} is not installed")
-        codec = compression.codec_id(wrapper)
         data = legacy.build_wrapper([(M + 100 + i, v, ts) for i, (ts, _, v) in enumerate(big_records(40))],
-                                    codec=codec, magic=1)
-        first, last = M + 100, M + 139
-    head = V1(0, b"x", T0) + V1(1, b"y", T0 + 1)
+                                    codec=compression.codec_id(wrapper), magic=1)
     d = data_dir(tmp_path, clean=False)
-    pb = PartitionBuilder(d)
-    pb.segment(0, head, data, indexes=False)
+    PartitionBuilder(d).segment(0, OVERFLOW_HEAD, data, indexes=False)
+    return d, data
+
+
+WRAPPERS = ["gzip", "snappy", "lz4", "kafka-snappy"]
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_offset_overflow_split_reads_the_wrapper(tmp_path: Path, wrapper: str) -> None:
+    """Recovery splits the segment, and the new segment's base is the wrapper's first inner offset, which only
+    decompressing tells: the same outcome for snappy (Kafka's wrapper and mploader's) as for other codecs."""
+    d, data = overflow_partition(tmp_path, wrapper)
     log = load([d]).logs[TP]
-    assert [s.base_offset for s in log.segments] == [0, first]
-    assert log.log_end_offset == last + 1 and log.truncated_bytes == 0
-    assert pb.read(name(0, ".log")) == head and pb.read(name(first, ".log")) == data
+    assert [s.base_offset for s in log.segments] == [0, M + 100]
+    assert log.log_end_offset == M + 140 and log.truncated_bytes == 0
+    pb = PartitionBuilder(d)
+    assert pb.read(name(0, ".log")) == OVERFLOW_HEAD and pb.read(name(M + 100, ".log")) == data
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,6 +345,29 @@ def test_kafka_decompresses_the_read_cases_alike() -> None:
 def test_kafka_reads_the_damaged_markers_alike() -> None:
     got = kafka_run("read", list(damaged_markers()))
     assert got == [{"error": "InvalidRecordException"}, {"end": True}, {"error": "KafkaException"}, {"end": True}]
+
+
+@pytest.mark.parametrize("case", ["marker", *WRAPPERS])
+def test_kafka_loads_the_partitions_alike(tmp_path: Path, case: str) -> None:
+    """Kafka's LogLoader (the oracle) and mploader recover copies of the same partition: every file in the
+    partition directory ends byte-identical (segments, rebuilt indexes, producer snapshots, epochs)."""
+    launcher = Path(os.environ.get("KAFKA_ORACLE") or Path.home() / ".cache" / "kafka-oracle" / "oracle")
+    if not launcher.exists():
+        pytest.skip("the Kafka oracle is not built (~/.cache/kafka-oracle, see ../shared/kafka-oracle)")
+    d = marker_partition(tmp_path) if case == "marker" else overflow_partition(tmp_path, case)[0]
+    theirs = tmp_path / "kafka"
+    shutil.copytree(d, theirs)
+    out = subprocess.run([str(launcher), "datadir", str(theirs)], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    [kafka] = [json.loads(line) for line in out.splitlines() if '"segments"' in line]
+    log = load([d], dry_run_first=False).logs[TP]
+    assert kafka["log_end_offset"] == log.log_end_offset
+    assert [(s["base_offset"], s["size"]) for s in kafka["segments"]] == \
+        [(s.base_offset, s.size_bytes) for s in log.segments]
+    part = "t-0"
+    assert sorted(os.listdir(theirs / part)) == sorted(os.listdir(d / part))
+    for f in os.listdir(d / part):
+        assert (theirs / part / f).read_bytes() == (d / part / f).read_bytes(), f
 
 
 def test_kafka_reads_mploader_snappy_batches() -> None:
