@@ -15,13 +15,15 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mploader"
 
 LAYERS: list[set[str]] = [
-    {"errors", "config", "progress", "metrics", "prometheus"},  # no mploader imports but errors
+    {"errors", "config", "progress", "metrics", "prometheus", "host"},  # no mploader imports but errors
     {"format"},  # bytes on disk, no policy
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2
     {"manager", "generate"},  # all data dirs (LogManager); the data generator
     {"verify"},  # the read-only audit (uses the manager's dry run)
+    {"spark"},  # load and verify on a Spark cluster (the Spark engine; uses the manager and verify)
+    {"experiments"},  # sweeps, device sampling, throttled devices, plots (load through the manager)
     {"cli", ""},  # the command; the public API (mploader/__init__)
     {"__main__"},  # python -m mploader
 ]

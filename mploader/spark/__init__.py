@@ -1,0 +1,12 @@
+"""mploader on a Spark cluster: the same two phases, Phase 1 as Spark tasks over the fleet's segments.
+
+* :mod:`.session`  the session the jobs run in (``local[*]`` unless told; classic Spark, no speculation)
+* :mod:`.tasks`    pieces of work (segments, chunks of big ones) packed into Spark partitions by bytes
+* :mod:`.arrow`    a scan's batch table, its recovery draft and a segment audit as Arrow rows, both ways
+* :mod:`.phase1`   what the executors run: ``mapInArrow`` over pieces, reading the files through their paths
+* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base`
+* :mod:`.fleet`    :func:`load` and :func:`verify` over many brokers' data dirs, the Parquet inventory and summary
+
+Needs the ``spark`` extra (pyspark 4, pandas, pyarrow) and Java 17; importing this package imports none of
+them (the submodules do).
+"""

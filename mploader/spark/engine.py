@@ -1,0 +1,244 @@
+"""The Spark engine: Phase 1 as Spark tasks, Phase 2 where the caller runs it (``load_logs`` on the driver).
+
+Data flow::
+
+    driver (load_logs: Phase 2 threads)                 executors (tasks of Spark jobs)
+    -----------------------------------                 -------------------------------
+    prefetch(): plan each dir's scans (the loader's
+      own rule), cut big segments into chunks as the
+      pool cuts them, interleave the dirs, split the
+      pieces into waves of WAVE_BYTES in Phase 2's
+      order; a thread runs one Spark job per wave:
+      the wave's pieces packed by bytes into Spark  ──►  mapInArrow: scan_segment of each piece,
+      partitions (mploader.spark.tasks)                   read through its path; the batch table (and
+                                                          the recovery draft) as Arrow list columns
+      toArrow(): the wave's rows, decoded into      ◄──  (mploader.spark.arrow), an OSError as a row
+      SegmentScans by piece
+    scan(dir, task) (Phase 2 asks): wait for the task's
+      pieces, stitch chunks (engine.chunks); a piece
+      whose job failed (lost executors, a stopped
+      session), a file changed since planning, or a
+      task never planned is scanned here
+    audit(dir, tasks) (verify): one job per wave of
+      segments, audit_segment on the executors, the
+      audits back in Arrow, yielded in order
+
+Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The results never depend on
+where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine conformance tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mploader.engine.base import Engine
+from mploader.engine.chunks import chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
+from mploader.engine.plan import DirPlan, Partition, file_size
+from mploader.errors import LoadInterrupted
+from mploader.progress import Progress
+from mploader.result import LoadStats
+from mploader.scan import SegmentScan, SegmentTask
+from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
+from mploader.spark.arrow import audits_from_arrow, scans_from_arrow
+from mploader.spark.phase1 import audit_frame, scan_frame
+from mploader.spark.session import check_session
+from mploader.spark.tasks import Piece, cores, piece_frame
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# A Spark job costs ~0.1 s to start (local mode); a wave is what Phase 2 waits for before its first scan.
+WAVE_BYTES = 1 << 30
+
+_TaskKey = tuple[str, int, int | None, bool, bool]
+
+
+def _key(task: SegmentTask) -> _TaskKey:
+    return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
+
+
+def _stat(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+@dataclass(slots=True)
+class _Planned:
+    stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
+    pieces: list[int]  # its pieces' ids, in order
+
+
+def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
+    """Consecutive runs of ``pieces`` of about ``wave_bytes`` each (at least one piece each)."""
+    out: list[list[Piece]] = []
+    total = wave_bytes
+    for p in pieces:
+        if total >= wave_bytes:
+            out.append([])
+            total = 0
+        out[-1].append(p)
+        total += p.size
+    return out
+
+
+class SparkEngine(Engine):
+    """Phase 1 in Spark tasks (see the module docstring); ``workers_per_dir`` is the cluster's cores."""
+
+    def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = None,
+                 chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES):
+        super().__init__(stats, progress, read_ahead_bytes=0)  # the executors read: the driver's hints help none
+        check_session(spark)
+        self.spark = spark
+        self.workers_per_dir = cores(spark)
+        self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir, as the pool
+        self.wave_bytes = wave_bytes
+        self.executor_pieces = 0  # pieces whose scan or audit came back from an executor
+        self._planned: dict[_TaskKey, _Planned] = {}
+        self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
+        self._failed: dict[int, str] = {}  # piece -> why its job failed
+        self._arrived = threading.Condition()
+        self._closed = threading.Event()
+        self._ids = itertools.count()
+        self._group = f"mploader-{os.getpid()}-{id(self)}"
+        self._thread: threading.Thread | None = None
+
+    # ---- Phase 1 of a load ---------------------------------------------------------------------
+
+    def prefetch(self, dirs: Sequence[DirPlan]) -> dict[str, list[Partition]]:
+        order: dict[str, list[Partition]] = {}
+        per_dir: list[list[Piece]] = []
+        tasks: dict[int, SegmentTask] = {}
+        for plan in dirs:
+            planned = self.plan(plan)  # in Phase 2's order
+            order[plan.data_dir] = [part for part, _ in planned]
+            stated = []
+            for task in (t for _, ts in planned for t in ts):
+                try:
+                    stated.append((task, _stat(task.path)))
+                except OSError:
+                    continue  # Phase 2's own scan raises it, as an inline scan would
+            cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
+            pieces: list[Piece] = []
+            for task, st in stated:
+                chunks = chunk_tasks(task, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
+                ids = [next(self._ids) for _ in chunks]
+                self._planned[_key(task)] = _Planned(st, ids)
+                for pid, chunk in zip(ids, chunks):
+                    tasks[pid] = chunk
+                    end = st[0] if chunk.end is None else chunk.end
+                    pieces.append(Piece(pid, chunk.path, chunk.base_offset, chunk.start, chunk.end, end - chunk.start,
+                                        chunk.index_interval))
+            per_dir.append(pieces)
+        # every dir's first pieces in the first wave: Phase 2 loads the dirs side by side
+        interleaved = [p for group in itertools.zip_longest(*per_dir) for p in group if p is not None]
+        if interleaved:
+            self._thread = threading.Thread(target=self._run, args=(waves(interleaved, self.wave_bytes), tasks),
+                                            name="mploader-spark-phase1", daemon=True)
+            self._thread.start()
+        return order
+
+    def _run(self, planned: list[list[Piece]], tasks: dict[int, SegmentTask]) -> None:
+        self.spark.sparkContext.setJobGroup(self._group, "mploader Phase 1 scans", interruptOnCancel=True)
+        for wave in planned:
+            if self._closed.is_set():
+                error = "the load was closed"
+                results = {}
+            else:
+                try:
+                    results = scans_from_arrow(scan_frame(piece_frame(self.spark, wave)).toArrow(), tasks)
+                    error = ""
+                except Exception as e:  # noqa: BLE001 - a failed job (lost executors, a stopped session, Ctrl-C)
+                    results, error = {}, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            with self._arrived:
+                self._results.update(results)
+                self.executor_pieces += len(results)
+                self._failed.update((p.id, error) for p in wave if p.id not in results)
+                self._arrived.notify_all()
+
+    def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
+        with self._arrived:
+            planned = self._planned.pop(_key(task), None)
+        if planned is None:
+            return self.inline_source(data_dir).scan(task)
+        t0 = time.perf_counter()
+        with self._arrived:
+            while not all(p in self._results or p in self._failed for p in planned.pieces):
+                if self._closed.is_set():
+                    raise LoadInterrupted("the load was interrupted")
+                self._arrived.wait(0.5)
+            got = [self._results.pop(p, None) for p in planned.pieces]
+            failed = [why for p in planned.pieces if (why := self._failed.pop(p, None)) is not None]
+        with self.lock:
+            self.stats.wait_seconds += time.perf_counter() - t0
+        if failed:
+            log.warning("%s: the Spark job that had %s failed (%s); scanning it in the driver", data_dir, task.path,
+                        failed[0])
+            with self.lock:
+                self.stats.inline_fallbacks += 1
+            return self.inline_source(data_dir).scan(task)
+        try:
+            fresh = _stat(task.path) == planned.stat
+        except OSError:
+            fresh = False
+        if not fresh:  # the file changed since planning (e.g. a swap was completed): the pieces are of no use
+            return self.inline_source(data_dir).scan(task)
+        parts = []
+        for result, seconds in (g for g in got if g is not None):
+            if isinstance(result, OSError):
+                raise OSError(result.errno, result.strerror, result.filename)
+            with self.lock:
+                self.stats.add_scan(seconds, result)
+            parts.append(result)
+        scan, rescan_seconds = stitch_whole(task, parts)
+        with self.lock:
+            self.stats.scan_seconds += rescan_seconds
+            self.stats.segments_scanned += 1
+        if self.progress is not None:
+            self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
+        return scan
+
+    # ---- verify's audits -----------------------------------------------------------------------
+
+    def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
+        """One Spark job per wave of segments, in order; a wave whose job failed is audited here."""
+        self.spark.sparkContext.setJobGroup(self._group, f"mploader verify {data_dir}", interruptOnCancel=True)
+        pieces = [Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)]
+        for wave in waves(pieces, self.wave_bytes):
+            if self._closed.is_set():
+                raise LoadInterrupted("the engine was closed")
+            try:
+                got = audits_from_arrow(audit_frame(piece_frame(self.spark, wave)).toArrow())
+            except Exception as e:  # noqa: BLE001 - a failed job: audited here (read-only, so twice is harmless)
+                log.warning("%s: a Spark audit job failed (%s: %s); auditing its %d segments in the driver", data_dir,
+                            type(e).__name__, str(e).splitlines()[0] if str(e) else "", len(wave))
+                got = {}
+            with self.lock:
+                self.executor_pieces += len(got)
+                self.stats.inline_fallbacks += sum(p.id not in got for p in wave)
+            for p in wave:
+                yield got.get(p.id) or audit_segment(tasks[p.id])
+
+    def close(self, kill: bool = False) -> None:
+        """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        super().close(kill)
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self.spark.sparkContext.cancelJobGroup(self._group)
+            thread.join()
+        with self._arrived:
+            self._arrived.notify_all()
+
+
+__all__ = ["WAVE_BYTES", "SparkEngine", "waves"]
