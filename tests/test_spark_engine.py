@@ -17,16 +17,11 @@ if str(_ROOT) not in sys.path:
 
 import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
+import tests.test_engine as engine_tests  # noqa: E402
 from tests.spark_session import spark  # noqa: E402, F401
-from tests.test_engine import (  # noqa: E402, F401
-    DataSet,
-    DataSets,
-    EngineConformance,
-    Outcome,
-    assert_same_outcome,
-    datasets,
-    load_copy,
-)
+from tests.test_engine import DataSet, DataSets, EngineConformance, Outcome, assert_same_outcome, load_copy  # noqa: E402
+
+datasets = engine_tests.datasets  # the data sets' session fixture (templates and inline references, built once)
 
 
 class TestSparkEngine(EngineConformance):
