@@ -103,7 +103,7 @@ def audit_segment(task: AuditTask) -> SegmentAudit:
     valid_bytes = scan.valid_bytes if invalid is None else invalid
     v2 = valid[valid["magic"] == 2]
     epochs = v2["partition_leader_epoch"]
-    change = np.flatnonzero(np.diff(epochs, prepend=np.int32(-2)) != 0) if len(v2) else np.empty(0, np.int64)
+    change = np.flatnonzero(np.concatenate(([True], epochs[1:] != epochs[:-1]))) if len(v2) else []
     audit = SegmentAudit(
         path=task.path, base_offset=task.base_offset, size_bytes=scan.end, valid_bytes=valid_bytes,
         first_invalid_position=invalid, reason=reason, batches=len(valid),
@@ -155,16 +155,18 @@ def _offset_problem(rows: np.ndarray, base_offset: int) -> tuple[int, str] | Non
 
 def _written(entries: np.ndarray, *fields: str) -> np.ndarray:
     """The entries before the all-zero slots at the end of a preallocated index."""
-    used = np.zeros(len(entries), bool)
-    for f in fields:
+    if not len(entries) or any(entries[f][-1] != 0 for f in fields):
+        return entries  # the usual case: a trimmed index, its last slot written
+    used = entries[fields[0]] != 0
+    for f in fields[1:]:
         used |= entries[f] != 0
     nz = np.flatnonzero(used)
     return entries[: int(nz[-1]) + 1] if nz.size else entries[:0]
 
 
 def _first(mask: np.ndarray) -> int | None:
-    hit = np.flatnonzero(mask)
-    return int(hit[0]) if hit.size else None
+    i = int(mask.argmax()) if len(mask) else 0  # argmax: the first True, without a full nonzero pass
+    return i if len(mask) and mask[i] else None
 
 
 def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
@@ -176,10 +178,10 @@ def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
         return OK
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
     pos = entries["position"].astype(np.int64)
-    i = _first(np.diff(offsets) <= 0)
+    i = _first(offsets[1:] <= offsets[:-1])
     if i is not None:
         return f"entry {i + 1}: offset {int(offsets[i + 1])} not above entry {i}'s {int(offsets[i])}"
-    i = _first(np.diff(pos) <= 0)
+    i = _first(pos[1:] <= pos[:-1])
     if i is not None:
         return f"entry {i + 1}: position {int(pos[i + 1])} not above entry {i}'s {int(pos[i])}"
     starts = rows["position"]
@@ -210,10 +212,10 @@ def time_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
         return OK
     ts = entries["timestamp"].astype(np.int64)
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
-    i = _first(np.diff(ts) < 0)
+    i = _first(ts[1:] < ts[:-1])
     if i is not None:
         return f"entry {i + 1}: timestamp {int(ts[i + 1])} below entry {i}'s {int(ts[i])}"
-    i = _first(np.diff(offsets) < 0)
+    i = _first(offsets[1:] < offsets[:-1])
     if i is not None:
         return f"entry {i + 1}: offset {int(offsets[i + 1])} below entry {i}'s {int(offsets[i])}"
     last = rows["last_offset"]

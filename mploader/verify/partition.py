@@ -106,7 +106,8 @@ def snapshot_findings(path: str, end: int) -> list[Finding]:
         offset = names.offset_from_file_name(os.path.basename(path))
         entries = read_snapshot(path)
     except (CorruptFileError, ValueError, OSError) as e:
-        return [Finding(path, getattr(e, "position", None), _reason(e) + " (a load deletes the file)")]
+        return [Finding(path, getattr(e, "position", None),
+                        _reason(e) + " (Kafka deletes a corrupt snapshot when it reads it)")]
     out = []
     late = [entry for entry in entries if entry.last_offset >= offset]
     if late:
@@ -114,7 +115,7 @@ def snapshot_findings(path: str, end: int) -> list[Finding]:
                                        f"below the snapshot's offset {offset}"))
     if offset > end:
         out.append(Finding(path, None, f"snapshot offset {offset} is beyond the log end offset {end} "
-                                       "(a load deletes the file)"))
+                                       "(a load deletes it)"))
     return out
 
 
