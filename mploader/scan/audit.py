@@ -103,7 +103,8 @@ def audit_segment(task: AuditTask) -> SegmentAudit:
     valid_bytes = scan.valid_bytes if invalid is None else invalid
     v2 = valid[valid["magic"] == 2]
     epochs = v2["partition_leader_epoch"]
-    change = np.flatnonzero(np.concatenate(([True], epochs[1:] != epochs[:-1]))) if len(v2) else []
+    change: np.ndarray = np.flatnonzero(np.concatenate(([True], epochs[1:] != epochs[:-1]))) if len(v2) \
+        else np.empty(0, np.int64)
     audit = SegmentAudit(
         path=task.path, base_offset=task.base_offset, size_bytes=scan.end, valid_bytes=valid_bytes,
         first_invalid_position=invalid, reason=reason, batches=len(valid),
