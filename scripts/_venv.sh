@@ -1,4 +1,4 @@
-# Sourced by the scripts: make sure .venv exists and holds mploader with its dev, codecs and spark extras.
+# Sourced by the scripts: make sure .venv exists and holds mploader with its dev, codecs, spark and experiments extras.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -15,9 +15,9 @@ for f in pyproject.toml setup.py mploader/scan/_walk.c; do
   if [ ! -f "$stamp" ] || [ "$ROOT/$f" -nt "$stamp" ]; then stale=1; fi
 done
 if [ "$stale" = 1 ]; then
-  echo "installing mploader and its dev, codecs and spark extras into $VENV" >&2
+  echo "installing mploader and its dev, codecs, spark and experiments extras into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev,codecs,spark]" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[dev,codecs,spark,experiments]" >&2
   touch "$stamp"
 fi
 if [ -z "${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1; then  # the spark extra's tests start a local Spark (a JVM)

@@ -1,0 +1,156 @@
+"""What ``mploader sweep`` and ``mploader experiment`` share: the data and output options, the scratch
+directory, a line per run on stderr, the report at the end, and SIGTERM handled as a Ctrl-C (so that every
+device, mount and cgroup an experiment made is removed when it is stopped either way)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from mploader.cli.output import SCHEMA_VERSION, print_document, tool
+from mploader.cli.units import UsageError, format_bytes, parse_size
+from mploader.experiments.broker import Broker, generated_broker, given_broker
+from mploader.experiments.cache import METHODS
+from mploader.experiments.report import Report, findings
+from mploader.experiments.run import RunResult
+
+
+def worker_counts(text: str) -> tuple[int | str, ...]:
+    """``"1-4"``, ``"1,2,4,8"``, ``"1,2,adaptive"`` -> counts (and "adaptive")."""
+    out: list[int | str] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            if part == "adaptive":
+                out.append(part)
+            elif "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,adaptive)")\
+                from None
+    if not out or any(isinstance(n, int) and n < 1 for n in out):
+        raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
+    return tuple(out)
+
+
+def counts(text: str) -> tuple[int, ...]:
+    values = worker_counts(text)
+    if any(not isinstance(v, int) for v in values):
+        raise argparse.ArgumentTypeError(f"numbers only: {text!r}")
+    return tuple(int(v) for v in values)
+
+
+def choices(allowed: tuple[str, ...]) -> Any:
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(v.strip() for v in text.split(",") if v.strip())
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(allowed)} (comma-separated)")
+        return values
+    return parse
+
+
+def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
+    p.add_argument("--quick", action="store_true", help="a small broker and few runs: a few minutes on 2 CPUs")
+    p.add_argument("--size", type=parse_size, metavar="SIZE", help="the generated broker's .log bytes")
+    p.add_argument("--segment-bytes", type=parse_size, metavar="SIZE", help="the generated broker's segment size")
+    p.add_argument("--partitions", type=int, metavar="N", help="the generated broker's partitions")
+    p.add_argument("--out", type=Path, default=Path(default_out), metavar="DIR",
+                   help=f"where the report, CSV, JSON and PNG files go (default {default_out})")
+    p.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                   help="scratch space on the disk to measure, for the broker and each run's copy (default: the "
+                        "system's temporary directory, e.g. /var/tmp); removed at the end")
+    p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                   help="sampling interval (default 0.1 with --quick, else 0.2)")
+    p.add_argument("--cache-method", choices=METHODS, default="auto",
+                   help="how a cold cache is made: drop_caches (root), fadvise (DONTNEED per file), or auto "
+                        "(default: drop_caches where permitted)")
+    p.add_argument("--json", action="store_true", help="print one JSON document at the end (runs and findings)")
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def scratch(args: argparse.Namespace) -> Iterator[Path]:
+    """A scratch directory, removed at the end; SIGTERM is a Ctrl-C meanwhile."""
+    base = args.work_dir or Path("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
+    if not base.is_dir():
+        raise UsageError(f"--work-dir {base} is not a directory")
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    d = Path(tempfile.mkdtemp(prefix=f"mploader-exp-{os.getpid()}-", dir=base))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: int, partitions: int) -> Broker:
+    dirs = getattr(args, "dirs", None)
+    if dirs:
+        try:
+            return given_broker(dirs)
+        except FileNotFoundError as e:
+            raise UsageError(str(e)) from None
+    size = args.size or size
+    if shutil.disk_usage(work).free < 3 * size:
+        raise UsageError(f"not enough room in {work} for a {format_bytes(size)} broker and its copies: "
+                         f"use --work-dir or a smaller --size")
+    say(f"generating a {format_bytes(size)} broker in {work} ...")
+    return generated_broker(work / "broker", size, args.segment_bytes or segment_bytes, args.partitions or partitions)
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_line(r: RunResult, done: int, total: int) -> None:
+    s = r.spec
+    util = r.mean("throttle_use") if r.mean("throttle_use") is not None else r.mean("util_percent")
+    busy = "" if util is None else f", device {util:.0f}% busy"
+    rate = f", budget {format_bytes(s.max_read_bytes_per_sec)}/s" if s.max_read_bytes_per_sec else ""
+    say(f"run {done}/{total} [{r.place}] {s.workers} worker(s), {s.recovery_threads} recovery thread(s), "
+        f"{s.restart}, {'dry run' if s.dry_run else 'recover'}, {s.cache} cache ({r.cache_method}){rate}: "
+        f"{r.seconds:.2f} s, {r.throughput / 1e6:.0f} MB/s{busy}")
+
+
+def command_line(name: str) -> str:
+    """The command as typed, written as ``mploader NAME ...`` also when a perf/ wrapper ran it."""
+    argv, words = sys.argv[1:], name.split()
+    for i in range(len(argv)):
+        if argv[i:i + len(words)] == words:
+            argv = argv[i + len(words):]
+            break
+    return " ".join(["mploader", name, *(shlex.quote(a) for a in argv)])
+
+
+def finish(args: argparse.Namespace, report: Report) -> int:
+    files = report.write(args.out)
+    if args.json:
+        print_document({"schema": SCHEMA_VERSION, "tool": tool(), "command": report.name,
+                        "files": [str(f) for f in files], "findings": findings(report.runs),
+                        "runs": [r.row() for r in report.runs]})
+    else:
+        print(f"{report.title}: {len(report.runs)} runs in {report.seconds:.0f} s")
+        for line in findings(report.runs):
+            print(f"  {line}")
+        print(f"report: {args.out / (report.name + '.md')} (and {len(files) - 1} more files in {args.out})")
+    return 0
+
+
+__all__ = ["add_common_arguments", "broker_for", "choices", "command_line", "counts", "finish", "run_line", "say",
+           "scratch", "worker_counts"]

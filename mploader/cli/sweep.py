@@ -1,0 +1,108 @@
+"""``mploader sweep [DIR...]``: load a broker with 1..N worker processes and watch the disk, the CPUs and the
+memory (:mod:`mploader.experiments.sweep`); a report with plots at the end."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mploader.cli.experimenting import (
+    add_common_arguments,
+    broker_for,
+    choices,
+    command_line,
+    counts,
+    finish,
+    run_line,
+    say,
+    scratch,
+    worker_counts,
+)
+from mploader.cli.units import EXIT_USAGE, format_bytes, parse_size
+from mploader.engine.select import usable_cpus
+from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
+from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
+from mploader.experiments.report import Report, machine_facts
+from mploader.experiments.run import RunResult
+from mploader.experiments.sweep import SweepPlan, run_sweep
+from mploader.host.cgroup import ReadLimits
+
+QUICK = {"size": 400_000_000, "segment_bytes": 32 << 20, "partitions": 8}
+FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
+MODES = {"recover": False, "dry-run": True}
+
+
+def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="data dirs to load (a fresh copy for every run); none: generate a broker (unclean restart, "
+                        "every byte recovered)")
+    p.add_argument("--workers", type=worker_counts, metavar="LIST",
+                   help="worker counts, e.g. 1-8 or 1,2,4,adaptive (default 1..2 x usable CPUs; --quick 1..4)")
+    p.add_argument("--recovery-threads", type=counts, metavar="LIST",
+                   help="num.recovery.threads.per.data.dir values (default 1,2; --quick 1)")
+    p.add_argument("--modes", type=choices(tuple(MODES)), default=tuple(MODES), metavar="LIST",
+                   help="recover, dry-run or both (default both)")
+    p.add_argument("--cache", type=choices(("cold", "warm")), default=("cold", "warm"), metavar="LIST",
+                   help="cold, warm or both (default both)")
+    p.add_argument("--device", choices=DEVICE_CLASSES, default="disk",
+                   help="where the copies go: the work dir's disk (default), a throttled loop device, or tmpfs")
+    p.add_argument("--read-bps", type=parse_size, default=150_000_000, metavar="SIZE",
+                   help="--device throttled: read bytes per second (default 150MB)")
+    p.add_argument("--read-iops", type=int, default=150, metavar="N",
+                   help="--device throttled: read requests per second (default 150)")
+    add_common_arguments(p, "mploader-sweep")
+
+
+def _plots(runs: list[RunResult]) -> list[tuple[str, Callable[[Path], None]]]:
+    def series(r: RunResult) -> str:
+        return (f"{'dry run' if r.spec.dry_run else 'recover'}, {r.spec.cache}"
+                f"{f', {r.spec.recovery_threads} rec. threads' if r.spec.recovery_threads > 1 else ''}")
+
+    def busy(r: RunResult) -> float | None:
+        return r.mean("throttle_use") if r.mean("throttle_use") is not None else r.mean("util_percent")
+
+    swept = [r for r in runs if r.spec.max_read_bytes_per_sec is None]
+    panels = [Panel("throughput (MB scanned per second of the load)", "MB/s", swept, lambda r: r.throughput / 1e6),
+              Panel("device busy: mean %util (throttled: share of the limit)", "%", swept, busy),
+              Panel("mean CPU busy (all cores)", "%", swept, lambda r: r.mean("cpu")),
+              Panel("peak RSS: parent + workers", "MB", swept,
+                    lambda r: (r.peak("rss_parent") + r.peak("rss_workers")) / 1e6)]
+    cold = [r for r in swept if r.spec.cache == "cold" and not r.spec.dry_run] or swept
+    timeline = max(cold, key=lambda r: (r.spec.workers if isinstance(r.spec.workers, int) else 0, r.id))
+    return [
+        ("throughput, device util, CPU and memory against the worker count",
+         lambda path: plot_against_workers(panels, series, path, "mploader sweep")),
+        (f"timeline of run {timeline.id} ({timeline.spec.workers} workers, {series(timeline)})",
+         lambda path: plot_timeline(timeline, path, f"run {timeline.id}: {timeline.spec.workers} workers, "
+                                                    f"{series(timeline)}, {timeline.place}")),
+    ]
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    sizes = QUICK if args.quick else FULL
+    workers = args.workers or (tuple(range(1, 5)) if args.quick else tuple(range(1, 2 * usable_cpus() + 1)))
+    plan = SweepPlan(workers, args.recovery_threads or ((1,) if args.quick else (1, 2)),
+                     tuple(MODES[m] for m in args.modes), args.cache, "as given" if args.dirs else "unclean")
+    interval = args.interval or (0.1 if args.quick else 0.2)
+    t0 = time.monotonic()
+    with scratch(args) as work:
+        broker = broker_for(args, work, **sizes)
+        say(f"{broker.description}; {len(plan.specs())} runs")
+        try:
+            place_cm = make_place(args.device, work, int(broker.total_bytes * 1.5) + (64 << 20),
+                                  ReadLimits(args.read_bps, args.read_iops))
+            with place_cm as place:
+                runs = run_sweep(place, broker.data_dirs, plan, interval, args.cache_method, run_line)
+        except PlaceUnavailable as e:
+            say(f"mploader sweep: cannot make the {args.device} device here: {e}")
+            return EXIT_USAGE
+    report = Report("sweep", "mploader sweep" + (" (quick)" if args.quick else ""), command_line("sweep"),
+                    machine_facts([place]), f"{broker.description}; {format_bytes(broker.log_bytes)} of .log",
+                    runs, [f"restart: {plan.restart}; sampling every {interval} s"], time.monotonic() - t0,
+                    _plots(runs))
+    return finish(args, report)
+
+
+__all__ = ["add_sweep_arguments", "run_sweep_command"]

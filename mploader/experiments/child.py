@@ -1,0 +1,48 @@
+"""One load in a process of its own: ``python -m mploader.experiments.child SPEC_JSON``.
+
+Each run of an experiment is a fresh process, as a broker's start is: nothing imported or cached by an
+earlier run helps it, its memory is its own (the sampler reads its RSS and its workers'), and it can be put
+in a cgroup before it reads anything.  ``SPEC_JSON`` holds ``dirs`` (the data dirs), ``config``
+(:class:`mploader.config.LoaderConfig` fields) and ``cgroup_procs`` (a ``cgroup.procs`` file to join first,
+or null).  It prints one JSON object on stdout: the load's wall seconds, its ``stats``, its offline dirs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    procs = spec.get("cgroup_procs")
+    if procs:  # before the first read of the data: every process this one starts inherits the cgroup
+        with open(procs, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    from mploader.config import LoaderConfig
+    from mploader.manager import load_logs
+
+    cfg = LoaderConfig(**spec.get("config", {}))
+    t0 = time.perf_counter()
+    result = load_logs(spec["dirs"], cfg)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "stats": result.stats.to_json(), "offline_dirs": result.offline_dirs,
+            "segments_recovered": result.stats.segments_recovered}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m mploader.experiments.child SPEC_JSON", file=sys.stderr)
+        return 2
+    try:
+        doc = run(json.loads(argv[0]))
+    except KeyboardInterrupt:  # the experiment stops this run (end_child): the load has stopped its workers
+        return 130
+    print(json.dumps(doc), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,200 @@
+"""The device classes an experiment runs on, each made and removed by a context manager.
+
+* :func:`own_disk`: a directory on the machine's own disk, described by what its flags say (a virtual disk
+  often reports ``rotational=1``: the label repeats the flag and does not call it an HDD);
+* :func:`throttled_loop`: an HDD-like device made with the kernel's block throttle: a sparse file, a loop
+  device over it with direct I/O (``losetup --direct-io=on``: its reads reach the file's disk instead of
+  being served from a second page cache), ext4 on it, mounted, and a cgroup whose reads of the loop device
+  are capped in bytes/s and IOPS (cgroup v2 ``io.max``, else v1 ``blkio.throttle.read_bps_device`` /
+  ``read_iops_device``).  Runs join the cgroup before they read (:mod:`.child`).  It is a real device under
+  real limits: every page fault, read-ahead and metadata read of a load waits for the throttle;
+* :func:`tmpfs`: a private tmpfs (or a directory in /dev/shm without root): no disk at all, the upper bound.
+
+Every loop device, mount, cgroup and file made here is removed when the ``with`` block ends, also on an
+error or a Ctrl-C (``KeyboardInterrupt``), in the reverse order of making; a step that fails to undo is
+retried briefly, then reported, and the others still run.  What a ``kill -9`` of the experiment leaves is
+named after it (``mploader-exp-<pid>``) so that an operator can find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from mploader.experiments.run import Place
+from mploader.host import cgroup
+from mploader.host.cgroup import ReadLimits
+from mploader.host.devices import storage_of
+
+log = logging.getLogger(__name__)
+
+THROTTLED_LABEL = "throttled loop device (HDD-like limits)"
+TMPFS_LABEL = "tmpfs (no disk: the upper bound)"
+UNDO_TRIES = 50
+UNDO_WAIT_S = 0.1
+
+
+class PlaceUnavailable(Exception):
+    """This machine cannot make the device class (no root, no loop devices, no throttle controller)."""
+
+
+def name_prefix() -> str:
+    return f"mploader-exp-{os.getpid()}"
+
+
+def own_disk_label(path: Path) -> str:
+    device = storage_of(str(path)).device
+    if device is None:
+        return f"the machine's own storage ({storage_of(str(path)).mount.fstype}, no block device)"
+    flag = {True: "reports rotational=1", False: "reports rotational=0", None: "no rotational flag"}[device.rotational]
+    return f"the machine's own disk ({device.name}, {device.model or 'model unknown'}, {flag})"
+
+
+@contextlib.contextmanager
+def own_disk(work_dir: Path) -> Iterator[Place]:
+    d = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-disk-", dir=work_dir))
+    try:
+        yield Place(own_disk_label(d), d, storage_of(str(d)))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _command(*args: str) -> str:
+    try:
+        done = subprocess.run(args, check=True, capture_output=True, text=True)
+    except FileNotFoundError as e:
+        raise PlaceUnavailable(f"{args[0]} is not installed") from e
+    except subprocess.CalledProcessError as e:
+        raise OSError(f"{' '.join(args)} failed ({e.returncode}): {e.stderr.strip()}") from None
+    return done.stdout.strip()
+
+
+def _undo(what: str, step: Callable[[], None]) -> None:
+    """Run an undo step, retrying while the kernel says busy (a process still leaving the cgroup, a mount
+    still in use for a moment); a step that keeps failing is logged, never raised over the first error."""
+    for attempt in range(UNDO_TRIES):
+        try:
+            step()
+            return
+        except OSError as e:
+            if attempt == UNDO_TRIES - 1:
+                log.error("could not remove %s: %s", what, e)
+                return
+            time.sleep(UNDO_WAIT_S)
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise PlaceUnavailable(f"{what} needs root (losetup, mount and cgroups)")
+
+
+def _cgroup_dir(stack: contextlib.ExitStack, limits: ReadLimits, major_minor: str) -> str:
+    """A cgroup capping reads of ``major_minor``; returns its ``cgroup.procs`` path."""
+    h = cgroup.hierarchy()
+    if h is None:
+        raise PlaceUnavailable("no block IO throttle: neither cgroup v2's io controller nor cgroup v1's blkio")
+    d = os.path.join(h.mount_point, name_prefix())
+    os.mkdir(d)
+
+    def remove() -> None:
+        procs = os.path.join(d, "cgroup.procs")
+        with open(procs) as f:
+            left = [p for p in f.read().split() if p]
+        for pid in left:  # our runs' processes, still leaving: to the parent cgroup, or rmdir says busy
+            with contextlib.suppress(OSError), open(os.path.join(h.mount_point, "cgroup.procs"), "w") as f:
+                f.write(pid)
+        os.rmdir(d)
+
+    stack.callback(_undo, f"cgroup {d}", remove)
+    if h.version == 2:
+        with contextlib.suppress(OSError), open(os.path.join(h.mount_point, "cgroup.subtree_control"), "w") as f:
+            f.write("+io")
+        values = [f"rbps={limits.bytes_per_s}" if limits.bytes_per_s else "",
+                  f"riops={limits.iops}" if limits.iops else ""]
+        _write(os.path.join(d, cgroup.V2_IO_MAX), f"{major_minor} {' '.join(v for v in values if v)}")
+    else:
+        if limits.bytes_per_s:
+            _write(os.path.join(d, cgroup.V1_READ_BPS), f"{major_minor} {limits.bytes_per_s}")
+        if limits.iops:
+            _write(os.path.join(d, cgroup.V1_READ_IOPS), f"{major_minor} {limits.iops}")
+    return os.path.join(d, "cgroup.procs")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+@contextlib.contextmanager
+def throttled_loop(work_dir: Path, size_bytes: int, limits: ReadLimits) -> Iterator[Place]:
+    """A file system on a throttled loop device (see the module docstring); removed on leaving."""
+    _need_root("the throttled loop device")
+    if not (limits.bytes_per_s or limits.iops):
+        raise ValueError("a throttled device needs a bytes/s or an IOPS limit")
+    with contextlib.ExitStack() as stack:
+        image = work_dir / f"{name_prefix()}.img"
+        with open(image, "xb") as f:
+            f.truncate(size_bytes)  # sparse: takes disk space only as the copies are written
+        stack.callback(_undo, f"backing file {image}", lambda: image.unlink(missing_ok=True))
+        loop = _command("losetup", "--find", "--show", "--direct-io=on", str(image))
+        stack.callback(_undo, f"loop device {loop}", lambda: _detach(loop))
+        _command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop)
+        mount_point = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-throttled-", dir=work_dir))
+        stack.callback(_undo, f"mount point {mount_point}", lambda: os.rmdir(mount_point))
+        _command("mount", "-o", "noatime", loop, str(mount_point))
+        stack.callback(_undo, f"mount {mount_point}", lambda: _unmount(mount_point))
+        storage = storage_of(str(mount_point))
+        if storage.device is None:
+            raise OSError(f"{mount_point} shows no block device after mounting {loop}")
+        procs = _cgroup_dir(stack, limits, storage.device.major_minor)
+        yield Place(THROTTLED_LABEL, mount_point, storage, procs, limits)
+
+
+def _detach(loop: str) -> None:
+    _command("losetup", "-d", loop)
+
+
+def _unmount(mount_point: Path) -> None:
+    if os.path.ismount(mount_point):
+        _command("umount", str(mount_point))
+
+
+@contextlib.contextmanager
+def tmpfs(work_dir: Path, size_bytes: int) -> Iterator[Place]:
+    """A private tmpfs mount (root), else a directory in /dev/shm; removed on leaving."""
+    with contextlib.ExitStack() as stack:
+        if os.geteuid() == 0:
+            mount_point = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-tmpfs-", dir=work_dir))
+            stack.callback(_undo, f"mount point {mount_point}", lambda: os.rmdir(mount_point))
+            _command("mount", "-t", "tmpfs", "-o", f"size={size_bytes}", name_prefix(), str(mount_point))
+            stack.callback(_undo, f"mount {mount_point}", lambda: _unmount(mount_point))
+        else:
+            mount_point = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-tmpfs-", dir="/dev/shm"))
+            stack.callback(shutil.rmtree, mount_point, True)
+        yield Place(TMPFS_LABEL, mount_point, storage_of(str(mount_point)))
+
+
+DEVICE_CLASSES = ("disk", "throttled", "tmpfs")
+
+
+def make_place(device: str, work_dir: Path, size_bytes: int,
+               limits: ReadLimits) -> contextlib.AbstractContextManager[Place]:
+    """The device class by name: "disk" (the work dir's own), "throttled" (``size_bytes``, ``limits``) or "tmpfs"."""
+    if device == "disk":
+        return own_disk(work_dir)
+    if device == "throttled":
+        return throttled_loop(work_dir, size_bytes, limits)
+    if device == "tmpfs":
+        return tmpfs(work_dir, size_bytes)
+    raise ValueError(f"unknown device class {device!r}; known: {', '.join(DEVICE_CLASSES)}")
+
+
+__all__ = ["DEVICE_CLASSES", "PlaceUnavailable", "THROTTLED_LABEL", "TMPFS_LABEL", "make_place", "name_prefix",
+           "own_disk", "own_disk_label", "throttled_loop", "tmpfs"]

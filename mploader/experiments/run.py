@@ -1,0 +1,212 @@
+"""One run of an experiment: a fresh copy of the broker, the page cache made cold or warm, the load in a
+process of its own (:mod:`.child`), sampled while it runs (:mod:`.sampler`), the copy removed after.
+
+Every run starts from a fresh copy because a real recovery changes the data dir (a dry run would not, but
+copying every run keeps the runs alike: the copy's pages and the files' layout on the device).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mploader.experiments.cache import make_cold, make_warm
+from mploader.experiments.sampler import Sample, Sampler
+from mploader.format import checkpoint
+from mploader.host.cgroup import ReadLimits
+from mploader.host.devices import Storage
+
+KILL_WAIT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where runs put their copies: a directory, the storage under it, and what limits its reads."""
+
+    label: str  # what every output calls it, e.g. "throttled loop device (HDD-like limits)"
+    dir: Path
+    storage: Storage
+    cgroup_procs: str | None = None  # runs join this cgroup (the throttle) before they read
+    limits: ReadLimits = ReadLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What one run does."""
+
+    workers: int | str  # num_segment_loading_threads_per_data_dir: N or "adaptive"
+    recovery_threads: int = 1
+    dry_run: bool = False
+    cache: str = "cold"  # "cold" or "warm"
+    restart: str = "unclean"  # "unclean" (everything past recovery point 0 recovered), "clean", or "as given"
+    max_read_bytes_per_sec: int | None = None
+
+    def config(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"num_segment_loading_threads_per_data_dir": self.workers,
+                               "num_recovery_threads_per_data_dir": self.recovery_threads, "dry_run": self.dry_run}
+        if self.max_read_bytes_per_sec is not None:
+            out["max_read_bytes_per_sec"] = self.max_read_bytes_per_sec
+        return out
+
+
+@dataclass(slots=True)
+class RunResult:
+    id: int
+    place: str
+    spec: RunSpec
+    cache_method: str  # how the cache was made cold or warm ("drop_caches", "fadvise", "read once")
+    seconds: float  # the load_logs call, in the child
+    process_seconds: float  # the child process, start to exit (imports, pool start-up and exit included)
+    bytes_read: int
+    segments_recovered: int
+    workers_per_dir: int
+    device: str | None  # the device whose figures are the run's "util" (the file system's own)
+    disk: str | None  # the disk under it, if another
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        """Bytes scanned per second of the load."""
+        return self.bytes_read / self.seconds if self.seconds > 0 else 0.0
+
+    def mean(self, what: str, device: str | None = None) -> float | None:
+        """The mean of a per-sample figure over the run: a DiskRates field of ``device`` (default: the
+        run's device), "cpu" (mean over cores), "throttle_use"."""
+        values = [v for s in self.samples if (v := _figure(s, what, device or self.device)) is not None]
+        return sum(values) / len(values) if values else None
+
+    def peak(self, what: str) -> int:
+        """The largest "rss_parent", "rss_workers" (their sum) or "shm_bytes" seen."""
+        values = [_memory(s, what) for s in self.samples]
+        return max(values, default=0)
+
+    def row(self) -> dict[str, Any]:
+        """The run's figures, flat (a CSV row)."""
+        def r(v: float | None, n: int = 1) -> float | None:
+            return None if v is None else round(v, n)
+
+        return {
+            "run": self.id, "place": self.place, "workers": self.spec.workers,
+            "recovery_threads": self.spec.recovery_threads, "mode": "dry run" if self.spec.dry_run else "recover",
+            "restart": self.spec.restart, "cache": self.spec.cache, "cache_method": self.cache_method,
+            "max_read_bytes_per_sec": self.spec.max_read_bytes_per_sec, "workers_per_dir": self.workers_per_dir,
+            "seconds": round(self.seconds, 3), "process_seconds": round(self.process_seconds, 3),
+            "bytes_read": self.bytes_read, "throughput_mb_s": round(self.throughput / 1e6, 1),
+            "segments_recovered": self.segments_recovered, "device": self.device,
+            "util_mean": r(self.mean("util_percent")), "read_mb_s_mean": r(_mb(self.mean("read_bytes_per_s"))),
+            "read_iops_mean": r(self.mean("read_iops")), "queue_depth_mean": r(self.mean("queue_depth"), 2),
+            "throttle_use_mean": r(self.mean("throttle_use")), "disk": self.disk,
+            "disk_util_mean": r(self.mean("util_percent", self.disk)) if self.disk else None,
+            "cpu_mean": r(self.mean("cpu")), "rss_parent_peak_mb": round(self.peak("rss_parent") / 1e6, 1),
+            "rss_workers_peak_mb": round(self.peak("rss_workers") / 1e6, 1),
+            "shm_peak_mb": round(self.peak("shm_bytes") / 1e6, 1), "samples": len(self.samples),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.row(), "samples": [s.to_json() for s in self.samples]}
+
+
+def _mb(v: float | None) -> float | None:
+    return None if v is None else v / 1e6
+
+
+def _figure(s: Sample, what: str, device: str | None) -> float | None:
+    if what == "cpu":
+        return sum(s.cpu_percent) / len(s.cpu_percent) if s.cpu_percent else None
+    if what == "throttle_use":
+        return s.throttle_use.get(device) if device else None
+    rates = s.disks.get(device) if device else None
+    return None if rates is None else getattr(rates, what)
+
+
+def _memory(s: Sample, what: str) -> int:
+    if what == "rss_workers":
+        return sum(s.rss_workers.values())
+    value = getattr(s, what)
+    return int(value) if value is not None else 0
+
+
+def make_unclean(data_dirs: Sequence[Path]) -> None:
+    """As after a crash before anything was flushed: no clean-shutdown marker and recovery point 0 for every
+    partition (an empty checkpoint), so recovery reads every byte (seed 002's worst case)."""
+    for d in data_dirs:
+        (d / checkpoint.RECOVERY_POINT_CHECKPOINT).write_text("0\n0\n")
+        (d / checkpoint.CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
+
+
+def copy_broker(sources: Sequence[Path], dest: Path, restart: str) -> list[Path]:
+    """A fresh copy of the data dirs under ``dest`` (one subdirectory each), made unclean if asked."""
+    dest.mkdir(parents=True)
+    copies = []
+    for i, src in enumerate(sources):
+        copy = dest / f"{i}-{src.name}"
+        shutil.copytree(src, copy, symlinks=True)
+        copies.append(copy)
+    if restart == "unclean":
+        make_unclean(copies)
+    return copies
+
+
+def _start_child(spec: Mapping[str, Any]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mploader.experiments.child", json.dumps(spec)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a Ctrl-C reaches the experiment, which ends the child
+
+
+def end_child(proc: subprocess.Popen[str]) -> None:
+    """Stop a run's process and its workers (SIGINT first: the load stops as on a Ctrl-C; then SIGKILL)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def run_once(run_id: int, place: Place, sources: Sequence[Path], spec: RunSpec, interval: float,
+             cache_method: str = "auto") -> RunResult:
+    """Copy, prepare the cache, load in a child process while sampling; the copy is removed whatever happens."""
+    dest = place.dir / f"run-{run_id}"
+    try:
+        copies = copy_broker(sources, dest, spec.restart)
+        method = make_cold(copies, cache_method) if spec.cache == "cold" else make_warm(copies)
+        sampled = place.storage.sampled()
+        sampler = Sampler(sampled, interval, {d: place.limits for d in sampled[:1]})
+        t0 = time.perf_counter()
+        proc = _start_child({"dirs": [str(c) for c in copies], "config": spec.config(),
+                             "cgroup_procs": place.cgroup_procs})
+        sampler.start(proc.pid)
+        try:
+            out, err = proc.communicate()
+        finally:
+            end_child(proc)
+            samples = sampler.stop()
+        process_seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"run {run_id} ({place.label}, {spec}) failed with exit status {proc.returncode}: "
+                               f"{err.strip()[-2000:]}")
+        doc = json.loads(out)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+    stats = doc["stats"]
+    device = place.storage.device
+    disks = place.storage.disks
+    return RunResult(run_id, place.label, spec, method, doc["seconds"], process_seconds, stats["bytes_read"],
+                     stats["segments_recovered"], stats["workers_per_dir"], device.name if device else None,
+                     disks[-1].name if disks and device and disks[-1].name != device.name else None, samples)
+
+
+__all__ = ["Place", "RunResult", "RunSpec", "copy_broker", "end_child", "make_unclean", "run_once"]

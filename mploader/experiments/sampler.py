@@ -1,0 +1,149 @@
+"""Sampling a running load at a fixed interval: its devices, the CPUs, its processes' memory, its shared memory.
+
+A :class:`Sampler` thread takes a snapshot every ``interval`` seconds and turns each pair of snapshots into
+one :class:`Sample` with the arithmetic of :mod:`mploader.host.iostat` (the figures ``iostat -x`` would
+print for that interval).  It watches the process tree of one load: the RSS of its parent and of each worker
+(loky's resource trackers are left out), and the shared-memory blocks that load named after itself in
+/dev/shm (``mploader-<pid>-...``, :mod:`mploader.engine.cleanup`), by the memory they really take
+(blocks are sparse).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from mploader.host.cgroup import ReadLimits
+from mploader.host.iostat import DiskCounters, DiskRates, cpu_busy_percent, disk_counters, disk_rates
+
+SHM_DIR = "/dev/shm"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One interval of a run (``t``: seconds from the start of sampling to the end of the interval)."""
+
+    t: float
+    disks: dict[str, DiskRates]
+    cpu_percent: list[float]  # per core
+    rss_parent: int | None  # bytes; None once the process is gone
+    rss_workers: dict[int, int] = field(default_factory=dict)  # pid -> bytes
+    shm_bytes: int = 0
+    throttle_use: dict[str, float] = field(default_factory=dict)  # device -> percent of its cgroup read limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {"t": round(self.t, 3), "disks": {n: _rates_json(r) for n, r in self.disks.items()},
+                "cpu_percent": [round(c, 1) for c in self.cpu_percent], "rss_parent": self.rss_parent,
+                "rss_workers": {str(p): r for p, r in self.rss_workers.items()}, "shm_bytes": self.shm_bytes,
+                "throttle_use": {n: round(u, 1) for n, u in self.throttle_use.items()}}
+
+
+def _rates_json(r: DiskRates) -> dict[str, float | None]:
+    return {"util_percent": round(r.util_percent, 1), "read_bytes_per_s": round(r.read_bytes_per_s),
+            "write_bytes_per_s": round(r.write_bytes_per_s), "read_iops": round(r.read_iops, 1),
+            "write_iops": round(r.write_iops, 1),
+            "read_request_bytes": None if r.read_request_bytes is None else round(r.read_request_bytes),
+            "read_await_ms": None if r.read_await_ms is None else round(r.read_await_ms, 2),
+            "queue_depth": round(r.queue_depth, 2)}
+
+
+def shm_bytes(pid: int) -> int:
+    """Memory taken in /dev/shm by the blocks of the load that process ``pid`` runs."""
+    prefix = f"mploader-{pid}-"
+    total = 0
+    try:
+        with os.scandir(SHM_DIR) as it:
+            for entry in it:
+                if entry.name.startswith(prefix):
+                    try:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:  # freed meanwhile
+                        continue
+    except OSError:
+        return 0
+    return total
+
+
+class _Tree:
+    """The RSS of a process and of its workers (children, less loky's and Python's resource trackers)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._trackers: set[int] = set()
+
+    def rss(self) -> tuple[int | None, dict[int, int]]:
+        try:
+            parent = psutil.Process(self.pid)
+            own = parent.memory_info().rss
+            children = parent.children(recursive=True)
+        except psutil.Error:
+            return None, {}
+        workers = {}
+        for child in children:
+            try:
+                if child.pid not in self._trackers and "resource_tracker" in " ".join(child.cmdline()):
+                    self._trackers.add(child.pid)
+                if child.pid not in self._trackers:
+                    workers[child.pid] = child.memory_info().rss
+            except psutil.Error:  # ended meanwhile
+                continue
+        return own, workers
+
+
+class Sampler:
+    """Samples ``devices`` (kernel names), the CPUs and (once :meth:`start` names it) a load's process tree."""
+
+    def __init__(self, devices: Sequence[str], interval: float = 0.2, limits: Mapping[str, ReadLimits] | None = None):
+        if interval <= 0:
+            raise ValueError("the sampling interval must be > 0")
+        self.devices = tuple(devices)
+        self.interval = interval
+        self.limits = {d: lim for d, lim in (limits or {}).items() if lim.bytes_per_s or lim.iops}
+        self.samples: list[Sample] = []
+        self._tree: _Tree | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mploader-sampler", daemon=True)
+        self._t0 = 0.0
+
+    def start(self, pid: int | None = None) -> Sampler:
+        self._tree = None if pid is None else _Tree(pid)
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Sample]:
+        """Stop sampling (after one last, possibly shorter, interval) and return the samples."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.samples
+
+    def _snapshot(self) -> tuple[float, dict[str, DiskCounters], list[Any]]:
+        return time.monotonic(), disk_counters(self.devices), psutil.cpu_times(percpu=True)
+
+    def _run(self) -> None:
+        before = self._snapshot()
+        last = False
+        while not last:
+            last = self._stop.wait(self.interval)
+            after = self._snapshot()
+            seconds = after[0] - before[0]
+            if seconds <= 0:
+                continue
+            disks = {n: disk_rates(before[1][n], after[1][n], seconds) for n in after[1] if n in before[1]}
+            use = {n: u for n, lim in self.limits.items() if n in disks
+                   and (u := lim.use_percent(disks[n].read_bytes_per_s, disks[n].read_iops)) is not None}
+            rss_parent, workers = self._tree.rss() if self._tree is not None else (None, {})
+            shm = shm_bytes(self._tree.pid) if self._tree is not None else 0
+            self.samples.append(Sample(after[0] - self._t0, disks, cpu_busy_percent(before[2], after[2]), rss_parent,
+                                       workers, shm, use))
+            before = after
+
+
+__all__ = ["Sample", "Sampler", "shm_bytes"]
