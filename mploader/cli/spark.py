@@ -1,0 +1,130 @@
+"""``mploader spark verify|load DIR... [--master URL] --out PATH``: the fleet job (mploader.spark.fleet).
+
+Prints what the single-host command prints, broker by broker (``verify``: one report; ``--json``: the same
+document as ``mploader verify --json``, plus a ``"spark"`` member), and writes the segment inventory and the
+per-partition summary as Parquet under ``--out``.  ``load`` is a dry run unless ``--apply``.
+Exit codes: 0 healthy / loaded, 1 something is wrong (verify) or a broker would not start (load), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from mploader.cli.load import result_document, summary_lines
+from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool, tool_version
+from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from mploader.cli.verify import report_lines
+from mploader.config import LoaderConfig
+
+# what the per-broker loads log: their warnings are in the summary already (-v shows them)
+_QUIET_LOGGERS = ("mploader.manager", "mploader.recovery", "py4j")
+
+
+def add_spark_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXIT_CODES_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    sub = p.add_subparsers(dest="spark_command", metavar="verify|load", required=True)
+    for name, text in (("verify", "audit every segment of every broker's dirs on Spark (read-only)"),
+                       ("load", "load every broker's dirs with Phase 1 on Spark (a dry run unless --apply)")):
+        q = sub.add_parser(name, help=text, description=text)
+        q.add_argument("dirs", nargs="*", metavar="DIR", help="data directories of one or more brokers (grouped "
+                       "by their meta.properties' node.id); the executors must see them at the same paths")
+        q.add_argument("--master", metavar="URL", default=None,
+                       help="Spark master (default: spark-submit's, else local[*])")
+        q.add_argument("--out", metavar="PATH", required=True,
+                       help="where to write inventory/ and summary/ (Parquet; a path the driver's Spark can write)")
+        q.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+        q.add_argument("--now-ms", type=int, default=None, metavar="MS",
+                       help="wall clock for producer expiry (default: now)")
+        if name == "load":
+            q.add_argument("--apply", action="store_true",
+                           help="recover the dirs (default: a dry run that changes nothing)")
+
+
+def _fail(args: argparse.Namespace, code: int, kind: str, message: str) -> int:
+    if args.json:
+        print_document(error_document(kind, message, exit_code=code))
+    else:
+        print(f"mploader spark {args.spark_command}: {message}", file=sys.stderr)
+    return code
+
+
+def run_spark(args: argparse.Namespace) -> int:
+    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    if missing:
+        return _fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+    try:
+        from mploader.spark import fleet
+        from mploader.spark.session import spark_session
+    except ImportError as e:
+        return _fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
+    quiet = logging.getLogger().getEffectiveLevel() > logging.INFO
+    saved = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    t0 = time.perf_counter()
+    try:
+        if quiet:
+            for name in _QUIET_LOGGERS:
+                logging.getLogger(name).setLevel(logging.ERROR)
+        spark = spark_session(args.master, f"mploader spark {args.spark_command}")
+        spark.sparkContext.setLogLevel("ERROR")
+        if args.spark_command == "verify":
+            run = fleet.verify(spark, args.dirs, LoaderConfig(), now_ms=args.now_ms)
+            tables = run.tables
+        else:
+            loaded = fleet.load(spark, args.dirs, LoaderConfig(), apply=args.apply, now_ms=args.now_ms)
+            tables = loaded.tables
+        paths = tables.write(args.out)
+        master = spark.sparkContext.master
+    except KeyboardInterrupt:
+        return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
+                     "change nothing; an applied load is finished by a rerun)")
+    except (OSError, ValueError) as e:
+        return _fail(args, EXIT_FAILURE, "error", str(e))
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+    spark_info = {"master": master, "seconds": time.perf_counter() - t0, "inventory": paths[0],
+                  "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows}
+    wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "
+             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s)")
+    if args.spark_command == "verify":
+        report = run.report
+        report.tool_version = tool_version()
+        if args.json:
+            print_document({**report.to_json(), "command": "verify", "spark": spark_info})
+        else:
+            print("\n".join([*report_lines(report), wrote]))
+        return EXIT_OK if report.healthy else EXIT_FAILURE
+    return _print_load(args, loaded, spark_info, wrote)
+
+
+def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any], wrote: str) -> int:
+    dry_run = not args.apply
+    failed = False
+    docs: list[dict[str, Any]] = []
+    lines = [] if args.apply else ["dry run: nothing on disk was changed; this is what the load would do"]
+    for dirs, result in loaded.results:
+        if isinstance(result, Exception):
+            failed = True
+            message = f"a Kafka broker would fail to start on this input: {result}"
+            docs.append({"dirs": dirs, "error": {"kind": "startup_failed", "message": message,
+                                                 "kafka_exception": getattr(result, "kafka_exception", None)}})
+            lines.append(f"broker {', '.join(dirs)}: {message}")
+            continue
+        failed = failed or bool(result.offline_dirs)
+        docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
+        lines.extend(summary_lines(result, dry_run))
+    if args.json:
+        print_document({"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
+                        "brokers": docs, "spark": spark_info})
+    else:
+        print("\n".join([*lines, wrote]))
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+__all__ = ["add_spark_arguments", "run_spark"]

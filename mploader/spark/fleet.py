@@ -1,0 +1,138 @@
+"""``load`` and ``verify`` over a fleet: many brokers' data dirs, Phase 1 of all of them as Spark tasks.
+
+The dirs are grouped into brokers by their ``meta.properties`` (``cluster.id`` and ``node.id``, or ZooKeeper-era
+``broker.id``; a dir without one is a broker of its own): a broker's dirs are what Kafka loads together (where
+the same partition in two of them fails its start-up), while the same partition on different brokers is
+replication.  Each broker is loaded (``load_logs``) or verified (``verify_logs``) exactly as on one host, with
+the :class:`~mploader.spark.engine.SparkEngine` as its engine: the per-segment work runs on the executors, the
+per-partition decisions (Phase 2, the partition checks) in the driver, several brokers at a time, so the
+outcome is the single-host one by construction, file for file.
+
+What comes out: a segment inventory and a per-partition summary (:mod:`mploader.spark.output`), as Spark
+DataFrames, and the documents of the single-host commands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mploader.config import LoaderConfig
+from mploader.engine.base import Engine, EngineFactory
+from mploader.errors import StartupFailedError
+from mploader.manager import load_logs
+from mploader.progress import Progress
+from mploader.result import LoadResult, LoadStats
+from mploader.spark.engine import SparkEngine
+from mploader.spark.output import FleetTables, load_tables, verify_tables
+from mploader.spark.session import check_session
+from mploader.verify import VerifyReport, verify_logs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+BROKERS_AT_ONCE = 4  # brokers whose Phase 2 runs side by side in the driver (their Phase 1 jobs share the cluster)
+
+
+def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
+    """The dirs grouped by broker (see the module docstring), in the order first seen."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for d in data_dirs:
+        path = os.path.abspath(os.fspath(d))
+        groups.setdefault(_broker_of(path), []).append(path)
+    return list(groups.values())
+
+
+def _broker_of(path: str) -> tuple[str, str]:
+    props: dict[str, str] = {}
+    try:
+        with open(os.path.join(path, "meta.properties"), encoding="utf-8") as f:
+            for line in f:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#"):
+                    props[key.strip()] = value.strip()
+    except (OSError, UnicodeDecodeError):
+        return ("dir", path)
+    node = props.get("node.id") or props.get("broker.id")
+    return ("dir", path) if node is None else (props.get("cluster.id", ""), node)
+
+
+@dataclass(slots=True)
+class FleetLoad:
+    """What :func:`load` returns: per broker the load's result, or the start-up failure Kafka would hit."""
+
+    tables: FleetTables
+    results: list[tuple[list[str], LoadResult | StartupFailedError]]
+
+
+@dataclass(slots=True)
+class FleetVerify:
+    """What :func:`verify` returns: per broker the verify report; ``report`` merges them (one document)."""
+
+    tables: FleetTables
+    reports: list[tuple[list[str], VerifyReport]]
+
+    @property
+    def report(self) -> VerifyReport:
+        reports = [r for _, r in self.reports]
+        failures = [r.startup_failure for r in reports if r.startup_failure is not None]
+        merged = VerifyReport([d for r in reports for d in r.data_dirs], [p for r in reports for p in r.partitions],
+                              startup_failure=failures[0] if failures else None,
+                              workers_per_dir=max((r.workers_per_dir for r in reports), default=1))
+        for key in ("audit", "predict", "total"):
+            merged.seconds[key] = sum(r.seconds.get(key, 0.0) for r in reports)
+        return merged
+
+
+def _engine(spark: SparkSession, engines: list[SparkEngine]) -> EngineFactory:
+    def make(stats: LoadStats, progress: Progress | None) -> Engine:
+        engine = SparkEngine(spark, stats, progress)
+        engines.append(engine)
+        return engine
+
+    return make
+
+
+def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
+         apply: bool = False, now_ms: int | None = None) -> FleetLoad:
+    """Load every broker's dirs: a dry run (nothing changes) unless ``apply``, which recovers them as
+    ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised."""
+    check_session(spark)
+    cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
+    engines: list[SparkEngine] = []
+
+    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError]:
+        try:
+            return dirs, load_logs(dirs, cfg, now_ms, engine=_engine(spark, engines))
+        except StartupFailedError as e:
+            log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
+            return dirs, e
+
+    with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
+        results = list(threads.map(one, brokers(log_dirs)))
+    return FleetLoad(load_tables(spark, results), results)
+
+
+def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
+           now_ms: int | None = None, predict: bool = True) -> FleetVerify:
+    """Verify every broker's dirs (``verify_logs``: read-only, no lock), audits on the executors."""
+    check_session(spark)
+    cfg = config or LoaderConfig()
+    engines: list[SparkEngine] = []
+
+    def one(dirs: list[str]) -> tuple[list[str], VerifyReport]:
+        return dirs, verify_logs(dirs, cfg, now_ms=now_ms, predict=predict, engine=_engine(spark, engines))
+
+    with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
+        reports = list(threads.map(one, brokers(log_dirs)))
+    return FleetVerify(verify_tables(spark, reports), reports)
+
+
+__all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "brokers", "load", "verify"]
