@@ -1,0 +1,172 @@
+"""``mploader.spark``'s fleet jobs against the single-host commands, with a real ``local[2]`` session.
+
+A generated fleet of three brokers (their own ``node.id``): one clean, one unclean, one unclean with injected
+faults.  ``spark verify`` gives ``verify_logs``' report, ``spark load`` ``load_logs``' result and, with
+``apply=True``, the same bytes on disk, broker by broker; the Parquet outputs read back with pandas.  Bad
+input: an unreadable segment is a row, a partition in two dirs of one broker is Kafka's start-up failure, an
+empty input an empty inventory, jobs cancelled mid-load change nothing of the outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from mploader import LoaderConfig, StartupFailedError, load_logs  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.verify import verify_logs  # noqa: E402
+from tests.crashy_worker import result_digest, tree_digest  # noqa: E402
+from tests.spark_session import spark  # noqa: E402, F401
+
+NOW = 1_730_000_000_000 + 600_000
+_BASE = GeneratorConfig(data_dirs=2, topics=2, partitions_per_topic=2, total_bytes=400_000, segment_bytes=32 * 1024,
+                        batch_bytes=4096, records_per_batch=8, faults=0, seed=21)
+FLEET = {  # broker directory -> its generator config
+    "b1": _BASE.replace(node_id=1, clean_shutdown=True),
+    "b2": _BASE.replace(node_id=2, seed=22),
+    "b3": _BASE.replace(node_id=3, seed=23, faults=8),
+}
+
+
+@pytest.fixture(scope="module")
+def fleet_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fleet-template")
+    for name, cfg in FLEET.items():
+        generate(root / name, cfg)
+    return root
+
+
+def fresh(template: Path, tmp_path: Path, label: str) -> Path:
+    dest = tmp_path / label
+    subprocess.run(["cp", "-a", "--sparse=always", str(template), str(dest)], check=True)
+    return dest
+
+
+def data_dirs(root: Path) -> list[str]:
+    return [str(d) for b in sorted(FLEET) for d in sorted((root / b).glob("data-*"))]
+
+
+def without_seconds(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "stats"}
+
+
+def test_spark_verify_is_verify_logs_broker_by_broker(spark, fleet_template: Path) -> None:  # noqa: F811
+    from mploader.spark import fleet
+
+    run = fleet.verify(spark, data_dirs(fleet_template), LoaderConfig(), now_ms=NOW)
+    assert [sorted(os.path.basename(os.path.dirname(d)) for d in dirs) for dirs, _ in run.reports] == \
+        [["b1", "b1"], ["b2", "b2"], ["b3", "b3"]]
+    for dirs, report in run.reports:
+        assert without_seconds(report.to_json()) == without_seconds(verify_logs(dirs, now_ms=NOW).to_json())
+    merged = run.report
+    assert not merged.healthy and len(merged.data_dirs) == 6
+    inventory = run.tables.inventory.toPandas()
+    assert len(inventory) == sum(len(p.segments) for p in merged.partitions) == run.tables.inventory_rows
+    invalid = inventory[inventory.crc == "invalid"]
+    assert len(invalid) > 0 and set(invalid.broker.str.contains("b3")) == {True}
+    summary = run.tables.summary.toPandas()
+    assert len(summary) == len(merged.partitions)
+    assert (summary.healthy == [p.healthy for p in merged.partitions]).all()
+
+
+def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811
+    from mploader.spark import fleet
+
+    ref_root, got_root = fresh(fleet_template, tmp_path, "ref"), fresh(fleet_template, tmp_path, "spark")
+    refs = {}
+    for b in sorted(FLEET):
+        dirs = [str(d) for d in sorted((ref_root / b).glob("data-*"))]
+        refs[b] = result_digest(load_logs(dirs, LoaderConfig(), now_ms=NOW), ref_root)
+    dry = fleet.load(spark, data_dirs(got_root), LoaderConfig(), now_ms=NOW)
+    assert tree_digest(got_root) == tree_digest(fleet_template), "a dry run changed files"
+    loaded = fleet.load(spark, data_dirs(got_root), LoaderConfig(), apply=True, now_ms=NOW)
+    assert tree_digest(got_root) == tree_digest(ref_root)
+    for (dirs, result), (_, dry_result) in zip(loaded.results, dry.results):
+        b = os.path.basename(os.path.dirname(dirs[0]))
+        assert not isinstance(result, StartupFailedError) and not isinstance(dry_result, StartupFailedError)
+        assert result_digest(result, got_root) == refs[b]
+        assert result.stats.inline_fallbacks == 0
+        assert [lg.impact for lg in dry_result.all_logs()] == [lg.impact for lg in result.all_logs()]
+    out = loaded.tables.write(tmp_path / "out")
+    import pandas as pd
+
+    summary, inventory = pd.read_parquet(out[1]), pd.read_parquet(out[0])
+    logs = [lg for _, r in loaded.results if not isinstance(r, StartupFailedError) for lg in r.all_logs()]
+    assert len(summary) == len(logs) and summary.records_removed.sum() == sum(lg.impact.records_removed for lg in logs)
+    assert len(inventory) == sum(len(lg.segments) for lg in logs)
+    assert set(inventory.crc) <= {"recovered", "not checked"} and (inventory.crc == "recovered").any()
+
+
+def test_bad_input(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811
+    from mploader.spark import fleet
+
+    root = fresh(fleet_template, tmp_path, "bad")
+    # a .log the executors cannot read (a directory in its place): a row that says so
+    part = next(p for p in sorted((root / "b2" / "data-0").iterdir()) if p.is_dir())
+    victim = sorted(part.glob("*.log"))[0]
+    victim.unlink()
+    victim.mkdir()
+    # the same partition in both dirs of broker b1: Kafka refuses to start
+    dup = next(p for p in sorted((root / "b1" / "data-0").iterdir()) if p.is_dir())
+    shutil.copytree(dup, root / "b1" / "data-1" / dup.name, dirs_exist_ok=True)
+    run = fleet.verify(spark, data_dirs(root), LoaderConfig(), now_ms=NOW)
+    rows = run.tables.inventory.toPandas()
+    bad = rows[rows.base_offset == int(victim.name[:20])]
+    assert any(r.startswith("unreadable") for r in bad.reason.dropna())
+    loaded = fleet.load(spark, data_dirs(root), LoaderConfig(), now_ms=NOW)
+    by_broker = {os.path.basename(os.path.dirname(dirs[0])): r for dirs, r in loaded.results}
+    assert isinstance(by_broker["b1"], StartupFailedError)
+    with pytest.raises(StartupFailedError) as single:
+        load_logs([str(d) for d in sorted((root / "b1").glob("data-*"))], LoaderConfig(dry_run=True), now_ms=NOW)
+    assert by_broker["b1"].kafka_exception == single.value.kafka_exception == "IllegalStateException"
+    summary = loaded.tables.summary.toPandas()
+    assert summary.error.dropna().str.contains("IllegalStateException").any()
+    b2 = [str(d) for d in sorted((root / "b2").glob("data-*"))]  # the unreadable segment: as on one host
+    assert result_digest(by_broker["b2"], root) == result_digest(load_logs(b2, LoaderConfig(dry_run=True),
+                                                                           now_ms=NOW), root)
+    # empty input: empty tables, not an exception
+    empty = fleet.verify(spark, [], LoaderConfig())
+    assert empty.tables.inventory.count() == 0 and empty.tables.inventory_rows == 0
+    (tmp_path / "empty-dir").mkdir()
+    assert fleet.load(spark, [str(tmp_path / "empty-dir")], LoaderConfig()).tables.inventory.count() == 0
+
+
+def test_jobs_cancelled_mid_load_change_no_outcome(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Every Spark job cancelled as it starts (what a dying session does to them): the driver scans those
+    pieces itself and the outcome is exactly the reference's."""
+    from mploader.spark import fleet
+
+    ref_root, got_root = fresh(fleet_template, tmp_path, "ref"), fresh(fleet_template, tmp_path, "cancel")
+    dirs = [str(d) for d in sorted((ref_root / "b3").glob("data-*"))]
+    ref = result_digest(load_logs(dirs, LoaderConfig(), now_ms=NOW), ref_root)
+    done = threading.Event()
+
+    def cancel() -> None:
+        while not done.is_set():
+            spark.sparkContext.cancelAllJobs()
+            done.wait(0.01)
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    try:
+        loaded = fleet.load(spark, [str(d) for d in sorted((got_root / "b3").glob("data-*"))], LoaderConfig(),
+                            apply=True, now_ms=NOW)
+    finally:
+        done.set()
+        canceller.join()
+    (_, result), = loaded.results
+    assert not isinstance(result, StartupFailedError)
+    assert result.stats.inline_fallbacks > 0, "no job was cancelled: the test tested nothing"
+    assert result_digest(result, got_root) == ref
+    assert tree_digest(got_root / "b3") == tree_digest(ref_root / "b3")
