@@ -24,6 +24,7 @@ from mploader.cli.generate import add_generate_arguments, run_generate
 from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, print_document, tool_version
+from mploader.cli.spark import add_spark_arguments, run_spark
 from mploader.cli.sweep import add_sweep_arguments, run_sweep_command
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from mploader.cli.verify import add_verify_arguments, run_verify
@@ -49,6 +50,8 @@ COMMANDS: dict[str, Command] = {
                       add_verify_arguments, run_verify),
     "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
                        add_cleanup_arguments, run_cleanup),
+    "spark": Command("verify or load many brokers' data dirs with Phase 1 on a Spark cluster (Parquet inventory)",
+                     add_spark_arguments, run_spark),
     "sweep": Command("load a broker with 1..N worker processes, sampling disk %util, CPU and memory; plots and a "
                      "report", add_sweep_arguments, run_sweep_command),
     "experiment": Command("run a named experiment (hdd-vs-ssd: seed 002's restart on a disk, a throttled loop "
