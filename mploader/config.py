@@ -61,6 +61,9 @@ class LoaderConfig:
     ``read_ahead_bytes``                         per data dir, the most bytes of planned scans asked of the
                                                  disk ahead of Phase 1 (:mod:`mploader.engine.readahead`); 0: off;
                                                  "auto" (default): see :func:`mploader.engine.readahead.auto_window`
+    ``index_check``                              "kafka" (default: Kafka's outcome), "sanity" or "full": check the
+                                                 indexes of segments the load does not recover, rebuild what fails
+                                                 (:mod:`mploader.recovery.index_check`)
     """
 
     num_recovery_threads_per_data_dir: int = 1
@@ -75,6 +78,7 @@ class LoaderConfig:
     topic_overrides: Mapping[str, TopicConfig] = field(default_factory=dict)
     dry_run: bool = False
     read_ahead_bytes: int | Literal["auto"] = "auto"
+    index_check: Literal["kafka", "sanity", "full"] = "kafka"
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
@@ -85,6 +89,8 @@ class LoaderConfig:
         r = self.read_ahead_bytes
         if r != "auto" and (not isinstance(r, int) or r < 0):
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
+        if self.index_check not in ("kafka", "sanity", "full"):
+            raise ValueError('index_check must be "kafka", "sanity" or "full"')
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.max_index_size < 4:

@@ -422,7 +422,7 @@ def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
 
 def _dir_plan(s: _DirState, cfg: LoaderConfig) -> DirPlan:
     return DirPlan(s.path, s.clean, s.partitions, s.recovery_points,
-                   lambda topic: cfg.for_topic(topic).index_interval_bytes)
+                   lambda topic: cfg.for_topic(topic).index_interval_bytes, scan_all=cfg.index_check == "full")
 
 
 def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, metrics: MetricsRegistry,
@@ -555,7 +555,7 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
             clean_shutdown=s.clean, recovery_point_checkpoint=s.recovery_points.get(tp, 0),
             log_start_checkpoint=s.log_starts.get(tp, 0), now_ms=now, scans=engine.source(s.path),
             set_remaining_segments=lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n),
-            cancelled=cancel,
+            cancelled=cancel, index_check=cfg.index_check,
         )
         t_start = time.perf_counter()
         loaded = LogLoader(ctx).load()

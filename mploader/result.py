@@ -89,6 +89,8 @@ class LoadedLog:
     log_end_offset_before: int | None = None
     deleted_segments: list[tuple[int, int]] = field(default_factory=list)
     high_watermark: int | None = None
+    # index_check other than "kafka": each index file that failed it, {"file", "problem", "action"}
+    index_checks: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def impact(self) -> Impact:
@@ -127,6 +129,7 @@ class LoadedLog:
             "deleted_files": sorted(self.deleted_files),
             "producers": len(self.producers),
             "impact": self.impact.to_json(),
+            "index_checks": list(self.index_checks),
         }
 
 

@@ -78,6 +78,11 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
                    help="per data dir, how far ahead of the scans the disk is asked to read (e.g. 512MiB); 0: off; "
                         "'auto' (default): 256 MiB beyond what the workers hold, at most a quarter of free memory")
+    p.add_argument("--index-check", choices=("kafka", "sanity", "full"), default="kafka",
+                   help="indexes of the segments the load does not recover: 'kafka' (default) leaves them unread, as "
+                        "Kafka does; 'sanity' runs older brokers' index sanity checks, 'full' mploader verify's "
+                        "checks against the batches (it reads every segment); an index that fails is rebuilt from "
+                        "its log, the data stays Kafka's")
     p.add_argument("--index-interval-bytes", type=int, default=4096, metavar="B", help="log.index.interval.bytes")
     p.add_argument("--max-index-size", type=int, default=10485760, metavar="B", help="log.index.size.max.bytes")
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
@@ -214,7 +219,7 @@ def run_load(args: argparse.Namespace) -> int:
             num_recovery_threads_per_data_dir=args.recovery_threads,
             num_segment_loading_threads_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
-            dry_run=args.dry_run, read_ahead_bytes=args.read_ahead,
+            dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
         )
         before = _check_dirs(args)
     except (ValueError, _Refused) as e:

@@ -52,7 +52,7 @@ COMMANDS: dict[str, Command] = {
                        add_cleanup_arguments, run_cleanup),
     "spark": Command("verify or load many brokers' data dirs with Phase 1 on a Spark cluster (Parquet inventory)",
                      add_spark_arguments, run_spark),
-    "sweep": Command("load a broker with 1..N worker processes, sampling disk %util, CPU and memory; plots and a "
+    "sweep": Command("load a broker with 1..N worker processes, sampling disk %%util, CPU and memory; plots and a "
                      "report", add_sweep_arguments, run_sweep_command),
     "experiment": Command("run a named experiment (hdd-vs-ssd: seed 002's restart on a disk, a throttled loop "
                           "device and tmpfs)", add_experiment_arguments, run_experiment),
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log what a broker logs while loading (INFO; -vv: DEBUG)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
-        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help.replace("%%", "%"))  # help is %-formatted
         cmd.add_arguments(p)
         p.set_defaults(_run=cmd.run)
     return parser

@@ -31,6 +31,7 @@ class DirPlan:
     partitions: list[Partition]
     recovery_points: dict[TopicPartition, int]
     index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
+    scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
 
 
 def plan_segment_scans(plan: DirPlan) -> PlannedScans:
@@ -49,7 +50,8 @@ def plan_segment_scans(plan: DirPlan) -> PlannedScans:
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
         recover_log = not plan.clean and kind is not DirKind.DELETE
         chosen = segments_to_scan(bases, files, plan.recovery_points.get(tp, 0), recover_log,
-                                  functools.partial(_txn_index_corrupt, path))
+                                  functools.partial(_txn_index_corrupt, path),
+                                  scan_all=plan.scan_all and kind is not DirKind.DELETE)
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
                              index_interval=interval) for b in chosen]

@@ -106,6 +106,19 @@ def _pad(data: bytes, file_size: int | None, entry_size: int) -> bytes:
     return data + bytes(size - len(data))
 
 
+def written_entries(entries: np.ndarray) -> np.ndarray:
+    """An index's entries before the all-zero slots at the end of a preallocated file (a real offset-index
+    entry never has position 0; a time-index entry is never all zero after a non-zero one)."""
+    fields = entries.dtype.names or ()
+    if not len(entries) or any(entries[f][-1] != 0 for f in fields):
+        return entries  # the usual case: a trimmed index, its last slot written
+    used = entries[fields[0]] != 0
+    for f in fields[1:]:
+        used |= entries[f] != 0
+    nz = np.flatnonzero(used)
+    return entries[: int(nz[-1]) + 1] if nz.size else entries[:0]
+
+
 # --------------------------------------------------------------------------------------------
 # Sanity checks: Kafka's (OffsetIndex/TimeIndex/TransactionIndex.sanityCheck), vectorised
 

@@ -25,6 +25,7 @@ from mploader.format.index import txn_index_corrupt
 from mploader.format.names import INT64_MAX, DirKind, TopicPartition
 from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.impact import log_bytes, log_end_as_found
+from mploader.recovery.index_check import IndexCheck, full_problems, rebuild_indexes, sanity_problems
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.segment import (
     Segment,
@@ -69,6 +70,8 @@ class PartitionContext:
     log_end_offset_before: int | None = None
     log_end_offset_before_read: bool = False
     deleted_segments: list[tuple[int, int]] = field(default_factory=list)
+    index_check: str = "kafka"  # LoaderConfig.index_check (mploader.recovery.index_check)
+    index_checks: list[IndexCheck] = field(default_factory=list)
 
 
 class LogLoader:
@@ -146,6 +149,8 @@ class LogLoader:
             # the load never see the zero tail; we grow the files after those lookups (same end state).
             # Only the failing resize (an index longer than segment.index.bytes) must happen now.
             check_index_fits(self.disk, active, self.cfg.max_index_size)
+            if ctx.index_check != "kafka":
+                self._check_indexes()
         else:
             if not self.segments:
                 # LogSegment.open(dir, 0, config, time, config.initFileSize(), false): never preallocated
@@ -181,7 +186,30 @@ class LogLoader:
             leader_epochs=list(self.epochs.entries) if self.epochs is not None else None,
             producers=self.psm.producer_infos(), recovered_segments=list(dict.fromkeys(ctx.recovered)),
             truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
+            index_checks=[c.to_json() for c in ctx.index_checks],
         )
+
+    def _check_indexes(self) -> None:
+        """``index_check`` (:mod:`mploader.recovery.index_check`) over the segments this load did not recover."""
+        ctx = self.ctx
+        recovered = set(ctx.recovered)
+        for seg in self._sorted_segments():
+            if seg.base_offset in recovered:
+                continue
+            scan = self.full_scan(seg) if ctx.index_check == "full" else None
+            problems = full_problems(seg, scan) if scan is not None else sanity_problems(self.disk, seg)
+            if not problems:
+                continue
+            rebuildable = [p for p in problems if p != seg.txn_index_path]
+            why_not = None
+            if rebuildable:
+                why_not = rebuild_indexes(self.disk, seg, scan or self.full_scan(seg), self.cfg)
+            for path, problem in problems.items():
+                action = "left: a .txnindex is not rebuilt (it needs earlier segments' producer state)" \
+                    if path == seg.txn_index_path else why_not or "rebuilt from the log"
+                ctx.index_checks.append(IndexCheck(os.path.basename(path), problem, action))
+                log.warning("%s: %s (index_check=%s): %s; %s", self.dir, os.path.basename(path), ctx.index_check,
+                            problem, action)
 
     def _write_epoch_cache(self) -> None:
         """Kafka rewrites the checkpoint whenever the cache changed; the last write is what stays.  Bytes

@@ -154,17 +154,6 @@ def _offset_problem(rows: np.ndarray, base_offset: int) -> tuple[int, str] | Non
                  f"last offset {int(last[i - 1])}")
 
 
-def _written(entries: np.ndarray, *fields: str) -> np.ndarray:
-    """The entries before the all-zero slots at the end of a preallocated index."""
-    if not len(entries) or any(entries[f][-1] != 0 for f in fields):
-        return entries  # the usual case: a trimmed index, its last slot written
-    used = entries[fields[0]] != 0
-    for f in fields[1:]:
-        used |= entries[f] != 0
-    nz = np.flatnonzero(used)
-    return entries[: int(nz[-1]) + 1] if nz.size else entries[:0]
-
-
 def _first(mask: np.ndarray) -> int | None:
     i = int(mask.argmax()) if len(mask) else 0  # argmax: the first True, without a full nonzero pass
     return i if len(mask) and mask[i] else None
@@ -174,7 +163,7 @@ def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
     length = os.path.getsize(path)
     if length % idx.OFFSET_ENTRY.itemsize:
         return f"length {length} is not a multiple of {idx.OFFSET_ENTRY.itemsize} (a torn or cut file)"
-    entries = _written(idx.map_entries(path, idx.OFFSET_ENTRY), "relative_offset", "position")
+    entries = idx.written_entries(idx.map_entries(path, idx.OFFSET_ENTRY))
     if not len(entries):
         return OK
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
@@ -208,7 +197,7 @@ def time_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
     length = os.path.getsize(path)
     if length % idx.TIME_ENTRY.itemsize:
         return f"length {length} is not a multiple of {idx.TIME_ENTRY.itemsize} (a torn or cut file)"
-    entries = _written(idx.map_entries(path, idx.TIME_ENTRY), "timestamp", "relative_offset")
+    entries = idx.written_entries(idx.map_entries(path, idx.TIME_ENTRY))
     if not len(entries):
         return OK
     ts = entries["timestamp"].astype(np.int64)

@@ -50,9 +50,12 @@ def needs_load_time_recovery(base: int, present: Collection[str], txn_index_corr
 
 
 def segments_to_scan(bases: Sequence[int], present: Collection[str], recovery_point: int, recover_log: bool,
-                     txn_index_corrupt: Callable[[int], bool]) -> list[int]:
+                     txn_index_corrupt: Callable[[int], bool], scan_all: bool = False) -> list[int]:
     """The sorted ``bases`` whose whole ``.log`` Phase 2 will read: load-time recoveries, and, when
-    ``recover_log`` (an unclean shutdown, not a ``-delete`` dir), the segments ``recoverLog`` recovers."""
+    ``recover_log`` (an unclean shutdown, not a ``-delete`` dir), the segments ``recoverLog`` recovers;
+    ``scan_all``: every segment (``index_check="full"`` checks each one's indexes against its batches)."""
+    if scan_all:
+        return sorted(bases)
     chosen = {b for b in bases if needs_load_time_recovery(b, present, txn_index_corrupt)}
     if recover_log:
         chosen.update(unflushed(bases, recovery_point))
