@@ -108,7 +108,7 @@ class SparkEngine(Engine):
         self._arrived = threading.Condition()
         self._closed = threading.Event()
         self._ids = itertools.count()
-        self._group = f"mploader-{os.getpid()}-{id(self)}"
+        self.job_group = f"mploader-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
         self._thread: threading.Thread | None = None
 
     # ---- Phase 1 of a load ---------------------------------------------------------------------
@@ -147,7 +147,7 @@ class SparkEngine(Engine):
         return order
 
     def _run(self, planned: list[list[Piece]], tasks: dict[int, SegmentTask]) -> None:
-        self.spark.sparkContext.setJobGroup(self._group, "mploader Phase 1 scans", interruptOnCancel=True)
+        self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 1 scans", interruptOnCancel=True)
         for wave in planned:
             if self._closed.is_set():
                 error = "the load was closed"
@@ -210,7 +210,7 @@ class SparkEngine(Engine):
 
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
         """One Spark job per wave of segments, in order; a wave whose job failed is audited here."""
-        self.spark.sparkContext.setJobGroup(self._group, f"mploader verify {data_dir}", interruptOnCancel=True)
+        self.spark.sparkContext.setJobGroup(self.job_group, f"mploader verify {data_dir}", interruptOnCancel=True)
         pieces = [Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)]
         for wave in waves(pieces, self.wave_bytes):
             if self._closed.is_set():
@@ -235,7 +235,7 @@ class SparkEngine(Engine):
         super().close(kill)
         thread = self._thread
         if thread is not None and thread.is_alive():
-            self.spark.sparkContext.cancelJobGroup(self._group)
+            self.spark.sparkContext.cancelJobGroup(self.job_group)
             thread.join()
         with self._arrived:
             self._arrived.notify_all()

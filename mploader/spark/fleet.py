@@ -70,6 +70,7 @@ class FleetLoad:
 
     tables: FleetTables
     results: list[tuple[list[str], LoadResult | StartupFailedError]]
+    engines: list[SparkEngine]  # one per broker (their job groups: what ran on Spark)
 
 
 @dataclass(slots=True)
@@ -78,6 +79,7 @@ class FleetVerify:
 
     tables: FleetTables
     reports: list[tuple[list[str], VerifyReport]]
+    engines: list[SparkEngine]  # per broker: the audits' engine and the prediction's
 
     @property
     def report(self) -> VerifyReport:
@@ -117,7 +119,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
 
     with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
         results = list(threads.map(one, brokers(log_dirs)))
-    return FleetLoad(load_tables(spark, results), results)
+    return FleetLoad(load_tables(spark, results), results, engines)
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -132,7 +134,7 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
 
     with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
         reports = list(threads.map(one, brokers(log_dirs)))
-    return FleetVerify(verify_tables(spark, reports), reports)
+    return FleetVerify(verify_tables(spark, reports), reports, engines)
 
 
 __all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "brokers", "load", "verify"]
