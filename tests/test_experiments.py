@@ -141,6 +141,7 @@ def test_a_tiny_sweep_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [(r["workers"], r["cache"], r["cache_method"]) for r in doc["runs"]] == [
         (1, "cold", "fadvise"), (2, "cold", "fadvise"), (1, "warm", "read once"), (2, "warm", "read once")]
     assert all(r["bytes_read"] > 2_000_000 and r["segments_recovered"] > 0 for r in doc["runs"])
+    assert any(r["load_cpu_mean"] > 0 for r in doc["runs"])  # the load's own processes were seen working
     assert len(doc["findings"]) == 2
     for name in ("sweep.md", "sweep.json", "sweep-runs.csv", "sweep-samples.csv", "sweep-1.png", "sweep-2.png"):
         assert (out / name).stat().st_size > 0, name

@@ -28,7 +28,7 @@ from mploader.experiments.report import Report, machine_facts
 from mploader.experiments.run import RunResult
 from mploader.host.cgroup import ReadLimits
 
-QUICK = {"size": 200_000_000, "segment_bytes": 16 << 20, "partitions": 8}
+QUICK = {"size": 600_000_000, "segment_bytes": 32 << 20, "partitions": 24}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
 
 

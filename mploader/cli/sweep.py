@@ -29,7 +29,7 @@ from mploader.experiments.run import RunResult
 from mploader.experiments.sweep import SweepPlan, run_sweep
 from mploader.host.cgroup import ReadLimits
 
-QUICK = {"size": 400_000_000, "segment_bytes": 32 << 20, "partitions": 8}
+QUICK = {"size": 1_000_000_000, "segment_bytes": 64 << 20, "partitions": 16}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
 MODES = {"recover": False, "dry-run": True}
 
@@ -66,7 +66,7 @@ def _plots(runs: list[RunResult]) -> list[tuple[str, Callable[[Path], None]]]:
     swept = [r for r in runs if r.spec.max_read_bytes_per_sec is None]
     panels = [Panel("throughput (MB scanned per second of the load)", "MB/s", swept, lambda r: r.throughput / 1e6),
               Panel("device busy: mean %util (throttled: share of the limit)", "%", swept, busy),
-              Panel("mean CPU busy (all cores)", "%", swept, lambda r: r.mean("cpu")),
+              Panel("CPU of the load's processes (mean; 100% = one core)", "%", swept, lambda r: r.mean("load_cpu")),
               Panel("peak RSS: parent + workers", "MB", swept,
                     lambda r: (r.peak("rss_parent") + r.peak("rss_workers")) / 1e6)]
     cold = [r for r in swept if r.spec.cache == "cold" and not r.spec.dry_run] or swept

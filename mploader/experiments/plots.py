@@ -104,7 +104,9 @@ def plot_timeline(run: RunResult, path: Path, title: str) -> None:
     cores = max((len(s.cpu_percent) for s in run.samples), default=0)
     for c in range(cores):
         cpu.plot(t, [s.cpu_percent[c] if c < len(s.cpu_percent) else None for s in run.samples], label=f"cpu{c}")
-    cpu.set_ylabel("CPU busy %")
+    cpu.plot(t, [s.load_cpu_percent / max(1, cores) for s in run.samples], label="the load's processes",
+             color="black", linestyle="--")
+    cpu.set_ylabel("CPU busy % (of all cores)")
     cpu.set_ylim(0, 105)
     cpu.legend(loc="upper left", fontsize=7)
     mem.plot(t, [(s.rss_parent or 0) / 1e6 for s in run.samples], label="parent RSS")

@@ -124,6 +124,7 @@ def _samples_rows(runs: Sequence[RunResult]) -> list[dict[str, Any]]:
                 "throttle_use": round(s.throttle_use[r.device], 1) if r.device in s.throttle_use else None,
                 "disk": r.disk, "disk_util": None if disk is None else round(disk.util_percent, 1),
                 "cpu_mean": round(sum(s.cpu_percent) / max(1, len(s.cpu_percent)), 1),
+                "load_cpu": round(s.load_cpu_percent, 1),
                 "rss_parent_mb": round((s.rss_parent or 0) / 1e6, 1), "workers": len(s.rss_workers),
                 "rss_workers_mb": round(sum(s.rss_workers.values()) / 1e6, 1),
                 "shm_mb": round(s.shm_bytes / 1e6, 2),
@@ -143,7 +144,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 REPORT_COLUMNS = ("run", "place", "restart", "mode", "cache", "recovery_threads", "workers", "seconds",
                   "throughput_mb_s", "util_mean", "throttle_use_mean", "read_mb_s_mean", "queue_depth_mean",
-                  "cpu_mean", "rss_parent_peak_mb", "rss_workers_peak_mb", "shm_peak_mb")
+                  "cpu_mean", "load_cpu_mean", "rss_parent_peak_mb", "rss_workers_peak_mb", "shm_peak_mb")
 
 
 @dataclass(slots=True)

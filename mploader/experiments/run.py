@@ -80,7 +80,8 @@ class RunResult:
 
     def mean(self, what: str, device: str | None = None) -> float | None:
         """The mean of a per-sample figure over the run: a DiskRates field of ``device`` (default: the
-        run's device), "cpu" (mean over cores), "throttle_use"."""
+        run's device), "cpu" (the machine's, mean over cores), "load_cpu" (the load's processes, 100 = one
+        core), "throttle_use"."""
         values = [v for s in self.samples if (v := _figure(s, what, device or self.device)) is not None]
         return sum(values) / len(values) if values else None
 
@@ -106,7 +107,8 @@ class RunResult:
             "read_iops_mean": r(self.mean("read_iops")), "queue_depth_mean": r(self.mean("queue_depth"), 2),
             "throttle_use_mean": r(self.mean("throttle_use")), "disk": self.disk,
             "disk_util_mean": r(self.mean("util_percent", self.disk)) if self.disk else None,
-            "cpu_mean": r(self.mean("cpu")), "rss_parent_peak_mb": round(self.peak("rss_parent") / 1e6, 1),
+            "cpu_mean": r(self.mean("cpu")), "load_cpu_mean": r(self.mean("load_cpu")),
+            "rss_parent_peak_mb": round(self.peak("rss_parent") / 1e6, 1),
             "rss_workers_peak_mb": round(self.peak("rss_workers") / 1e6, 1),
             "shm_peak_mb": round(self.peak("shm_bytes") / 1e6, 1), "samples": len(self.samples),
         }
@@ -122,6 +124,8 @@ def _mb(v: float | None) -> float | None:
 def _figure(s: Sample, what: str, device: str | None) -> float | None:
     if what == "cpu":
         return sum(s.cpu_percent) / len(s.cpu_percent) if s.cpu_percent else None
+    if what == "load_cpu":
+        return s.load_cpu_percent
     if what == "throttle_use":
         return s.throttle_use.get(device) if device else None
     rates = s.disks.get(device) if device else None

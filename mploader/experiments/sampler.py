@@ -3,9 +3,10 @@
 A :class:`Sampler` thread takes a snapshot every ``interval`` seconds and turns each pair of snapshots into
 one :class:`Sample` with the arithmetic of :mod:`mploader.host.iostat` (the figures ``iostat -x`` would
 print for that interval).  It watches the process tree of one load: the RSS of its parent and of each worker
-(loky's resource trackers are left out), and the shared-memory blocks that load named after itself in
-/dev/shm (``mploader-<pid>-...``, :mod:`mploader.engine.cleanup`), by the memory they really take
-(blocks are sparse).
+(loky's resource trackers are left out), the CPU the tree used (the machine's per-core figures include the
+neighbours: on a shared machine only the two together say who was busy), and the shared-memory blocks that
+load named after itself in /dev/shm (``mploader-<pid>-...``, :mod:`mploader.engine.cleanup`), by the memory
+they really take (blocks are sparse).
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ class Sample:
 
     t: float
     disks: dict[str, DiskRates]
-    cpu_percent: list[float]  # per core
+    cpu_percent: list[float]  # per core, the whole machine's
     rss_parent: int | None  # bytes; None once the process is gone
     rss_workers: dict[int, int] = field(default_factory=dict)  # pid -> bytes
     shm_bytes: int = 0
     throttle_use: dict[str, float] = field(default_factory=dict)  # device -> percent of its cgroup read limit
+    load_cpu_percent: float = 0.0  # the load's own processes (parent and workers), 100 = one core
 
     def to_json(self) -> dict[str, Any]:
         return {"t": round(self.t, 3), "disks": {n: _rates_json(r) for n, r in self.disks.items()},
                 "cpu_percent": [round(c, 1) for c in self.cpu_percent], "rss_parent": self.rss_parent,
                 "rss_workers": {str(p): r for p, r in self.rss_workers.items()}, "shm_bytes": self.shm_bytes,
-                "throttle_use": {n: round(u, 1) for n, u in self.throttle_use.items()}}
+                "throttle_use": {n: round(u, 1) for n, u in self.throttle_use.items()},
+                "load_cpu_percent": round(self.load_cpu_percent, 1)}
 
 
 def _rates_json(r: DiskRates) -> dict[str, float | None]:
@@ -71,29 +74,41 @@ def shm_bytes(pid: int) -> int:
 
 
 class _Tree:
-    """The RSS of a process and of its workers (children, less loky's and Python's resource trackers)."""
+    """A process and its workers (children, less loky's and Python's resource trackers): their RSS, and the CPU
+    time of the whole tree (so that a reader can tell the load's CPU from its neighbours')."""
 
     def __init__(self, pid: int):
         self.pid = pid
         self._trackers: set[int] = set()
+        self._cpu: dict[int, float] = {}  # pid -> user + system seconds at the last look
 
-    def rss(self) -> tuple[int | None, dict[int, int]]:
+    def look(self) -> tuple[int | None, dict[int, int], float]:
+        """(the parent's RSS, each worker's RSS, CPU seconds the tree used since the last look)."""
         try:
             parent = psutil.Process(self.pid)
-            own = parent.memory_info().rss
-            children = parent.children(recursive=True)
+            procs = [parent, *parent.children(recursive=True)]
         except psutil.Error:
-            return None, {}
+            return None, {}, 0.0
+        own: int | None = None
         workers = {}
-        for child in children:
+        used = 0.0
+        for proc in procs:
             try:
-                if child.pid not in self._trackers and "resource_tracker" in " ".join(child.cmdline()):
-                    self._trackers.add(child.pid)
-                if child.pid not in self._trackers:
-                    workers[child.pid] = child.memory_info().rss
+                if proc.pid != self.pid and proc.pid not in self._trackers and \
+                        "resource_tracker" in " ".join(proc.cmdline()):
+                    self._trackers.add(proc.pid)
+                times = proc.cpu_times()
+                rss = proc.memory_info().rss
             except psutil.Error:  # ended meanwhile
                 continue
-        return own, workers
+            total = times.user + times.system
+            used += max(0.0, total - self._cpu.get(proc.pid, 0.0))
+            self._cpu[proc.pid] = total
+            if proc.pid == self.pid:
+                own = rss
+            elif proc.pid not in self._trackers:
+                workers[proc.pid] = rss
+        return own, workers, used
 
 
 class Sampler:
@@ -139,10 +154,10 @@ class Sampler:
             disks = {n: disk_rates(before[1][n], after[1][n], seconds) for n in after[1] if n in before[1]}
             use = {n: u for n, lim in self.limits.items() if n in disks
                    and (u := lim.use_percent(disks[n].read_bytes_per_s, disks[n].read_iops)) is not None}
-            rss_parent, workers = self._tree.rss() if self._tree is not None else (None, {})
+            rss_parent, workers, cpu = self._tree.look() if self._tree is not None else (None, {}, 0.0)
             shm = shm_bytes(self._tree.pid) if self._tree is not None else 0
             self.samples.append(Sample(after[0] - self._t0, disks, cpu_busy_percent(before[2], after[2]), rss_parent,
-                                       workers, shm, use))
+                                       workers, shm, use, 100.0 * cpu / seconds))
             before = after
 
 
