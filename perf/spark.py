@@ -1,0 +1,137 @@
+"""Spark local[2] against the process pool on the same data, and a fleet-shaped run (issue 15).
+
+1. One broker (2 data dirs, --size bytes, unclean, page cache warm), Phase 1 on the pool (2 workers per dir)
+   and on Spark local[2], alternating rounds (A B A B ...), medians: ``verify_logs`` without the prediction
+   (an audit of every byte: Phase 1 only) and a dry-run ``load_logs`` (the segments above the recovery point).
+2. A fleet: --brokers generated brokers (one dir each, 16 KiB segments: 10k+ segments), ``mploader.spark``'s
+   verify (audits + a dry-run load per broker) and dry-run load on local[2]: wall time, Spark jobs, stages,
+   tasks (SparkContext.statusTracker), segments and bytes per second.
+
+    .venv/bin/python perf/spark.py --root /tmp/mploader-spark-perf --report perf/README.md
+
+writes its block of perf/README.md (``<!-- spark:begin -->``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
+
+from mploader import LoaderConfig, load_logs  # noqa: E402
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.spark import fleet  # noqa: E402
+from mploader.spark.engine import SparkEngine  # noqa: E402
+from mploader.spark.session import spark_session  # noqa: E402
+from mploader.verify import verify_logs  # noqa: E402
+
+NOW = 1_730_000_000_000 + 600_000
+
+
+def warm(paths: list[Path]) -> None:
+    for d in paths:
+        for f in d.rglob("*"):
+            if f.is_file():
+                f.read_bytes()
+
+
+def jobs_of(spark: Any, engines: list[SparkEngine]) -> tuple[int, int, int]:
+    """(jobs, stages, tasks) the engines ran (the status tracker keeps the last spark.ui.retainedJobs)."""
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [j for e in engines for j in tracker.getJobIdsForGroup(e.job_group)]
+    stages = [s for j in jobs if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds]
+    tasks = sum(info.numTasks for s in stages if (info := tracker.getStageInfo(s)) is not None)
+    return len(jobs), len(stages), tasks
+
+
+def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
+    broker = root / "broker"
+    if not broker.exists():
+        generate(broker, GeneratorConfig(data_dirs=2, topics=4, partitions_per_topic=4, total_bytes=size,
+                                         segment_bytes=1 << 20, faults=0, seed=7))
+    dirs = [str(d) for d in sorted(broker.glob("data-*"))]
+    warm([broker])
+    pool = LoaderConfig(num_segment_loading_threads_per_data_dir=2, dry_run=True)
+    spark_engine = lambda st, pr: SparkEngine(spark, st, pr)  # noqa: E731
+    runs: dict[str, Any] = {
+        "verify, pool 2/dir": lambda: verify_logs(dirs, pool, predict=False),
+        "verify, Spark local[2]": lambda: verify_logs(dirs, pool, predict=False, engine=spark_engine),
+        "load --dry-run, pool 2/dir": lambda: load_logs(dirs, pool, NOW),
+        "load --dry-run, Spark local[2]": lambda: load_logs(dirs, pool, NOW, engine=spark_engine),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    scanned: dict[str, int] = {}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            out = run()
+            times[name].append(time.perf_counter() - t0)
+            scanned[name] = out.bytes if hasattr(out, "bytes") else out.stats.bytes_read
+    say(f"one broker: {len(dirs)} dirs, {size / 1e6:.0f} MB, page cache warm; {rounds} alternating rounds, median")
+    say("")
+    say("| run | median s | all rounds s | MB/s of Phase 1 bytes | vs the pool |")
+    say("|---|---|---|---|---|")
+    for name, ts in times.items():
+        base = "pool 2/dir".join(name.rsplit("Spark local[2]", 1)) if "Spark" in name else name
+        ratio = statistics.median(ts) / statistics.median(times[base])
+        say(f"| {name} | {statistics.median(ts):.2f} | {', '.join(f'{t:.2f}' for t in ts)} | "
+            f"{scanned[name] / statistics.median(ts) / 1e6:.0f} | {ratio:.2f}x |")
+
+
+def fleet_run(spark: Any, root: Path, brokers: int, say: Any) -> None:
+    fleet_root = root / "fleet"
+    if not fleet_root.exists():
+        for b in range(brokers):
+            generate(fleet_root / f"broker-{b:02d}",
+                     GeneratorConfig(data_dirs=1, topics=4, partitions_per_topic=4, total_bytes=8_000_000,
+                                     segment_bytes=16 * 1024, faults=2 if b % 4 == 0 else 0, node_id=b + 1,
+                                     seed=100 + b))
+    dirs = [str(d) for d in sorted(fleet_root.glob("broker-*/data-*"))]
+    warm([fleet_root])
+    segments = sum(1 for _ in fleet_root.rglob("*.log"))
+    nbytes = sum(f.stat().st_size for f in fleet_root.rglob("*.log"))
+    say("")
+    say(f"fleet: {brokers} brokers, {len(dirs)} data dirs, {segments} segments, {nbytes / 1e6:.0f} MB of .log, "
+        f"Spark {spark.sparkContext.master} ({spark.sparkContext.defaultParallelism} cores), page cache warm")
+    say("")
+    say("| job | wall s | Spark jobs | stages | tasks | segments/s | MB/s | partitions (summary rows) |")
+    say("|---|---|---|---|---|---|---|---|")
+    for name, run in (("spark verify (audit + dry-run load)", lambda: fleet.verify(spark, dirs, now_ms=NOW)),
+                      ("spark load (dry run)", lambda: fleet.load(spark, dirs, now_ms=NOW))):
+        t0 = time.perf_counter()
+        out = run()
+        wall = time.perf_counter() - t0
+        jobs, stages, tasks = jobs_of(spark, out.engines)
+        say(f"| {name} | {wall:.1f} | {jobs} | {stages} | {tasks} | {segments / wall:.0f} | {nbytes / wall / 1e6:.1f} "
+            f"| {out.tables.summary_rows} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default="/tmp/mploader-spark-perf")
+    ap.add_argument("--size", type=int, default=200_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--report", default=None, help="write the block into this README")
+    args = ap.parse_args()
+    root = Path(args.root)
+    spark = spark_session("local[2]", "mploader-perf")
+    spark.sparkContext.setLogLevel("ERROR")
+    lines = Lines()
+    lines.say(f"`{' '.join(['.venv/bin/python', *sys.argv])}`")
+    lines.say("")
+    compare(spark, root, args.size, args.rounds, lines.say)
+    fleet_run(spark, root, args.brokers, lines.say)
+    spark.stop()
+    if args.report:
+        replace_section(Path(args.report), "spark", lines.lines)
+
+
+if __name__ == "__main__":
+    main()
