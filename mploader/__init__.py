@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _ORIGIN = {  # public name -> the module that defines it
-    "load_logs": "manager",
+    "load_logs": "api", "verify_logs": "verify", "VerifyReport": "verify",
+    "BackgroundVerification": "verify.background",
     "LoaderConfig": "config", "TopicConfig": "config",
     "TopicPartition": "format.names", "DirKind": "format.names",
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
@@ -49,6 +50,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from mploader.api import load_logs
     from mploader.config import LoaderConfig, TopicConfig
     from mploader.errors import (
         CheckpointNumberFormatError,
@@ -62,8 +64,9 @@ if TYPE_CHECKING:
         StartupFailedError,
     )
     from mploader.format.names import DirKind, TopicPartition
-    from mploader.manager import load_logs
     from mploader.metrics import MetricsRegistry
     from mploader.progress import DirProgress, Progress
     from mploader.prometheus import MetricsServer
     from mploader.result import Impact, LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
+    from mploader.verify import VerifyReport, verify_logs
+    from mploader.verify.background import BackgroundVerification

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mploader.format.names import DirKind, TopicPartition
 
@@ -164,6 +164,18 @@ class LoadStats:
             self.draft_seconds += scan.draft.seconds
 
 
+class Background(Protocol):
+    """Work a load left running after it returned (``load_logs(..., verify_in_background=True)``:
+    :class:`mploader.verify.background.BackgroundVerification`)."""
+
+    @property
+    def done(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> Any: ...
+
+    def cancel(self) -> None: ...
+
+
 @dataclass(slots=True)
 class LoadResult:
     logs: dict[TopicPartition, LoadedLog]
@@ -174,6 +186,7 @@ class LoadResult:
     clean_shutdown: dict[str, bool]
     stats: LoadStats
     warnings: list[str] = field(default_factory=list)  # what an operator must read (e.g. acknowledged data lost)
+    background: Background | None = None  # the verification still running after the load (verify_in_background)
 
     def all_logs(self) -> list[LoadedLog]:
         return [*self.logs.values(), *self.future_logs.values(), *self.logs_to_delete, *self.stray_logs]

@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"verify"},  # the read-only audit (uses the manager's dry run)
     {"spark"},  # load and verify on a Spark cluster (the Spark engine; uses the manager and verify)
     {"experiments"},  # sweeps, device sampling, throttled devices, plots (load through the manager)
+    {"api"},  # the public load_logs (the manager's, and the background verification)
     {"cli", ""},  # the command; the public API (mploader/__init__)
     {"__main__"},  # python -m mploader
 ]

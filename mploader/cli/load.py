@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from mploader.cli.logs import WarningCollector
-from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool
+from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
@@ -19,7 +19,9 @@ from mploader.cli.units import (
     EXIT_USAGE,
     format_bytes,
     parse_size,
+    parse_workers,
 )
+from mploader.cli.verify import partition_lines
 from mploader.config import LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format import checkpoint, names
@@ -27,20 +29,10 @@ from mploader.manager import load_logs, written_dirs
 from mploader.metrics import MetricsRegistry
 from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
 from mploader.result import LoadedLog, LoadResult
+from mploader.verify import VerifyReport
+from mploader.verify.background import BackgroundVerification
 
 log = logging.getLogger("mploader.cli")
-
-
-def _workers(text: str) -> int | str:
-    if text == "auto":
-        return "auto"
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', not {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("--workers must be >= 1")
-    return n
 
 
 def _port(text: str) -> int:
@@ -69,7 +61,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="print one JSON document (docs/json-output.md), also on failure, instead of the summary")
     p.add_argument("--create-missing", action="store_true",
                    help="create a data dir that does not exist, as a Kafka broker does (default: refuse it)")
-    p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
+    p.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
                    help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
                         "usable CPUs divided among the data dirs, in this process when there is under 1 GiB to "
                         "scan per dir")
@@ -78,6 +70,9 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
                    help="per data dir, how far ahead of the scans the disk is asked to read (e.g. 512MiB); 0: off; "
                         "'auto' (default): 256 MiB beyond what the workers hold, at most a quarter of free memory")
+    p.add_argument("--verify-after", action="store_true",
+                   help="after the load, audit every segment it did not read (mploader verify's checks, newest "
+                        "first) and report what is wrong; changes nothing (KIP-263's lazy start, done safely)")
     p.add_argument("--index-check", choices=("kafka", "sanity", "full"), default="kafka",
                    help="indexes of the segments the load does not recover: 'kafka' (default) leaves them unread, as "
                         "Kafka does; 'sanity' runs older brokers' index sanity checks, 'full' mploader verify's "
@@ -271,10 +266,57 @@ def run_load(args: argparse.Namespace) -> int:
         return _fail(args, EXIT_INTERRUPTED, "interrupted",
                      "interrupted; what was written is what a Kafka broker itself could have left: load again to "
                      "finish the recovery")
-    if args.json:
-        print_document(result_document(result, args.dry_run, sorted(set(collected.messages))))
-    else:
+    doc = result_document(result, args.dry_run, sorted(set(collected.messages))) if args.json else None
+    if doc is None:
         if args.dry_run:
             print("dry run: nothing on disk was changed; this is what the load would do")
-        print("\n".join(summary_lines(result, args.dry_run)))
-    return EXIT_FAILURE if result.offline_dirs else EXIT_OK
+        print("\n".join(summary_lines(result, args.dry_run)), flush=True)
+    healthy = True
+    if args.verify_after:
+        try:
+            report = _verify_after(args, result, cfg)
+        except KeyboardInterrupt:
+            return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted while verifying after the load; the "
+                                                                "load itself had finished")
+        healthy = report.healthy
+        if doc is not None:
+            doc["verification"] = {**report.to_json(), "seconds": {"load": result.stats.seconds.get("total", 0.0),
+                                                                     "verify": report.seconds.get("total", 0.0)}}
+        else:
+            print("\n".join(_verification_lines(result, report)))
+    if doc is not None:
+        print_document(doc)
+    return EXIT_FAILURE if result.offline_dirs or not healthy else EXIT_OK
+
+
+def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfig) -> VerifyReport:
+    """``--verify-after``: the inactive segments audited in the background, waited for with a progress display."""
+    display = None
+    if not (args.json or args.no_progress) and sys.stderr.isatty():
+        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
+
+        display = LoadDisplay(sys.stderr)
+    background = BackgroundVerification(result, cfg, progress=display)
+    try:
+        report = background.wait()
+    except BaseException:
+        background.cancel()
+        raise
+    finally:
+        if display is not None:
+            display.close()
+    assert report is not None
+    report.tool_version = tool_version()
+    return report
+
+
+def _verification_lines(result: LoadResult, report: VerifyReport) -> list[str]:
+    segments = sum(len(p.segments) for p in report.partitions)
+    took = result.stats.seconds.get("total", 0.0)
+    lines = [f"verified after the load: {segments} segments the load did not read, {format_bytes(report.bytes)} "
+             f"in {report.seconds.get('total', 0.0):.2f} s (the load took {took:.2f} s)"]
+    lines += [line for p in report.partitions if not p.healthy for line in partition_lines(p)]
+    lines.append("verification: nothing wrong" if report.healthy else
+                 f"verification: PROBLEMS in {sum(not p.healthy for p in report.partitions)} partition(s) (above); "
+                 "the load did not act on them (Kafka would not either)")
+    return lines

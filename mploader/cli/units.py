@@ -27,6 +27,19 @@ class UsageError(Exception):
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)b?\s*", re.IGNORECASE)
 
 
+def parse_workers(text: str) -> int | str:
+    """``--workers N|auto``."""
+    if text == "auto":
+        return "auto"
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', not {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("--workers must be >= 1")
+    return n
+
+
 def parse_size(text: str) -> int:
     """``"10GB"`` -> 10_000_000_000, ``"256KiB"`` -> 262144, ``"4096"`` -> 4096 (B optional)."""
     m = _SIZE.fullmatch(text)

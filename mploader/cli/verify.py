@@ -8,9 +8,16 @@ import os
 import sys
 from typing import Any
 
-from mploader.cli.load import _workers
 from mploader.cli.output import error_document, print_document, tool_version
-from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, format_bytes
+from mploader.cli.units import (
+    EXIT_CODES_HELP,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    format_bytes,
+    parse_workers,
+)
 from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
@@ -27,7 +34,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (docs/verify-output.md) instead of the report")
-    p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
+    p.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
                    help="audit worker processes per data dir: N (1: in this process), or 'auto' (default)")
     p.add_argument("--no-predict", action="store_true",
                    help="do not tell what a load would do (skips the dry run, which re-reads what recovery reads)")

@@ -60,7 +60,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 from loky import ProcessPoolExecutor
-from loky.process_executor import BrokenProcessPool
+from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
@@ -187,6 +187,9 @@ class PoolEngine(Engine):
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=init_worker,
                                      initargs=(os.getpid(),))
             self._executors[data_dir] = ex
+            if self._closed.is_set():  # closed meanwhile (another thread: a cancel): close() may not have seen it
+                ex.shutdown(wait=True, kill_workers=True)
+                raise LoadInterrupted("the engine was closed")
         return ex
 
     def _new_block(self, nbytes_range: int) -> tuple[shared_memory.SharedMemory, int]:
@@ -398,8 +401,8 @@ class PoolEngine(Engine):
     def _audit_result(self, data_dir: str, task: AuditTask, future: Future[SegmentAudit]) -> SegmentAudit:
         try:
             return future.result()
-        except (BrokenProcessPool, MemoryError, CancelledError) as e:
-            if self._closed.is_set():
+        except (BrokenProcessPool, MemoryError, CancelledError, ShutdownExecutorError) as e:
+            if self._closed.is_set():  # closed under it (a cancel): not a worker that died
                 raise LoadInterrupted("the engine was closed") from e
             log.warning("%s: a worker died while auditing %s (%s: %s); auditing it in the parent", data_dir,
                         task.path, type(e).__name__, e)
