@@ -170,3 +170,21 @@ def test_jobs_cancelled_mid_load_change_no_outcome(spark, fleet_template: Path, 
     assert result.stats.inline_fallbacks > 0, "no job was cancelled: the test tested nothing"
     assert result_digest(result, got_root) == ref
     assert tree_digest(got_root / "b3") == tree_digest(ref_root / "b3")
+
+
+def test_cli_spark_verify_json_is_mploader_verify_json(spark, fleet_template: Path, tmp_path: Path,  # noqa: F811
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from mploader.cli.main import main
+
+    dirs = [str(d) for d in sorted((fleet_template / "b3").glob("data-*"))]
+    assert main(["verify", *dirs, "--json", "--now-ms", str(NOW)]) == 1
+    single = json.loads(capsys.readouterr().out)
+    assert main(["spark", "verify", *dirs, "--json", "--now-ms", str(NOW), "--out", str(tmp_path / "out")]) == 1
+    fleet_doc = json.loads(capsys.readouterr().out)
+    assert fleet_doc.pop("spark")["inventory_rows"] == single["summary"]["segments"]
+    assert {k: v for k, v in fleet_doc.items() if k != "stats"} == {k: v for k, v in single.items() if k != "stats"}
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "out" / "summary")) == single["summary"]["partitions"]
