@@ -61,7 +61,7 @@ def sanity_problems(disk: Disk, seg: Segment) -> dict[str, str]:
                                (seg.time_index_path, idx.TIME_ENTRY, idx.time_index_problem)):
         if not disk.exists(path):
             continue
-        data = disk.read(path)
+        data = disk.view(path)  # a mapping: a preallocated index is read a few pages of it
         entries = idx.written_entries(idx.entries_from_bytes(data, dtype))
         problem = check(path, seg.base_offset, len(data), entries)
         if problem is not None:
