@@ -49,7 +49,9 @@ class LoaderConfig:
 
     ``num_recovery_threads_per_data_dir``       num.recovery.threads.per.data.dir
     ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir: N, or "auto" (default; see
-                                                 :func:`mploader.engine.base.workers_per_dir`)
+                                                 :func:`mploader.engine.base.workers_per_dir`), or "adaptive"
+                                                 (:mod:`mploader.engine.adaptive`: as many as pay, from the
+                                                 measured throughput and the device's %util)
     ``index_interval_bytes``                     log.index.interval.bytes
     ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
     ``segment_bytes``                            log.segment.bytes
@@ -64,10 +66,12 @@ class LoaderConfig:
     ``index_check``                              "kafka" (default: Kafka's outcome), "sanity" or "full": check the
                                                  indexes of segments the load does not recover, rebuild what fails
                                                  (:mod:`mploader.recovery.index_check`)
+    ``max_read_bytes_per_sec``                   per data dir, the most bytes Phase 1 scans per second (an IO
+                                                 budget: :mod:`mploader.engine.throttle`); None (default): no limit
     """
 
     num_recovery_threads_per_data_dir: int = 1
-    num_segment_loading_threads_per_data_dir: int | Literal["auto"] = "auto"
+    num_segment_loading_threads_per_data_dir: int | Literal["auto", "adaptive"] = "auto"
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     max_index_size: int = DEFAULT_MAX_INDEX_SIZE
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
@@ -79,13 +83,16 @@ class LoaderConfig:
     dry_run: bool = False
     read_ahead_bytes: int | Literal["auto"] = "auto"
     index_check: Literal["kafka", "sanity", "full"] = "kafka"
+    max_read_bytes_per_sec: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
             raise ValueError("num_recovery_threads_per_data_dir must be >= 1")
         n = self.num_segment_loading_threads_per_data_dir
-        if n != "auto" and (not isinstance(n, int) or n < 1):
-            raise ValueError('num_segment_loading_threads_per_data_dir must be "auto" or an int >= 1')
+        if n not in ("auto", "adaptive") and (not isinstance(n, int) or n < 1):
+            raise ValueError('num_segment_loading_threads_per_data_dir must be "auto", "adaptive" or an int >= 1')
+        if self.max_read_bytes_per_sec is not None and self.max_read_bytes_per_sec < 1:
+            raise ValueError("max_read_bytes_per_sec must be >= 1 (None: no limit)")
         r = self.read_ahead_bytes
         if r != "auto" and (not isinstance(r, int) or r < 0):
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')

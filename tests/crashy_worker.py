@@ -45,7 +45,7 @@ ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_pe
                           "worker_restarts", "inline_fallbacks", "scans_in_parent")
 
 
-def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
+def crashy_scan(task, block_name, capacity, not_before=0.0):  # type: ignore[no-untyped-def]
     """``mploader.engine.pool.worker_scan`` that dies as ``CRASHY_*`` say (see the module docstring)."""
     mode = os.environ.get("CRASHY_MODE", "")
     match = os.environ.get("CRASHY_MATCH", "")
@@ -74,7 +74,7 @@ def crashy_scan(task, block_name, capacity):  # type: ignore[no-untyped-def]
                 raise ValueError("a bug injected by tests/crashy_worker.py")
             if mode == "sleep":
                 time.sleep(float(os.environ.get("CRASHY_SLEEP", "1")))
-    return _real_worker_scan(task, block_name, capacity)
+    return _real_worker_scan(task, block_name, capacity, not_before)
 
 
 def startup_report() -> tuple[dict[str, str | None], int]:

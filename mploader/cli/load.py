@@ -45,6 +45,10 @@ def _port(text: str) -> int:
     return n
 
 
+def _workers(text: str) -> int | str:
+    return "adaptive" if text == "adaptive" else parse_workers(text)
+
+
 def _read_ahead(text: str) -> int | str:
     if text == "auto":
         return "auto"
@@ -61,10 +65,14 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="print one JSON document (docs/json-output.md), also on failure, instead of the summary")
     p.add_argument("--create-missing", action="store_true",
                    help="create a data dir that does not exist, as a Kafka broker does (default: refuse it)")
-    p.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
+    p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto|adaptive",
                    help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
                         "usable CPUs divided among the data dirs, in this process when there is under 1 GiB to "
-                        "scan per dir")
+                        "scan per dir; 'adaptive': up to that many (at least 2), as many as raise the throughput "
+                        "while the dir's device is under 90%% busy, fewer when it is saturated")
+    p.add_argument("--max-read-rate", type=parse_size, default=None, metavar="SIZE",
+                   help="per data dir, the most bytes scanned per second (e.g. 200MB), so that recovery on a live "
+                        "host leaves its disks to the other tenants; default: no limit")
     p.add_argument("--recovery-threads", type=int, default=1, metavar="N",
                    help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
@@ -215,6 +223,7 @@ def run_load(args: argparse.Namespace) -> int:
             num_segment_loading_threads_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
+            max_read_bytes_per_sec=args.max_read_rate,
         )
         before = _check_dirs(args)
     except (ValueError, _Refused) as e:

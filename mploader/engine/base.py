@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
 from mploader.engine.readahead import Range, ReadAhead, auto_window
+from mploader.engine.throttle import ReadBudget, paced_scan
 from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
@@ -38,16 +39,17 @@ class InlineSource:
     """Scans on the calling thread; ``lock`` guards the engine's shared stats (one per engine)."""
 
     def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = "",
-                 read_ahead: ReadAhead | None = None):
+                 read_ahead: ReadAhead | None = None, budget: ReadBudget | None = None):
         self.stats = stats
         self.progress = progress
         self.data_dir = data_dir
         self.read_ahead = read_ahead
+        self.budget = budget  # the dir's read budget: scans in pieces, each at its turn (waits count as scan time)
         self._lock = lock
 
     def scan(self, task: SegmentTask) -> SegmentScan:
         t0 = time.perf_counter()
-        result = scan_segment(task)
+        result = scan_segment(task) if self.budget is None else paced_scan(task, self.budget)
         elapsed = time.perf_counter() - t0
         with self._lock:
             self.stats.segments_scanned += 1
@@ -79,6 +81,7 @@ class Engine(abc.ABC):
     """Where Phase 1 runs (see the module docstring)."""
 
     workers_per_dir = 1
+    max_read_bytes_per_sec: int | None = None  # LoaderConfig.max_read_bytes_per_sec, set by make_engine
 
     def __init__(self, stats: LoadStats, progress: Progress | None = None, read_ahead_bytes: int | str = "auto"):
         self.stats = stats
@@ -88,6 +91,7 @@ class Engine(abc.ABC):
         self.planned_paths: dict[str, set[str]] = {}  # the segment files of those plans
         self.lock = threading.Lock()  # every update of ``stats``, from any thread
         self._read_ahead: dict[str, ReadAhead] = {}
+        self._budgets: dict[str, ReadBudget] = {}
 
     def plan(self, dir_plan: DirPlan) -> PlannedScans:
         """The data dir's planned scans, in Phase 2's order (made once)."""
@@ -118,7 +122,18 @@ class Engine(abc.ABC):
 
     def inline_source(self, data_dir: str) -> InlineSource:
         """Scans in the calling thread, counted in the stats, the progress and the read-ahead of ``data_dir``."""
-        return InlineSource(self.stats, self.lock, self.progress, data_dir, self._read_ahead.get(data_dir))
+        return InlineSource(self.stats, self.lock, self.progress, data_dir, self._read_ahead.get(data_dir),
+                            self.budget(data_dir))
+
+    def budget(self, data_dir: str) -> ReadBudget | None:
+        """``data_dir``'s read budget (``LoaderConfig.max_read_bytes_per_sec``, :mod:`mploader.engine.throttle`);
+        None without one."""
+        if self.max_read_bytes_per_sec is None:
+            return None
+        with self.lock:
+            if data_dir not in self._budgets:
+                self._budgets[data_dir] = ReadBudget(self.max_read_bytes_per_sec)
+            return self._budgets[data_dir]
 
     def start_read_ahead(self, data_dir: str, ranges: list[Range]) -> None:
         """Advise the kernel to read ``ranges`` (in the order the scans will take them) ahead of Phase 1."""
@@ -126,6 +141,9 @@ class Engine(abc.ABC):
             return
         window = (auto_window(self.workers_per_dir, max(end - start for _, start, end in ranges))
                   if self.read_ahead_bytes == "auto" else int(self.read_ahead_bytes))
+        budget = self.budget(data_dir)
+        if budget is not None:  # the kernel would read the whole window at the disk's speed
+            window = min(window, budget.piece_bytes)
         self._read_ahead[data_dir] = ReadAhead(ranges, window)
 
     def close(self, kill: bool = False) -> None:

@@ -62,10 +62,12 @@ import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
+from mploader.engine.adaptive import Adaptive
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
 from mploader.engine.plan import DirPlan, Partition
+from mploader.engine.throttle import wait_turn
 from mploader.engine.worker import (
     SLOT_BYTES,
     Grown,
@@ -107,6 +109,7 @@ class _Chunk:
     future: Future[WorkerResult]
     executor: ProcessPoolExecutor
     retried: bool = False
+    not_before: float = 0.0  # its turn in the dir's read budget (time.monotonic; mploader.engine.throttle)
 
 
 @dataclass(slots=True)
@@ -147,7 +150,7 @@ class PoolEngine(Engine):
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = None, chunk_bytes: int | None = None,
-                 read_ahead_bytes: int | str = "auto"):
+                 read_ahead_bytes: int | str = "auto", adaptive: bool = False):
         super().__init__(stats, progress, read_ahead_bytes)
         self.workers_per_dir = workers
         self.metrics = metrics
@@ -160,6 +163,10 @@ class PoolEngine(Engine):
         self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         self._closed = threading.Event()
+        # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
+        self.adaptive = Adaptive(workers, list(data_dirs), self._closed) if adaptive else None
+        if self.adaptive is not None:
+            self.progress = self.adaptive.metered(progress)
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         # blocks are named after the load (mploader.engine.cleanup): what a killed load leaves, the next removes
         try:
@@ -184,8 +191,9 @@ class PoolEngine(Engine):
         if ex is None or fresh:
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
+            gate = None if self.adaptive is None else self.adaptive.gates[data_dir].semaphore(fresh=ex is not None)
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=init_worker,
-                                     initargs=(os.getpid(),))
+                                     initargs=(os.getpid(), gate))
             self._executors[data_dir] = ex
             if self._closed.is_set():  # closed meanwhile (another thread: a cancel): close() may not have seen it
                 ex.shutdown(wait=True, kill_workers=True)
@@ -210,6 +218,8 @@ class PoolEngine(Engine):
 
     def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
         end = chunk_task.end if chunk_task.end is not None else os.path.getsize(chunk_task.path)
+        budget = self.budget(data_dir)
+        not_before = 0.0 if budget is None else budget.reserve(end - chunk_task.start)  # the worker waits for it
         with self.lock:
             try:
                 block, capacity = self._new_block(max(0, end - chunk_task.start))
@@ -222,14 +232,14 @@ class PoolEngine(Engine):
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
             try:
-                fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+                fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
             except BrokenProcessPool:  # the replacement broke too (another task's worker died)
                 ex = self._executor(data_dir, fresh=True)
-                fut = ex.submit(worker_scan, chunk_task, block.name, capacity)
+                fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
         read_ahead = self._read_ahead.get(data_dir)
         if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
             fut.add_done_callback(lambda _f, n=end - chunk_task.start: read_ahead.done(n))
-        return _Chunk(chunk_task, block, capacity, fut, ex)
+        return _Chunk(chunk_task, block, capacity, fut, ex, not_before=not_before)
 
     # ---- prefetch ------------------------------------------------------------------------------------
 
@@ -246,7 +256,13 @@ class PoolEngine(Engine):
                 except OSError:
                     continue
             cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
-            head = np.cumsum([st[0] for _, st in stated]) <= self.parent_head_bytes
+            head_bytes = self.parent_head_bytes
+            budget = self.budget(plan.data_dir)
+            if budget is not None:  # every scan in pieces of the budget, at its turn: none whole in the parent
+                cut_at, head_bytes = min(cut_at, budget.piece_bytes), 0
+            if self.adaptive is not None:
+                self.adaptive.begin(plan.data_dir)
+            head = np.cumsum([st[0] for _, st in stated]) <= head_bytes
             self._kept.update(_key(task) for (task, _), kept in zip(stated, head) if kept)  # scan() scans them
             ranges = [(task.path, 0, st[0]) for (task, st), kept in zip(stated, head) if kept]
             cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
@@ -310,6 +326,8 @@ class PoolEngine(Engine):
                 parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
                 for t in todo:  # Phase 2 got here first: no worker has them
                     self._read_ahead_done(data_dir, t)
+                    if (budget := self.budget(data_dir)) is not None:
+                        budget.wait((t.end if t.end is not None else pend.stat[0]) - t.start, self._closed)
                     parts.append(self._scan_in_parent(t))
             else:  # the file changed since planning (e.g. a swap was completed): the chunks are of no use
                 for c in pend.chunks:
@@ -338,6 +356,7 @@ class PoolEngine(Engine):
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
+            wait_turn(chunk.not_before - time.monotonic(), self._closed)  # (at its turn in the dir's read budget)
             return self._scan_in_parent(chunk.task)
         try:
             result = chunk.future.result()

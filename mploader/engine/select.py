@@ -37,9 +37,13 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has
     :data:`AUTO_POOL_MIN_BYTES` of segments to scan (``scan_bytes``: the largest per-dir amount):
     starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
-    (perf/README.md).  An explicit number always wins.
+    (perf/README.md).  An explicit number always wins.  "adaptive" = the most workers the adaptive pool may let
+    scan at once: the usable CPUs shared among the data dirs, at least 2 (:mod:`mploader.engine.adaptive`; a
+    scan is CPU work, and the read-ahead already keeps the disk busy while the scans compute).
     """
     n = cfg.num_segment_loading_threads_per_data_dir
+    if n == "adaptive":
+        return max(2, usable_cpus() // max(1, n_dirs))
     if n == "auto":
         if scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
             return 1
@@ -66,7 +70,9 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     else:
         from mploader.engine.pool import PoolEngine  # loky only when a pool is started
 
-        engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes)
+        engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes,
+                            adaptive=cfg.num_segment_loading_threads_per_data_dir == "adaptive")
+    engine.max_read_bytes_per_sec = cfg.max_read_bytes_per_sec
     engine.planned.update(planned)  # prefetch reuses the plans "auto" already made
     return engine
 

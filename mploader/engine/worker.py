@@ -16,6 +16,7 @@ traceback; the parent raises it (see :mod:`mploader.engine.pool`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from multiprocessing import shared_memory
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -100,9 +101,16 @@ PARENT_DIED_EXIT = 70  # a worker's exit status when it left because its parent 
 _PR_SET_PDEATHSIG = 1
 
 
-def init_worker(parent_pid: int) -> None:
+# adaptive workers (mploader.engine.adaptive): the semaphore that lets only so many of a dir's workers scan at once
+_GATE: Any = None
+
+
+def init_worker(parent_pid: int, gate: Any = None) -> None:
     """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
-    (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`)."""
+    (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`); ``gate``: the adaptive
+    pool's semaphore (None: a worker scans as soon as it has a task)."""
+    global _GATE
+    _GATE = gate
     ignore_interrupts()
     exit_with_parent(parent_pid)
 
@@ -173,14 +181,19 @@ def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: in
     return out[0], RecoveryDraft(draft.interval, out[1], out[2], out[3], seconds=draft.seconds)
 
 
-def worker_scan(task: SegmentTask, block_name: str, capacity: int) -> WorkerResult:
+def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: float = 0.0) -> WorkerResult:
     """Runs in a worker: scan, write the batch table (and the recovery draft) into the parent's block,
-    return its descriptor."""
-    t0 = time.perf_counter()
-    try:
-        scan = scan_segment(task)
-    except OSError as e:
-        return ReadFailed(os.getpid(), e.errno, e.strerror, e.filename)
+    return its descriptor.  ``not_before``: the scan's turn in its dir's read budget, a ``time.monotonic()``
+    time (:mod:`mploader.engine.throttle`); then the adaptive pool's gate, if any."""
+    delay = not_before - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    with _GATE if _GATE is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        try:
+            scan = scan_segment(task)
+        except OSError as e:
+            return ReadFailed(os.getpid(), e.errno, e.strerror, e.filename)
     rows = len(scan.batches)
     if rows > capacity:
         # every entry takes at least MIN_ENTRY_BYTES, so only a file that grew after the parent sized the block

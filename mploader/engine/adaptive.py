@@ -1,0 +1,276 @@
+"""Adaptive workers (``num_segment_loading_threads_per_data_dir="adaptive"``): as many scans at once per data
+dir as pay, from the measured throughput and the utilisation of the dir's device.
+
+Seed 002's lesson: after an unclean shutdown a broker's HDDs sat at ~90% utilisation, and more recovery
+threads made the restart slower (1h16m with one, 1h36m with two): concurrent readers turn a sequential read
+into seeks.  On an SSD or a warm page cache the opposite holds: every core scanning pays.  No fixed count is
+right for both, so the pool measures:
+
+* :class:`AdaptiveController` (pure: observations in, a count out) climbs one worker at a time while the
+  device stays below ``util_high`` (90%) and the step raised the throughput by more than ``gain`` (10%), and,
+  while the device is saturated, steps down as long as the lower count keeps the throughput within ``gain`` of
+  the best seen: fewer readers for the same bytes.  Every step is a probe, judged on the first whole interval
+  after it (the interval that straddles the change is not counted); a probe that fails is undone and not
+  tried again for a while (4 intervals, doubling up to 32), so the controller follows a load whose character
+  changes (the page cache warming, another tenant) without oscillating;
+* :class:`Gate` holds the count: the pool starts its ``cap`` workers once and a semaphore shared with them
+  (loky's context) lets only ``target`` of them scan at once, so a change takes effect at the next scan, with
+  no worker started or stopped;
+* :class:`DirMonitor` is the thread that measures each interval (at least ``MIN_INTERVAL_S`` and
+  ``MIN_SCANS`` finished scans, at most ``MAX_INTERVAL_S``): the bytes Phase 1 handed to Phase 2 (its
+  progress callback, :class:`ScanMeter`) and the device's busy share (:class:`DeviceLoad`: iostat's %util, or
+  for a device a cgroup throttles, the share of the limit the reads use, since a throttled device's own
+  %util stays low while its readers wait: :mod:`mploader.host.cgroup`).
+
+Each change is logged at INFO (``adaptive workers: /data: 2 -> 1 ...``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mploader.host.cgroup import ReadLimits, read_limits
+from mploader.host.devices import storage_of
+from mploader.host.iostat import DiskCounters, disk_counters, disk_rates
+from mploader.progress import Progress
+
+log = logging.getLogger(__name__)
+
+UTIL_HIGH = 90.0  # percent: the device is saturated
+GAIN = 0.10  # a step must change the throughput by more than this share to count
+FIRST_BACKOFF = 4  # intervals before a failed probe is tried again (doubling)
+MAX_BACKOFF = 32
+MIN_INTERVAL_S = 0.25
+MIN_SCANS = 3
+MAX_INTERVAL_S = 2.0
+TICK_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One interval of a data dir's load."""
+
+    seconds: float
+    bytes_done: int  # bytes of scans finished in the interval
+    util_percent: float | None  # how busy the device was (None: no device to watch, e.g. tmpfs)
+
+
+class AdaptiveController:
+    """The worker count of one data dir, from :class:`Observation` s (see the module docstring)."""
+
+    def __init__(self, cap: int, start: int = 1, util_high: float = UTIL_HIGH, gain: float = GAIN):
+        if cap < 1:
+            raise ValueError("the adaptive pool needs at least one worker")
+        self.cap = cap
+        self.target = max(1, min(cap, start))
+        self.util_high = util_high
+        self.gain = gain
+        self.rates: dict[int, float] = {}  # bytes/s measured at each count (the latest, smoothed)
+        self.history: list[tuple[int, float, float | None]] = []  # (count, bytes/s, util) per observation
+        self._probe_from: int | None = None  # the count a probe left (to compare with, and to return to)
+        self._settling = False
+        self._blocked: dict[int, int] = {}  # count -> the observation from which it may be probed again
+        self._backoff: dict[int, int] = {}
+        self._seen = 0
+
+    def observe(self, obs: Observation) -> int:
+        """Account one interval; returns the count for the next one."""
+        self._seen += 1
+        if obs.seconds <= 0:
+            return self.target
+        rate = obs.bytes_done / obs.seconds
+        self.history.append((self.target, rate, obs.util_percent))
+        if self._settling:  # the interval straddled the last change: it belongs to neither count
+            self._settling = False
+            return self.target
+        old = self.rates.get(self.target)
+        self.rates[self.target] = rate if old is None or self._probe_from is not None else (old + rate) / 2
+        saturated = obs.util_percent is not None and obs.util_percent >= self.util_high
+        if self._probe_from is not None:
+            return self._judge()
+        if saturated and self.target > 1 and self._allowed(self.target - 1):
+            return self._move(self.target - 1, probe=True)
+        if not saturated and self.target < self.cap and self._allowed(self.target + 1):
+            return self._move(self.target + 1, probe=True)
+        return self.target
+
+    def _judge(self) -> int:
+        base, here = self._probe_from, self.target
+        assert base is not None
+        self._probe_from = None
+        if here > base:  # more workers: worth it only for a real gain
+            kept = self.rates[here] > self.rates[base] * (1 + self.gain)
+        else:  # fewer workers on a saturated device: worth it if the throughput stays near the best seen
+            kept = self.rates[here] >= max(self.rates.values()) * (1 - self.gain)
+        if kept:
+            self._backoff.pop(here, None)
+            return self.target
+        self._backoff[here] = min(MAX_BACKOFF, 2 * self._backoff.get(here, FIRST_BACKOFF // 2))
+        self._blocked[here] = self._seen + self._backoff[here]
+        return self._move(base, probe=False)
+
+    def _allowed(self, count: int) -> bool:
+        return self._seen >= self._blocked.get(count, 0)
+
+    def _move(self, count: int, probe: bool) -> int:
+        self._probe_from = self.target if probe else None
+        self.target = count
+        self._settling = True
+        return count
+
+
+def _semaphore(permits: int) -> Any:
+    from loky.backend.context import get_context  # loky's context: its workers can inherit the semaphore
+
+    return get_context("loky").Semaphore(permits)
+
+
+class Gate:
+    """How many of a dir's workers may scan at once: a semaphore they share, resized from the parent."""
+
+    def __init__(self, permits: int):
+        self.permits = permits
+        self.sem = _semaphore(permits)
+
+    def semaphore(self, fresh: bool = False) -> Any:
+        """The semaphore to hand a pool's workers; ``fresh``: a new one (a worker that died may have taken a
+        permit with it)."""
+        if fresh:
+            self.sem = _semaphore(self.permits)
+        return self.sem
+
+    def resize(self, target: int, closed: threading.Event) -> None:
+        """Give out or take back permits until ``target`` are out (taking one back waits for a scan to end)."""
+        while self.permits < target:
+            self.sem.release()
+            self.permits += 1
+        while self.permits > target and not closed.is_set():
+            if self.sem.acquire(timeout=0.1):
+                self.permits -= 1
+
+
+class ScanMeter(Progress):
+    """The engine's progress callback, counting the bytes scanned per data dir on the way."""
+
+    def __init__(self, inner: Progress | None):
+        self.inner = inner
+        self.bytes: dict[str, int] = {}
+        self.scans: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def segments_scanned(self, data_dir: str, segments: int, nbytes: int) -> None:
+        with self._lock:
+            self.bytes[data_dir] = self.bytes.get(data_dir, 0) + nbytes
+            self.scans[data_dir] = self.scans.get(data_dir, 0) + segments
+        if self.inner is not None:
+            self.inner.segments_scanned(data_dir, segments, nbytes)
+
+    def take(self, data_dir: str) -> tuple[int, int]:
+        """(bytes, scans) since the last take."""
+        with self._lock:
+            return self.bytes.pop(data_dir, 0), self.scans.pop(data_dir, 0)
+
+    def peek_scans(self, data_dir: str) -> int:
+        with self._lock:
+            return self.scans.get(data_dir, 0)
+
+
+class DeviceLoad:
+    """How busy a data dir's device is between two calls (None where it has none)."""
+
+    def __init__(self, data_dir: str):
+        self.device: str | None = None
+        self.limits = ReadLimits()
+        try:
+            dev = storage_of(data_dir).device
+            if dev is not None:
+                self.device = dev.name
+                self.limits = read_limits(dev.major_minor)
+        except OSError as e:
+            log.debug("adaptive workers: cannot watch the device of %s: %s", data_dir, e)
+        self._last = self._counters()
+
+    def _counters(self) -> tuple[float, DiskCounters | None]:
+        now = time.monotonic()
+        if self.device is None:
+            return now, None
+        return now, disk_counters([self.device]).get(self.device)
+
+    def util(self) -> float | None:
+        (t0, before), (t1, after) = self._last, self._counters()
+        self._last = (t1, after)
+        if before is None or after is None or t1 <= t0:
+            return None
+        r = disk_rates(before, after, t1 - t0)
+        use = self.limits.use_percent(r.read_bytes_per_s, r.read_iops)
+        return r.util_percent if use is None else max(r.util_percent, use)
+
+
+class DirMonitor:
+    """The thread that measures one data dir and applies its controller's count to its gate."""
+
+    def __init__(self, data_dir: str, controller: AdaptiveController, gate: Gate, meter: ScanMeter,
+                 closed: threading.Event):
+        self.data_dir = data_dir
+        self.controller = controller
+        self.gate = gate
+        self.meter = meter
+        self.closed = closed
+        self._thread = threading.Thread(target=self._run, name=f"mploader-adaptive-{data_dir}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        device = DeviceLoad(self.data_dir)
+        started = time.monotonic()
+        self.meter.take(self.data_dir)
+        while not self.closed.wait(TICK_S):
+            elapsed = time.monotonic() - started
+            enough = elapsed >= MIN_INTERVAL_S and self.meter.peek_scans(self.data_dir) >= MIN_SCANS
+            if not enough and elapsed < MAX_INTERVAL_S:
+                continue
+            nbytes, _ = self.meter.take(self.data_dir)
+            before = self.controller.target
+            target = self.controller.observe(Observation(elapsed, nbytes, device.util()))
+            started = time.monotonic()
+            if target != before:
+                rates = ", ".join(f"{n}: {r / 1e6:.0f} MB/s" for n, r in sorted(self.controller.rates.items()))
+                log.info("adaptive workers: %s: %d -> %d (throughput by count: %s; device busy %s)", self.data_dir,
+                         before, target, rates, _percent(self.controller.history[-1][2]))
+                self.gate.resize(target, self.closed)
+
+
+def _percent(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:.0f}%"
+
+
+class Adaptive:
+    """What a pool needs for adaptive workers: a gate and a monitor per data dir, and the metering progress."""
+
+    def __init__(self, cap: int, data_dirs: list[str], closed: threading.Event, start: int = 1):
+        self.cap = cap
+        self.start_count = max(1, min(cap, start))
+        self.closed = closed
+        self.gates = {d: Gate(self.start_count) for d in data_dirs}
+        self.meter = ScanMeter(None)
+        self._monitors: dict[str, DirMonitor] = {}
+
+    def metered(self, progress: Progress | None) -> Progress:
+        self.meter.inner = progress
+        return self.meter
+
+    def begin(self, data_dir: str) -> None:
+        """Start watching ``data_dir`` (its scans are about to start)."""
+        if data_dir not in self._monitors:
+            controller = AdaptiveController(self.cap, self.start_count)
+            self._monitors[data_dir] = m = DirMonitor(data_dir, controller, self.gates[data_dir], self.meter,
+                                                      self.closed)
+            m.start()
+
+
+__all__ = ["Adaptive", "AdaptiveController", "DeviceLoad", "DirMonitor", "Gate", "Observation", "ScanMeter"]

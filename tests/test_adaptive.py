@@ -1,0 +1,158 @@
+"""Adaptive workers (mploader.engine.adaptive): the controller against simulated devices (an HDD that seeks when
+readers compete, an SSD, tmpfs, a load whose character changes), the gate's real semaphore, and a real load
+with "adaptive" that ends exactly as the inline one."""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from mploader.config import LoaderConfig
+from mploader.engine.adaptive import AdaptiveController, Gate, Observation
+from mploader.engine.select import workers_per_dir
+from mploader.generate import GeneratorConfig, generate
+from mploader.manager import load_logs
+
+MB = 1e6
+INTERVAL = 0.5
+
+
+@dataclass(frozen=True)
+class Device:
+    """A simulated data dir: each worker scans at ``cpu`` bytes/s on one of ``cores``; the device reads at most
+    ``bandwidth`` bytes/s with one reader, less with more (``seek``: the share lost per extra concurrent
+    reader, as a disk head moving between files); ``bandwidth`` None: no device (tmpfs)."""
+
+    cpu: float
+    cores: int
+    bandwidth: float | None = None
+    seek: float = 0.0
+
+    def throughput(self, n: int) -> float:
+        compute = min(n, self.cores) * self.cpu
+        if self.bandwidth is None:
+            return compute
+        return min(compute, self.bandwidth / (1 + self.seek * (n - 1)))
+
+    def util(self, n: int) -> float | None:
+        if self.bandwidth is None:
+            return None
+        return min(100.0, 100.0 * self.throughput(n) / (self.bandwidth / (1 + self.seek * (n - 1))))
+
+
+def simulate(devices: list[Device], controller: AdaptiveController, intervals: int, noise: float = 0.04,
+             seed: int = 7) -> tuple[float, list[int]]:
+    """Run ``intervals`` intervals (the device of interval i: ``devices[i * len(devices) // intervals]``); returns
+    the bytes done and the count in each interval."""
+    rng = random.Random(seed)
+    done, counts = 0.0, []
+    for i in range(intervals):
+        dev = devices[i * len(devices) // intervals]
+        n = controller.target
+        counts.append(n)
+        nbytes = dev.throughput(n) * INTERVAL * rng.uniform(1 - noise, 1 + noise)
+        util = dev.util(n)
+        done += nbytes
+        controller.observe(Observation(INTERVAL, int(nbytes), None if util is None else util * rng.uniform(0.97, 1)))
+    return done, counts
+
+
+def best_fixed(dev: Device, cap: int) -> float:
+    return max(dev.throughput(n) for n in range(1, cap + 1))
+
+
+HDD = Device(cpu=400 * MB, cores=8, bandwidth=150 * MB, seek=0.3)  # seed 002: more readers, more seeks
+SSD = Device(cpu=400 * MB, cores=4, bandwidth=3000 * MB)  # CPU-bound at 4 workers
+TMPFS = Device(cpu=400 * MB, cores=2)
+
+
+@pytest.mark.parametrize("start", [1, 8])
+def test_on_an_hdd_it_settles_on_one_reader(start: int) -> None:
+    """The device is saturated by one worker and every extra reader costs seeks: from 1 it never keeps a second
+    (the probe loses throughput), from 8 it steps down to 1; either way within 10% of the best fixed count."""
+    c = AdaptiveController(cap=8, start=start)
+    done, counts = simulate([HDD], c, 120)
+    assert counts[-40:].count(1) >= 32  # mostly one reader at the end (probes back up are brief)
+    assert done >= 0.9 * best_fixed(HDD, 8) * INTERVAL * 120
+
+
+@pytest.mark.parametrize("dev,best", [(SSD, 4), (TMPFS, 2)])
+def test_when_the_cpus_are_the_limit_it_grows_to_the_cores(dev: Device, best: int) -> None:
+    c = AdaptiveController(cap=8, start=1)
+    done, counts = simulate([dev], c, 120)
+    assert counts[-40:].count(best) >= 32  # probes above the cores give nothing and are undone
+    assert max(counts[-40:]) <= best + 1 and min(counts[-40:]) >= best
+    assert done >= 0.9 * best_fixed(dev, 8) * INTERVAL * 120
+
+
+def test_it_follows_a_load_whose_character_changes() -> None:
+    """Cold (the HDD decides: one reader) then warm (the page cache holds the rest: the CPUs decide): a probe up
+    that failed is tried again after its back-off, and the pool grows once it pays."""
+    c = AdaptiveController(cap=8, start=1)
+    _, counts = simulate([HDD, SSD], c, 200)
+    assert counts[60:100].count(1) >= 32
+    assert counts[-30:].count(4) >= 24
+
+
+def test_noise_alone_does_not_make_it_wander() -> None:
+    """A flat device (no gain from any count, never saturated): after the probes it sits still."""
+    flat = Device(cpu=100 * MB, cores=1, bandwidth=10_000 * MB)
+    c = AdaptiveController(cap=4, start=1)
+    _, counts = simulate([flat], c, 200, noise=0.06)
+    assert counts[-100:].count(1) >= 90  # the back-off doubles: probes get rarer, not more frequent
+
+
+def test_an_interval_straddling_a_change_is_not_counted() -> None:
+    c = AdaptiveController(cap=2, start=1)
+    assert c.observe(Observation(1.0, 100, 10.0)) == 2  # grows: a probe
+    assert c.observe(Observation(1.0, 10_000, 10.0)) == 2  # settling: not judged, whatever it says
+    assert 2 not in c.rates
+    assert c.observe(Observation(1.0, 105, 10.0)) == 1  # 5% more is no gain: back to 1
+    assert c.rates == {1: 100.0, 2: 105.0}
+
+
+def test_adaptive_means_at_least_two_workers_to_choose_from() -> None:
+    assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive"), 1) >= 2
+    with pytest.raises(ValueError):
+        LoaderConfig(num_segment_loading_threads_per_data_dir="sometimes")  # type: ignore[arg-type]
+
+
+def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
+    g = Gate(1)
+    closed = threading.Event()
+    g.resize(3, closed)
+    assert [g.sem.acquire(timeout=0.01) for _ in range(4)] == [True, True, True, False]
+    for _ in range(3):
+        g.sem.release()
+    g.resize(1, closed)  # takes two back
+    assert g.permits == 1 and g.sem.acquire(timeout=0.01) and not g.sem.acquire(timeout=0.01)
+    g.sem.release()
+    assert g.semaphore(fresh=True) is not g.sem or g.permits == 1
+
+
+def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path) -> None:
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=2,
+                                                          total_bytes=6_000_000, segment_bytes=512 * 1024, faults=3,
+                                                          fault_kinds=("torn_tail", "flipped_byte", "missing_index"),
+                                                          seed=5))
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(out.data_dirs[0], a)
+    shutil.copytree(out.data_dirs[0], b)
+    inline = load_logs([str(a)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=1_800_000_000_000)
+    adaptive = load_logs([str(b)], LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive"),
+                         now_ms=1_800_000_000_000)
+    assert adaptive.stats.workers_per_dir >= 2 and adaptive.stats.segments_scanned > 0
+
+    def shape(r):  # type: ignore[no-untyped-def]
+        return [(lg.topic_partition, lg.log_end_offset, lg.recovery_point, [s.size_bytes for s in lg.segments],
+                 lg.truncated_bytes) for lg in sorted(r.all_logs(), key=lambda lg: (lg.topic, lg.partition))]
+
+    assert shape(adaptive) == shape(inline)
+    for f in sorted(a.rglob("*")):  # and the files on disk are the same bytes
+        g = b / f.relative_to(a)
+        assert f.is_dir() or f.read_bytes() == g.read_bytes(), f
