@@ -34,8 +34,8 @@ FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", choices=["hdd-vs-ssd"], help="hdd-vs-ssd: seed 002's experiment (see the module help)")
-    p.add_argument("--workers", type=worker_counts, default=(1, 2, 4, 8), metavar="LIST",
-                   help="worker counts (default 1,2,4,8; 'adaptive' may be one)")
+    p.add_argument("--workers", type=worker_counts, default=(1, 2, 4, 8, "adaptive"), metavar="LIST",
+                   help="worker counts (default 1,2,4,8,adaptive)")
     p.add_argument("--devices", type=choices(DEVICE_CLASSES), default=DEVICE_CLASSES, metavar="LIST",
                    help="disk (the work dir's), throttled (a loop device under a cgroup's read limits), tmpfs "
                         "(default all three)")
@@ -82,7 +82,7 @@ def run_experiment(args: argparse.Namespace) -> int:
     with scratch(args) as work:
         broker = broker_for(args, work, **sizes)
         plan = HddVsSsdPlan(args.workers, args.devices, args.restarts, ReadLimits(args.read_bps, args.read_iops),
-                            int(broker.total_bytes * 1.5) + (64 << 20))
+                            int(broker.total_bytes * 1.5) + (64 << 20), args.repeat)
         say(f"{broker.description}; {len(plan.specs()) * len(plan.devices)} runs")
 
         def skipped(device: str, why: str) -> None:

@@ -52,6 +52,11 @@ def counts(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
+def sizes(text: str) -> tuple[int, ...]:
+    """``"50MB,200MB"`` -> the sizes; ``""``: none."""
+    return tuple(parse_size(p.strip()) for p in text.split(",") if p.strip())
+
+
 def choices(allowed: tuple[str, ...]) -> Any:
     def parse(text: str) -> tuple[str, ...]:
         values = tuple(v.strip() for v in text.split(",") if v.strip())
@@ -77,6 +82,9 @@ def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--cache-method", choices=METHODS, default="auto",
                    help="how a cold cache is made: drop_caches (root), fadvise (DONTNEED per file), or auto "
                         "(default: drop_caches where permitted)")
+    p.add_argument("--repeat", type=lambda t: counts(t)[0], default=1, metavar="N",
+                   help="rounds: every run N times, in the same order; the findings and plots take each run's fastest "
+                        "round (a shared machine's neighbours slow some rounds down)")
     p.add_argument("--json", action="store_true", help="print one JSON document at the end (runs and findings)")
 
 
@@ -153,4 +161,4 @@ def finish(args: argparse.Namespace, report: Report) -> int:
 
 
 __all__ = ["add_common_arguments", "broker_for", "choices", "command_line", "counts", "finish", "run_line", "say",
-           "scratch", "worker_counts"]
+           "scratch", "sizes", "worker_counts"]

@@ -18,6 +18,7 @@ from mploader.cli.experimenting import (
     run_line,
     say,
     scratch,
+    sizes,
     worker_counts,
 )
 from mploader.cli.units import EXIT_USAGE, format_bytes, parse_size
@@ -29,7 +30,7 @@ from mploader.experiments.run import RunResult
 from mploader.experiments.sweep import SweepPlan, run_sweep
 from mploader.host.cgroup import ReadLimits
 
-QUICK = {"size": 1_000_000_000, "segment_bytes": 64 << 20, "partitions": 16}
+QUICK = {"size": 600_000_000, "segment_bytes": 32 << 20, "partitions": 16}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
 MODES = {"recover": False, "dry-run": True}
 
@@ -39,13 +40,17 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                    help="data dirs to load (a fresh copy for every run); none: generate a broker (unclean restart, "
                         "every byte recovered)")
     p.add_argument("--workers", type=worker_counts, metavar="LIST",
-                   help="worker counts, e.g. 1-8 or 1,2,4,adaptive (default 1..2 x usable CPUs; --quick 1..4)")
+                   help="worker counts, e.g. 1-8 or 1,2,4,adaptive (default 1..2 x usable CPUs and adaptive; --quick "
+                        "1..4 and adaptive)")
     p.add_argument("--recovery-threads", type=counts, metavar="LIST",
                    help="num.recovery.threads.per.data.dir values (default 1,2; --quick 1)")
     p.add_argument("--modes", type=choices(tuple(MODES)), default=tuple(MODES), metavar="LIST",
                    help="recover, dry-run or both (default both)")
     p.add_argument("--cache", type=choices(("cold", "warm")), default=("cold", "warm"), metavar="LIST",
                    help="cold, warm or both (default both)")
+    p.add_argument("--rates", type=sizes, metavar="LIST",
+                   help="IO budgets (max_read_bytes_per_sec) to run too, cold, with 1 and 2 workers, e.g. 50MB,200MB "
+                        "(default: none; --quick 100MB)")
     p.add_argument("--device", choices=DEVICE_CLASSES, default="disk",
                    help="where the copies go: the work dir's disk (default), a throttled loop device, or tmpfs")
     p.add_argument("--read-bps", type=parse_size, default=150_000_000, metavar="SIZE",
@@ -82,9 +87,11 @@ def _plots(runs: list[RunResult]) -> list[tuple[str, Callable[[Path], None]]]:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
-    workers = args.workers or (tuple(range(1, 5)) if args.quick else tuple(range(1, 2 * usable_cpus() + 1)))
+    workers = args.workers or (*range(1, 5 if args.quick else 2 * usable_cpus() + 1), "adaptive")
+    rates = args.rates if args.rates is not None else ((100_000_000,) if args.quick else ())
     plan = SweepPlan(workers, args.recovery_threads or ((1,) if args.quick else (1, 2)),
-                     tuple(MODES[m] for m in args.modes), args.cache, "as given" if args.dirs else "unclean")
+                     tuple(MODES[m] for m in args.modes), args.cache, "as given" if args.dirs else "unclean", rates,
+                     repeat=args.repeat)
     interval = args.interval or (0.1 if args.quick else 0.2)
     t0 = time.monotonic()
     with scratch(args) as work:

@@ -10,6 +10,7 @@ or null).  It prints one JSON object on stdout: the load's wall seconds, its ``s
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -25,11 +26,27 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from mploader.manager import load_logs
 
     cfg = LoaderConfig(**spec.get("config", {}))
+    decisions = _Collect()  # the adaptive pool's changes of worker count, for the report
+    logging.getLogger("mploader.engine.adaptive").addHandler(decisions)
+    logging.getLogger("mploader.engine.adaptive").setLevel(logging.INFO)
     t0 = time.perf_counter()
     result = load_logs(spec["dirs"], cfg)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "stats": result.stats.to_json(), "offline_dirs": result.offline_dirs,
-            "segments_recovered": result.stats.segments_recovered}
+            "segments_recovered": result.stats.segments_recovered,
+            "adaptive": [f"{r.created + _START - t0:.2f} s: {r.getMessage()}" for r in decisions.records]}
+
+
+_START = time.perf_counter() - time.time()  # LogRecord.created is wall time: this turns it into perf_counter
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def main(argv: list[str]) -> int:

@@ -29,9 +29,10 @@ class HddVsSsdPlan:
     restarts: tuple[str, ...] = RESTARTS
     limits: ReadLimits = ReadLimits(150_000_000, 150)
     device_bytes: int = 1 << 30  # size of the throttled device and of the tmpfs (must hold one copy)
+    repeat: int = 1  # rounds on each device (the reports take each run's fastest round)
 
     def specs(self) -> list[RunSpec]:
-        return [RunSpec(w, 1, False, "cold", restart) for restart in self.restarts for w in self.workers]
+        return [RunSpec(w, 1, False, "cold", restart) for restart in self.restarts for w in self.workers] * self.repeat
 
 
 def run_hdd_vs_ssd(work_dir: Path, sources: Sequence[Path], plan: HddVsSsdPlan, interval: float,

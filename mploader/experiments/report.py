@@ -24,7 +24,7 @@ import psutil
 
 from mploader.engine.select import usable_cpus
 from mploader.experiments.cache import can_drop_caches
-from mploader.experiments.run import Place, RunResult
+from mploader.experiments.run import Place, RunResult, best_of
 
 KNEE_SHARE = 0.95  # the knee: the fewest workers reaching this share of the best speed (1 / seconds)
 HURT_SHARE = 0.90  # more workers "hurt" when the most workers reach less than this share of the best speed
@@ -74,9 +74,11 @@ def _speed(r: RunResult) -> str:
 def findings(runs: Sequence[RunResult]) -> list[str]:
     """One line per group of runs that differ only in the worker count: the knee, whether more hurt, the
     adaptive run against the best fixed count (all by the load's seconds: a clean restart scans next to
-    nothing, so MB/s would say nothing there); and one line per rate-limited run: the rate it held."""
+    nothing, so MB/s would say nothing there); and one line per rate-limited run: the rate it held.  A run
+    repeated in several rounds counts with its fastest round."""
     groups: dict[tuple[Any, ...], list[RunResult]] = {}
     lines = []
+    runs = best_of(runs)
     for r in runs:
         if r.spec.max_read_bytes_per_sec is None:
             groups.setdefault(_group_key(r), []).append(r)
@@ -101,8 +103,10 @@ def findings(runs: Sequence[RunResult]) -> list[str]:
     for r in runs:
         rate = r.spec.max_read_bytes_per_sec
         if rate:
+            disk = r.mean("read_bytes_per_s")
             lines.append(f"{r.place}, IO budget {rate / 1e6:.0f} MB/s with {r.spec.workers} worker(s): scanned "
-                         f"{r.throughput / 1e6:.1f} MB/s, {100 * r.throughput / rate:.0f}% of the budget")
+                         f"{r.throughput / 1e6:.1f} MB/s, {100 * r.throughput / rate:.0f}% of the budget"
+                         + ("" if disk is None else f"; the device read {disk / 1e6:.1f} MB/s while it ran"))
     return lines
 
 
@@ -204,6 +208,13 @@ class Report:
         if self.notes:
             lines += ["## Notes", "", *[f"* {n}" for n in self.notes], ""]
         lines += ["## What the runs show (computed)", "", *[f"* {x}" for x in findings(self.runs)], ""]
+        adaptive = [r for r in self.runs if r.spec.workers == "adaptive"]
+        if adaptive:
+            lines += ["## The adaptive runs' decisions", ""]
+            for r in adaptive:
+                lines.append(f"* run {r.id} ({r.place}, {r.spec.restart}, {r.spec.cache} cache): "
+                             + ("; ".join(r.adaptive) if r.adaptive else "kept its first count throughout"))
+            lines.append("")
         for caption, name in images:
             lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
         lines += ["## Runs", "", "| " + " | ".join(REPORT_COLUMNS) + " |", "|" + "---|" * len(REPORT_COLUMNS)]

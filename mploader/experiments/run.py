@@ -72,6 +72,7 @@ class RunResult:
     device: str | None  # the device whose figures are the run's "util" (the file system's own)
     disk: str | None  # the disk under it, if another
     samples: list[Sample] = field(default_factory=list)
+    adaptive: list[str] = field(default_factory=list)  # the adaptive pool's changes of worker count (its log)
 
     @property
     def throughput(self) -> float:
@@ -114,7 +115,18 @@ class RunResult:
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.row(), "samples": [s.to_json() for s in self.samples]}
+        return {**self.row(), "adaptive": self.adaptive, "samples": [s.to_json() for s in self.samples]}
+
+
+def best_of(runs: Sequence[RunResult]) -> list[RunResult]:
+    """One run per place and spec, the fastest of its rounds (an experiment repeated on a noisy machine: the
+    best round is the one least disturbed by the neighbours), in the order of their first rounds."""
+    best: dict[tuple[str, RunSpec], RunResult] = {}
+    for r in runs:
+        key = (r.place, r.spec)
+        if key not in best or r.seconds < best[key].seconds:
+            best[key] = r
+    return list(best.values())
 
 
 def _mb(v: float | None) -> float | None:
@@ -210,7 +222,8 @@ def run_once(run_id: int, place: Place, sources: Sequence[Path], spec: RunSpec, 
     disks = place.storage.disks
     return RunResult(run_id, place.label, spec, method, doc["seconds"], process_seconds, stats["bytes_read"],
                      stats["segments_recovered"], stats["workers_per_dir"], device.name if device else None,
-                     disks[-1].name if disks and device and disks[-1].name != device.name else None, samples)
+                     disks[-1].name if disks and device and disks[-1].name != device.name else None, samples,
+                     doc.get("adaptive", []))
 
 
-__all__ = ["Place", "RunResult", "RunSpec", "copy_broker", "end_child", "make_unclean", "run_once"]
+__all__ = ["Place", "RunResult", "RunSpec", "best_of", "copy_broker", "end_child", "make_unclean", "run_once"]

@@ -24,15 +24,16 @@ class SweepPlan:
     dry_runs: tuple[bool, ...] = (False, True)  # real recovery, dry run
     caches: tuple[str, ...] = ("cold", "warm")
     restart: str = "unclean"
-    rates: tuple[int, ...] = ()  # extra runs, one per IO budget (max_read_bytes_per_sec), at the last count
-    rate_workers: Workers = 1
+    rates: tuple[int, ...] = ()  # extra runs per IO budget (max_read_bytes_per_sec): cold, recover, at each of
+    rate_workers: tuple[Workers, ...] = (1, 2)
+    repeat: int = 1  # rounds: every run again, in the same order (the reports take each run's fastest round)
 
     def specs(self) -> list[RunSpec]:
         out = [RunSpec(w, rt, dry, cache, self.restart)
                for cache in self.caches for dry in self.dry_runs for rt in self.recovery_threads for w in self.workers]
-        out += [RunSpec(self.rate_workers, self.recovery_threads[0], False, "cold", self.restart, rate)
-                for rate in self.rates]
-        return out
+        out += [RunSpec(w, self.recovery_threads[0], False, "cold", self.restart, rate)
+                for rate in self.rates for w in self.rate_workers]
+        return out * self.repeat
 
 
 def run_sweep(place: Place, sources: Sequence[Path], plan: SweepPlan, interval: float, cache_method: str = "auto",
