@@ -17,7 +17,20 @@ import os
 
 
 class MploaderError(Exception):
-    """Base class of every error raised by mploader."""
+    """Base class of every error raised by mploader.
+
+    Picklable whatever a subclass's ``__init__`` takes (a load may run in another process, e.g. a Spark task:
+    its error comes back pickled): rebuilt from its message and attributes, notes included."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore(cls: type[MploaderError], args: tuple[object, ...], state: dict[str, object]) -> MploaderError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class CorruptFileError(MploaderError, ValueError):

@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -44,10 +44,15 @@ from mploader.metrics import (
 )
 from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import preflight as partition_preflight
-from mploader.recovery.loader import LogLoader, PartitionContext
+from mploader.recovery.job import PartitionJob, load_partition
+from mploader.recovery.loader import PartitionContext
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
 log = logging.getLogger(__name__)
+
+# loads partition jobs elsewhere (e.g. mploader.spark: Phase 2 on the executors): per job, in order, what
+# load_partition returned (the log and the bytes it scanned) or what it raised
+PartitionRunner = Callable[[list[PartitionJob], LoaderConfig], list[tuple[LoadedLog, int] | BaseException]]
 
 LOCK_FILE = ".lock"  # LogManager.LockFileName
 
@@ -77,6 +82,7 @@ def load_logs(
     metrics: MetricsRegistry | None = None,
     progress: Progress | None = None,
     engine: EngineFactory | None = None,
+    partitions: PartitionRunner | None = None,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up.
 
@@ -84,9 +90,12 @@ def load_logs(
     broker would fail to start.  ``now_ms`` is the wall clock used for producer
     expiry (default: the real clock).  ``engine`` makes the engine Phase 1 runs on (default: the
     config's choice, :func:`mploader.engine.select.make_engine`; e.g. :class:`mploader.spark.SparkEngine`).
+    ``partitions`` loads the partitions elsewhere, each a :class:`~mploader.recovery.job.PartitionJob` run
+    with :func:`~mploader.recovery.job.load_partition` (e.g. on Spark executors, :mod:`mploader.spark.phase2`):
+    the data dirs' start-up (preflight, locks, marker, checkpoints) and the result stay here.
     """
     cfg = config or LoaderConfig()
-    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run), engine)
+    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run), engine, partitions)
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -100,7 +109,7 @@ def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: Loader
 
 def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
                metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
-               engine: EngineFactory | None = None) -> LoadResult:
+               engine: EngineFactory | None = None, partitions: PartitionRunner | None = None) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     gauges = _ProgressGauges(metrics) if metrics is not None else None
@@ -122,7 +131,8 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 _create_and_lock(state, disk, offline)
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 _prepare_dir(state, disk, offline)
-            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine)
+            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine,
+                                    partitions)
         except StartupFailedError as e:
             if not cfg.dry_run:
                 _note_written(e, disk)
@@ -140,23 +150,27 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
 
 def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
                    metrics: MetricsRegistry, progress: ProgressTracker | None, offline: dict[str, str],
-                   stats: LoadStats, factory: EngineFactory | None = None) -> LoadResult:
+                   stats: LoadStats, factory: EngineFactory | None = None,
+                   runner: PartitionRunner | None = None) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
-    engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress) if factory is None
-              else factory(stats, progress))
-    stats.workers_per_dir = engine.workers_per_dir
-    interrupted = False
-    try:
-        loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        engine.close(kill=interrupted)
+    if runner is not None:
+        loaded = _run_elsewhere(live, cfg, now, runner, stats, offline)
+    else:
+        engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress) if factory is None
+                  else factory(stats, progress))
+        stats.workers_per_dir = engine.workers_per_dir
+        interrupted = False
+        try:
+            loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            engine.close(kill=interrupted)
     result = LoadResult({}, {}, [], [], offline, {s.path: s.clean for s in states}, stats)
     for lg in loaded:
         if lg.kind is DirKind.DELETE:
@@ -543,6 +557,48 @@ class _ProgressGauges(Progress):
         self._values.clear()
 
 
+def _job(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, now: int) -> PartitionJob:
+    return PartitionJob(s.path, path, tp, kind, s.clean, s.recovery_points.get(tp, 0), s.log_starts.get(tp, 0),
+                        None if s.high_watermarks is None else s.high_watermarks.get(tp), now)
+
+
+def _warn_deleted(loaded: LoadedLog) -> None:
+    if loaded.deleted_segments:
+        log.warning("%s: deleted %d segment(s) after the truncation: base offsets %s (%d bytes of log)", loaded.dir,
+                    len(loaded.deleted_segments), [b for b, _ in loaded.deleted_segments],
+                    sum(n for _, n in loaded.deleted_segments))
+
+
+def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner: PartitionRunner, stats: LoadStats,
+                   offline: dict[str, str]) -> list[LoadedLog]:
+    """Every partition of ``states`` loaded by ``runner``; what comes back is taken as ``_load_all`` takes its
+    threads' results (an ``OSError`` takes the dir offline, another exception fails the load once all ran)."""
+    jobs = [(s, _job(s, path, tp, kind, now)) for s in states for path, tp, kind in s.partitions]
+    for s in states:  # LogManager.loadLogs' first INFO line
+        log.info("Loading logs from log dir %s (%d partitions, loaded elsewhere)", s.path, len(s.partitions))
+    t0 = time.perf_counter()
+    outcomes = runner([job for _, job in jobs], cfg)
+    loaded: list[LoadedLog] = []
+    first_fatal: BaseException | None = None
+    for (s, _), outcome in zip(jobs, outcomes, strict=True):
+        if isinstance(outcome, OSError):
+            offline.setdefault(s.path, f"{type(outcome).__name__}: {outcome}")
+        elif isinstance(outcome, BaseException):
+            first_fatal = first_fatal or outcome
+        else:
+            lg, scanned = outcome
+            _warn_deleted(lg)
+            stats.bytes_read += scanned
+            loaded.append(lg)
+    for s in states:
+        stats.dir_seconds[s.path] = time.perf_counter() - t0
+        if s.offline_reason is not None:
+            offline.setdefault(s.path, s.offline_reason)
+    if first_fatal is not None:
+        raise first_fatal
+    return loaded
+
+
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,
               metrics: MetricsRegistry, engine: Engine, lock: threading.Lock, remaining: dict[str, int],
               progress: ProgressTracker | None, started: float, cancel: threading.Event) -> LoadedLog | None:
@@ -550,23 +606,10 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
     seg_tags = metrics.tags(dir=s.path, threadNum=thread_num)
     ctx: PartitionContext | None = None
     try:
-        ctx = PartitionContext(
-            disk=disk, data_dir=s.path, dir=path, tp=tp, kind=kind, cfg=cfg.for_topic(tp.topic),
-            clean_shutdown=s.clean, recovery_point_checkpoint=s.recovery_points.get(tp, 0),
-            log_start_checkpoint=s.log_starts.get(tp, 0), now_ms=now, scans=engine.source(s.path),
-            set_remaining_segments=lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n),
-            cancelled=cancel, index_check=cfg.index_check,
-        )
         t_start = time.perf_counter()
-        loaded = LogLoader(ctx).load()
-        loaded.log_end_offset_before = ctx.log_end_offset_before
-        loaded.deleted_segments = list(ctx.deleted_segments)
-        if kind is DirKind.LIVE and s.high_watermarks is not None:
-            loaded.high_watermark = s.high_watermarks.get(tp)
-        if ctx.deleted_segments:
-            log.warning("%s: deleted %d segment(s) after the truncation: base offsets %s (%d bytes of log)", path,
-                        len(ctx.deleted_segments), [b for b, _ in ctx.deleted_segments],
-                        sum(n for _, n in ctx.deleted_segments))
+        loaded, ctx = load_partition(_job(s, path, tp, kind, now), cfg, disk, engine.source(s.path),
+                                     lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n), cancel)
+        _warn_deleted(loaded)
         with lock:
             engine.stats.bytes_read += ctx.bytes_scanned
             done = len(s.partitions) - remaining[s.path] + 1

@@ -18,6 +18,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.spark import fleet  # noqa: E402
 from mploader.spark.engine import SparkEngine  # noqa: E402
+from mploader.spark.phase2 import SparkPartitions  # noqa: E402
 from mploader.spark.session import spark_session  # noqa: E402
 from mploader.verify import verify_logs  # noqa: E402
 
@@ -41,8 +43,8 @@ def warm(paths: list[Path]) -> None:
                 f.read_bytes()
 
 
-def jobs_of(spark: Any, engines: list[SparkEngine]) -> tuple[int, int, int]:
-    """(jobs, stages, tasks) the engines ran (the status tracker keeps the last spark.ui.retainedJobs)."""
+def jobs_of(spark: Any, engines: Sequence[SparkEngine | SparkPartitions]) -> tuple[int, int, int]:
+    """(jobs, stages, tasks) the engines or Phase 2 runners ran (the tracker keeps spark.ui.retainedJobs jobs)."""
     tracker = spark.sparkContext.statusTracker()
     jobs = [j for e in engines for j in tracker.getJobIdsForGroup(e.job_group)]
     stages = [s for j in jobs if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds]

@@ -3,10 +3,12 @@
 The dirs are grouped into brokers by their ``meta.properties`` (``cluster.id`` and ``node.id``, or ZooKeeper-era
 ``broker.id``; a dir without one is a broker of its own): a broker's dirs are what Kafka loads together (where
 the same partition in two of them fails its start-up), while the same partition on different brokers is
-replication.  Each broker is loaded (``load_logs``) or verified (``verify_logs``) exactly as on one host, with
-the :class:`~mploader.spark.engine.SparkEngine` as its engine: the per-segment work runs on the executors, the
-per-partition decisions (Phase 2, the partition checks) in the driver, several brokers at a time, so the
-outcome is the single-host one by construction, file for file.
+replication.  Each broker is loaded (``load_logs``) or verified (``verify_logs``) with the single-host code, several
+brokers at a time: a load's data dirs start up in the driver (LogManager's part: preflight, locks, marker,
+checkpoints) and its partitions are recovered on the executors, each by a Spark task in segment order
+(:mod:`mploader.spark.phase2`); a verify's audits run on the executors through the
+:class:`~mploader.spark.engine.SparkEngine` and its partition checks in the driver.  Either way the outcome is
+the single-host one by construction (the same functions), file for file.
 
 What comes out: a segment inventory and a per-partition summary (:mod:`mploader.spark.output`), as Spark
 DataFrames, and the documents of the single-host commands.
@@ -31,6 +33,7 @@ from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
 from mploader.spark.engine import SparkEngine
 from mploader.spark.output import FleetTables, load_tables, verify_tables
+from mploader.spark.phase2 import SparkPartitions
 from mploader.spark.session import check_session
 from mploader.verify import VerifyReport, verify_logs
 
@@ -71,7 +74,7 @@ class FleetLoad:
 
     tables: FleetTables
     results: list[tuple[list[str], LoadResult | StartupFailedError]]
-    engines: list[SparkEngine]  # one per broker (their job groups: what ran on Spark)
+    engines: list[SparkPartitions]  # one per broker (their job groups: what ran on Spark)
 
 
 @dataclass(slots=True)
@@ -110,11 +113,13 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised."""
     check_session(spark)
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
-    engines: list[SparkEngine] = []
+    engines: list[SparkPartitions] = []
 
     def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError]:
+        runner = SparkPartitions(spark)
+        engines.append(runner)
         try:
-            return dirs, load_logs(dirs, cfg, now_ms, engine=_engine(spark, engines))
+            return dirs, load_logs(dirs, cfg, now_ms, partitions=runner)
         except StartupFailedError as e:
             log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
             return dirs, e

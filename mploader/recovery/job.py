@@ -1,0 +1,56 @@
+"""One partition directory's load as a self-contained job: what Phase 2 needs from its data dir's start-up.
+
+The manager (Kafka's LogManager) reads each data dir once: its clean-shutdown marker, its checkpoints, its
+listing.  A :class:`PartitionJob` carries the part of that one partition needs, so that the partition can be
+loaded anywhere the files are: in one of the manager's loading threads, or in a Spark task on an executor
+(:mod:`mploader.spark.phase2`).  :func:`load_partition` is the load itself, the same code in both places.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mploader.config import LoaderConfig
+from mploader.disk.base import Disk
+from mploader.format.names import DirKind, TopicPartition
+from mploader.recovery.loader import LogLoader, PartitionContext
+from mploader.result import LoadedLog
+from mploader.scan import ScanSource
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionJob:
+    data_dir: str
+    dir: str  # the partition directory
+    tp: TopicPartition
+    kind: DirKind
+    clean_shutdown: bool  # the data dir's marker was there
+    recovery_point: int  # its recovery-point-offset-checkpoint entry (0 if none)
+    log_start: int  # its log-start-offset-checkpoint entry (0 if none)
+    high_watermark: int | None  # its replication-offset-checkpoint entry (a live log's; None: unknown)
+    now_ms: int
+
+
+def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
+                   set_remaining_segments: Callable[[int], None] = lambda n: None,
+                   cancelled: threading.Event | None = None) -> tuple[LoadedLog, PartitionContext]:
+    """``LogLoader.load`` of ``job``'s directory, with the impact report's fields filled in; the context
+    says what the load read and did (``bytes_scanned``, ``deleted_segments``)."""
+    ctx = PartitionContext(
+        disk=disk, data_dir=job.data_dir, dir=job.dir, tp=job.tp, kind=job.kind, cfg=cfg.for_topic(job.tp.topic),
+        clean_shutdown=job.clean_shutdown, recovery_point_checkpoint=job.recovery_point,
+        log_start_checkpoint=job.log_start, now_ms=job.now_ms, scans=scans,
+        set_remaining_segments=set_remaining_segments, cancelled=cancelled or threading.Event(),
+        index_check=cfg.index_check,
+    )
+    loaded = LogLoader(ctx).load()
+    loaded.log_end_offset_before = ctx.log_end_offset_before
+    loaded.deleted_segments = list(ctx.deleted_segments)
+    if job.kind is DirKind.LIVE:
+        loaded.high_watermark = job.high_watermark
+    return loaded, ctx
+
+
+__all__ = ["PartitionJob", "load_partition"]

@@ -1,0 +1,145 @@
+"""Phase 2 on the executors: each partition directory recovered by a Spark task, in segment order.
+
+The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
+clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
+The partitions travel as Arrow rows (:data:`JOB_SCHEMA`, one per partition directory, spread over the tasks by
+bytes, biggest first), each task runs :func:`mploader.recovery.job.load_partition` for its rows on the
+executor's own view of the paths (a shared or identically mounted file system), scanning in the task
+(Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
+partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
+``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better).
+
+A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
+applied load writes through :class:`RealDisk` and syncs each task's file systems before answering, so that
+what the driver reports as loaded is durable.  Speculative execution must be off (:func:`check_session`):
+two copies of one task would recover the same partition.  A task that dies is retried by Spark: recovery
+is idempotent, a rerun completes what a killed one left (docs/architecture.md, "Durability").
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from mploader.config import LoaderConfig
+from mploader.disk import open_disk
+from mploader.errors import MploaderError
+from mploader.format.names import DirKind, TopicPartition
+from mploader.recovery.job import PartitionJob, load_partition
+from mploader.result import LoadedLog
+from mploader.scan import SegmentScan, SegmentTask, scan_segment
+from mploader.spark.session import check_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JOB_SCHEMA = pa.schema([
+    ("job", pa.int64()), ("slot", pa.int32()), ("data_dir", pa.string()), ("dir", pa.string()),
+    ("topic", pa.string()), ("partition", pa.int32()), ("kind", pa.string()), ("clean_shutdown", pa.bool_()),
+    ("recovery_point", pa.int64()), ("log_start", pa.int64()), ("high_watermark", pa.int64()),
+    ("now_ms", pa.int64()),
+])
+OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
+
+
+class SparkJobFailed(MploaderError, RuntimeError):
+    """The Spark job of Phase 2 did not complete (its error is the ``__cause__``)."""
+
+
+class _ScanHere:
+    """The task's own scans (the executor is where the files are read)."""
+
+    def scan(self, task: SegmentTask) -> SegmentScan:
+        return scan_segment(task)
+
+
+def _job_of(row: dict[str, Any]) -> PartitionJob:
+    return PartitionJob(row["data_dir"], row["dir"], TopicPartition(row["topic"], row["partition"]),
+                        DirKind(row["kind"]), row["clean_shutdown"], row["recovery_point"], row["log_start"],
+                        row["high_watermark"], row["now_ms"])
+
+
+def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        cfg: LoaderConfig = pickle.loads(config)
+        for batch in batches:
+            for row in batch.to_pylist():
+                disk = open_disk(cfg.dry_run)
+                outcome: tuple[LoadedLog, int] | BaseException
+                try:
+                    loaded, ctx = load_partition(_job_of(row), cfg, disk, _ScanHere())
+                    disk.flush()  # durable before the driver counts it loaded
+                    outcome = (loaded, ctx.bytes_scanned)
+                except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
+                    outcome = e
+                yield pa.record_batch([pa.array([row["job"]], pa.int64()), pa.array([pickle.dumps(outcome)])],
+                                      schema=OUTCOME_SCHEMA)
+
+    return run
+
+
+def _dir_bytes(path: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".log"))
+    except OSError:
+        return 0
+
+
+class SparkPartitions:
+    """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks.
+
+    ``tasks``: how many tasks share the partitions (default: the cluster's cores); each gets a share of about
+    equal bytes (the biggest partition first, each to the task with the fewest bytes so far)."""
+
+    def __init__(self, spark: SparkSession, tasks: int | None = None) -> None:
+        check_session(spark)
+        self.spark = spark
+        self.tasks = tasks or max(1, spark.sparkContext.defaultParallelism)
+        self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
+
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
+        if not jobs:
+            return []
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        sizes = [_dir_bytes(j.dir) for j in jobs]
+        load = [0] * min(self.tasks, len(jobs))
+        slots = [0] * len(jobs)
+        for i in sorted(range(len(jobs)), key=lambda i: -sizes[i]):
+            slot = min(range(len(load)), key=load.__getitem__)
+            slots[i] = slot
+            load[slot] += sizes[i]
+        table = pa.table({
+            "job": list(range(len(jobs))), "slot": slots, "data_dir": [j.data_dir for j in jobs],
+            "dir": [j.dir for j in jobs], "topic": [j.tp.topic for j in jobs],
+            "partition": [j.tp.partition for j in jobs],
+            "kind": [j.kind.value for j in jobs], "clean_shutdown": [j.clean_shutdown for j in jobs],
+            "recovery_point": [j.recovery_point for j in jobs], "log_start": [j.log_start for j in jobs],
+            "high_watermark": [j.high_watermark for j in jobs], "now_ms": [j.now_ms for j in jobs],
+        }, schema=JOB_SCHEMA)
+        frame = self.spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(JOB_SCHEMA))
+        frame = frame.repartitionByRange(len(load), "slot")
+        self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 2: partitions recovered on executors")
+        try:
+            rows = frame.mapInArrow(load_rows(pickle.dumps(cfg)), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
+        except Exception as e:  # the job failed or was cancelled (e.g. the session is going away)
+            what = "nothing was written (a dry run)" if cfg.dry_run else (
+                "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
+            raise SparkJobFailed(f"the Spark job recovering {len(jobs)} partition(s) failed ({type(e).__name__}); "
+                                 f"{what}") from e
+        out: list[tuple[LoadedLog, int] | BaseException | None] = [None] * len(jobs)
+        for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
+            out[job] = pickle.loads(blob)
+        missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
+        if missing:
+            raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
+        return [o for o in out if o is not None]
+
+
+__all__ = ["JOB_SCHEMA", "OUTCOME_SCHEMA", "SparkJobFailed", "SparkPartitions", "load_rows"]
