@@ -12,12 +12,14 @@ import gzip
 import zlib
 from collections.abc import Callable
 
+from mploader.errors import MploaderError
+
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 
 
-class UnsupportedCodecError(ValueError):
-    pass
+class UnsupportedCodecError(MploaderError, ValueError):
+    """A codec id this installation cannot (de)compress: unknown, or its optional package missing."""
 
 
 def _gzip_compress(data: bytes) -> bytes:
@@ -27,7 +29,7 @@ def _gzip_compress(data: bytes) -> bytes:
 GZIP_HEADER_SIZE = 10
 
 
-class CompressedDataError(ValueError):
+class CompressedDataError(MploaderError, ValueError):
     """Compressed bytes that do not decompress.
 
     ``truncated``: the stream ended early after a complete header.  Java's gzip stream

@@ -50,7 +50,28 @@ def compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
+# A raw snappy element yields at most 64 bytes for 3 of input (a copy with a 2-byte offset): a block that
+# declares more than this many bytes per input byte is corrupt whatever follows.
+MAX_EXPANSION = 22
+
+
+def _declared_length(block: memoryview) -> int | None:
+    """The uncompressed length a raw snappy block starts with (an unsigned varint), None if unreadable."""
+    value = 0
+    for i in range(min(5, len(block))):
+        value |= (block[i] & 0x7F) << (7 * i)
+        if not block[i] & 0x80:
+            return value
+    return None
+
+
 def _raw(block: memoryview, what: str) -> bytes:
+    declared = _declared_length(block)
+    if declared is not None and declared > MAX_EXPANSION * len(block):
+        # cramjam allocates the declared length before it reads a byte (4 GiB for a 5-byte block, and an abort
+        # of the process where that fails): refused first, as snappy-java's decompression would fail on it
+        raise ValueError(f"{what}: corrupt input (the block declares {declared} bytes, more than its "
+                         f"{len(block)} bytes can hold)")
     try:
         return bytes(cramjam.snappy.decompress_raw(block))
     except cramjam.DecompressionError as e:
