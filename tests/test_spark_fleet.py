@@ -197,3 +197,35 @@ def test_cli_spark_verify_json_is_mploader_verify_json(spark, fleet_template: Pa
     import pandas as pd
 
     assert len(pd.read_parquet(tmp_path / "out" / "summary")) == single["summary"]["partitions"]
+
+
+def test_the_real_corpus_on_spark_is_the_single_host_outcome(spark, real_corpus_source: Path,  # noqa: F811
+                                                             tmp_path: Path) -> None:
+    """Every real data dir: spark verify = verify_logs, spark load --apply = load_logs (files and result), a
+    broker Kafka refuses is refused alike."""
+    from mploader.spark import fleet
+    from tests.conftest import corpus_data_dirs, materialize_corpus
+
+    ref_root = materialize_corpus(real_corpus_source, tmp_path / "ref")
+    got_root = materialize_corpus(real_corpus_source, tmp_path / "got")
+    # five real brokers (each Spark job costs ~1 s here: the whole corpus is the engine conformance test's)
+    ref_dirs = [str(d) for d in corpus_data_dirs(ref_root)][:5]
+    got_dirs = [str(d) for d in corpus_data_dirs(got_root)][:5]
+    verified = fleet.verify(spark, got_dirs, LoaderConfig(), now_ms=NOW)
+    for dirs, report in verified.reports:
+        single = verify_logs(dirs, now_ms=NOW).to_json()
+        assert without_seconds(report.to_json()) == without_seconds(single), dirs
+    loaded = fleet.load(spark, got_dirs, LoaderConfig(), apply=True, now_ms=NOW)
+    # dirs with the same meta.properties node.id are one broker (several real dirs share one: Kafka refuses them)
+    assert sum(len(dirs) for dirs, _ in loaded.results) == len(ref_dirs) and len(loaded.results) >= 3
+    assert any(not isinstance(result, StartupFailedError) for _, result in loaded.results)
+    for dirs, result in loaded.results:
+        ref_dir_list = [d.replace(str(got_root), str(ref_root)) for d in dirs]
+        try:
+            ref = load_logs(ref_dir_list, LoaderConfig(), now_ms=NOW)
+        except StartupFailedError as e:
+            assert isinstance(result, StartupFailedError) and result.kafka_exception == e.kafka_exception
+            continue
+        assert not isinstance(result, StartupFailedError), dirs
+        assert result_digest(result, got_root) == result_digest(ref, ref_root)
+    assert tree_digest(got_root) == tree_digest(ref_root)
