@@ -72,6 +72,7 @@ class _DirState:
     listed: bool = False  # the partition listing is done (and checked)
     predicted_offline: str | None = None  # a write the preflight foresees failing (an IOException: offline)
     high_watermarks: dict[TopicPartition, int] | None = None  # replication-offset-checkpoint (None: unknown)
+    marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (_delete_markers)
 
 
 def load_logs(
@@ -134,11 +135,13 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
             result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine,
                                     partitions)
         except StartupFailedError as e:
+            _delete_markers(states, disk, offline)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
                 _note_written(e, disk)
             raise
         t_flush = time.perf_counter()
         disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
+        _delete_markers(states, disk, offline)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
         return result
@@ -373,8 +376,9 @@ def _create_and_lock(state: _DirState, disk: Disk, offline: dict[str, str]) -> N
 
 
 def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
-    """The empty checkpoint files (constructing Kafka's checkpoint objects creates them), the marker
-    (deleted before any partition loads, KAFKA-10471), and the listing where the preflight did not list."""
+    """The empty checkpoint files (constructing Kafka's checkpoint objects creates them), an empty marker
+    directory (Kafka deletes the marker before any partition loads, KAFKA-10471; a marker file is deleted when
+    the load is done: :func:`_delete_markers`), and the listing where the preflight did not list."""
     d = state.path
     if d in offline:
         return
@@ -388,12 +392,28 @@ def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
             if os.path.isdir(marker) and not os.path.islink(marker):
                 disk.remove_empty_dir(marker)  # Files.deleteIfExists: a non-empty directory is an IOException
             else:
-                disk.delete(marker)
+                state.marker_to_delete = marker
         if not state.listed or state.predicted_offline is not None:
             _read_dir(state)
     except OSError as e:
         offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
         state.partitions = []
+
+
+def _delete_markers(states: list[_DirState], disk: Disk, offline: dict[str, str]) -> None:
+    """Delete the clean-shutdown markers, last.  Kafka deletes a dir's marker when it reads it, before loading
+    (KAFKA-10471), so a broker killed during a clean start recovers on its next start what it had no need to.
+    mploader keeps the marker until every partition is loaded and flushed: a load killed before this point
+    leaves it, and the rerun loads the dir as clean again, as the uninterrupted load did (docs/crash-safety.md).
+    A failed start-up deletes them too (Kafka's outcome).  A marker that cannot be deleted takes its dir
+    offline, as in Kafka."""
+    for s in states:
+        if s.marker_to_delete is not None:
+            try:
+                disk.delete(s.marker_to_delete)
+            except OSError as e:
+                offline.setdefault(s.path, f"{type(e).__name__}: {e}")
+            s.marker_to_delete = None
 
 
 def _note_written(error: StartupFailedError, disk: Disk) -> None:
@@ -577,6 +597,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     for s in states:  # LogManager.loadLogs' first INFO line
         log.info("Loading logs from log dir %s (%d partitions, loaded elsewhere)", s.path, len(s.partitions))
     t0 = time.perf_counter()
+    stats.loaded_by = str(getattr(runner, "description", None) or "another process")
     outcomes = runner([job for _, job in jobs], cfg)
     loaded: list[LoadedLog] = []
     first_fatal: BaseException | None = None

@@ -153,6 +153,7 @@ class LoadStats:
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
+    loaded_by: str | None = None  # where the partitions were loaded when not here (e.g. "Spark local[2], 2 tasks")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -103,6 +103,10 @@ class SparkPartitions:
         self.tasks = tasks or max(1, spark.sparkContext.defaultParallelism)
         self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
 
+    @property
+    def description(self) -> str:
+        return f"Spark {self.spark.sparkContext.master} ({self.tasks} tasks)"
+
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
         if not jobs:
             return []
