@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ class Place:
     storage: Storage
     cgroup_procs: str | None = None  # runs join this cgroup (the throttle) before they read
     limits: ReadLimits = ReadLimits()
+    renew: Callable[[], None] | None = None  # makes its file system afresh before each run (see throttled_loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,8 @@ def run_once(run_id: int, place: Place, sources: Sequence[Path], spec: RunSpec, 
              cache_method: str = "auto") -> RunResult:
     """Copy, prepare the cache, load in a child process while sampling; the copy is removed whatever happens."""
     dest = place.dir / f"run-{run_id}"
+    if place.renew is not None:
+        place.renew()
     try:
         copies = copy_broker(sources, dest, spec.restart)
         method = make_cold(copies, cache_method) if spec.cache == "cold" else make_warm(copies)

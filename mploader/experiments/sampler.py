@@ -80,6 +80,7 @@ class _Tree:
     def __init__(self, pid: int):
         self.pid = pid
         self._trackers: set[int] = set()
+        self._seen: set[int] = set()
         self._cpu: dict[int, float] = {}  # pid -> user + system seconds at the last look
 
     def look(self) -> tuple[int | None, dict[int, int], float]:
@@ -94,9 +95,12 @@ class _Tree:
         used = 0.0
         for proc in procs:
             try:
-                if proc.pid != self.pid and proc.pid not in self._trackers and \
-                        "resource_tracker" in " ".join(proc.cmdline()):
-                    self._trackers.add(proc.pid)
+                if proc.pid != self.pid and proc.pid not in self._seen:
+                    # once per process: reading /proc/PID/cmdline takes the process's mmap lock, which a worker
+                    # waiting in a page fault holds (sampling it every interval slowed a throttled load 4x)
+                    self._seen.add(proc.pid)
+                    if "resource_tracker" in " ".join(proc.cmdline()):
+                        self._trackers.add(proc.pid)
                 times = proc.cpu_times()
                 rss = proc.memory_info().rss
             except psutil.Error:  # ended meanwhile
