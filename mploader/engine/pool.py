@@ -142,6 +142,10 @@ class PoolEngine(Engine):
     (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, the worker
     writes nothing (``posix_fallocate`` fails first) and the parent scans that chunk itself: a small /dev/shm
     makes a load slower, never wrong.
+
+    A read budget (:mod:`mploader.engine.throttle`) books each chunk's turn at submission and its worker waits for
+    it; adaptive workers (:mod:`mploader.engine.adaptive`) start ``workers`` processes and a semaphore shared with
+    them lets only the controller's count scan at once.
     """
 
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of
