@@ -39,14 +39,15 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
     (perf/README.md).  An explicit number always wins.  "adaptive" = the most workers the adaptive pool may let
     scan at once: the usable CPUs shared among the data dirs, at least 2 (:mod:`mploader.engine.adaptive`; a
-    scan is CPU work, and the read-ahead already keeps the disk busy while the scans compute).
+    scan is CPU work, and the read-ahead already keeps the disk busy while the scans compute); like "auto", 1
+    below :data:`AUTO_POOL_MIN_BYTES` (no count of workers pays for the pool's start there).
     """
     n = cfg.num_segment_loading_threads_per_data_dir
+    if n in ("auto", "adaptive") and scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
+        return 1
     if n == "adaptive":
         return max(2, usable_cpus() // max(1, n_dirs))
     if n == "auto":
-        if scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
-            return 1
         return max(1, usable_cpus() // max(1, n_dirs))
     return int(n)
 
@@ -59,7 +60,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     plans = [d for d in data_dirs if isinstance(d, DirPlan)]
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
     planned: dict[str, PlannedScans] = {}
-    if plans and cfg.num_segment_loading_threads_per_data_dir == "auto":
+    if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
         planned = {p.data_dir: plan_segment_scans(p) for p in plans}
         scan_bytes = max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()),
                          default=0)
