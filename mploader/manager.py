@@ -516,10 +516,12 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             raise
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:
-            for fut in futures:
+            for (path, _, _), fut in zip(s.partitions, futures):
                 error = fut.exception()
-                if isinstance(error, OSError):
-                    offline.setdefault(s.path, f"{type(error).__name__}: {error}")
+                if isinstance(error, OSError):  # named with its partition: a write's error has no file name
+                    log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path,
+                              type(error).__name__, error, s.path)
+                    offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")
                 elif error is not None:  # Kafka waits for every job, then rethrows
                     first_fatal = first_fatal or error
                 elif (lg := fut.result()) is not None:

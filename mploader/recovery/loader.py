@@ -8,6 +8,7 @@ and every change to disk goes through the partition's :class:`Disk`.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -44,6 +45,11 @@ from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Sto
 log = logging.getLogger(__name__)
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # FileRecords refuses to open a larger .log
+# A full disk while a segment is recovered is not the corruption recoverLog's catch of an IOException is for: a
+# snapshot write that fails so would make Kafka cut the segment to its base offset and delete every later one
+# (its index writes, through a mapping, would crash the broker instead).  The partition fails, its files as
+# they are (what recovery already cut was invalid), and the dir goes offline; a load with room finishes it.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @dataclass(slots=True)
@@ -395,6 +401,8 @@ class LogLoader:
                     truncated = self._recover_segment(seg)
                     self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
                 except (InvalidOffsetError, OSError) as e:
+                    if isinstance(e, OSError) and e.errno in DISK_FULL:
+                        raise  # no corruption: the partition fails with its data as it is (see DISK_FULL)
                     log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
                     truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size)
                     ctx.recovered.append(seg.base_offset)
