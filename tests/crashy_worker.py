@@ -42,7 +42,7 @@ from mploader.engine.pool import worker_scan as _real_worker_scan
 # including the producer-state reads of unrecovered segments).
 # Any other stats field whose name contains "seconds" is a timing too and is left out as well.
 ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
-                          "worker_restarts", "inline_fallbacks", "scans_in_parent")
+                          "worker_restarts", "inline_fallbacks", "scans_in_parent", "loaded_by")
 
 
 def crashy_scan(task, block_name, capacity, not_before=0.0):  # type: ignore[no-untyped-def]

@@ -105,8 +105,16 @@ def test_order_is_the_callers(unclean_source: Path, tmp_path: Path) -> None:
 
 
 def _workers() -> list[psutil.Process]:
-    """This process's worker processes (not the resource trackers, which live as long as it does)."""
-    return [c for c in psutil.Process().children(recursive=True) if "popen_loky" in " ".join(c.cmdline())]
+    """This process's live worker processes (not the resource trackers, which live as long as it does; not a
+    worker that exited and is not reaped yet: a zombie holds nothing but its process id)."""
+    out = []
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE and "popen_loky" in " ".join(c.cmdline()):
+                out.append(c)
+        except psutil.Error:  # gone, or a zombie, meanwhile
+            continue
+    return out
 
 
 def test_cancel_stops_it_and_leaves_nothing(unclean_source: Path, tmp_path: Path) -> None:
