@@ -43,9 +43,10 @@ from mploader.metrics import (
     MetricsRegistry,
 )
 from mploader.progress import DirProgress, Progress, ProgressTracker
-from mploader.recovery import preflight as partition_preflight
+from mploader.recovery import journal, preflight as partition_preflight
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.recovery.loader import PartitionContext
+from mploader.recovery.segment import Segment, resize_indexes
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ class _DirState:
     listed: bool = False  # the partition listing is done (and checked)
     predicted_offline: str | None = None  # a write the preflight foresees failing (an IOException: offline)
     high_watermarks: dict[TopicPartition, int] | None = None  # replication-offset-checkpoint (None: unknown)
-    marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (_delete_markers)
+    marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (_commit_clean_dirs)
+    loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
 
 
 def load_logs(
@@ -135,13 +137,13 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
             result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine,
                                     partitions)
         except StartupFailedError as e:
-            _delete_markers(states, disk, offline)  # a failed start leaves what Kafka's leaves: no marker
+            _commit_clean_dirs(states, cfg, disk, offline)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
                 _note_written(e, disk)
             raise
         t_flush = time.perf_counter()
         disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
-        _delete_markers(states, disk, offline)
+        _commit_clean_dirs(states, cfg, disk, offline)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
         return result
@@ -378,7 +380,7 @@ def _create_and_lock(state: _DirState, disk: Disk, offline: dict[str, str]) -> N
 def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
     """The empty checkpoint files (constructing Kafka's checkpoint objects creates them), an empty marker
     directory (Kafka deletes the marker before any partition loads, KAFKA-10471; a marker file is deleted when
-    the load is done: :func:`_delete_markers`), and the listing where the preflight did not list."""
+    the load is done: :func:`_commit_clean_dirs`), and the listing where the preflight did not list."""
     d = state.path
     if d in offline:
         return
@@ -400,20 +402,31 @@ def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
         state.partitions = []
 
 
-def _delete_markers(states: list[_DirState], disk: Disk, offline: dict[str, str]) -> None:
-    """Delete the clean-shutdown markers, last.  Kafka deletes a dir's marker when it reads it, before loading
-    (KAFKA-10471), so a broker killed during a clean start recovers on its next start what it had no need to.
-    mploader keeps the marker until every partition is loaded and flushed: a load killed before this point
-    leaves it, and the rerun loads the dir as clean again, as the uninterrupted load did (docs/crash-safety.md).
-    A failed start-up deletes them too (Kafka's outcome).  A marker that cannot be deleted takes its dir
-    offline, as in Kafka."""
+def _commit_clean_dirs(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str]) -> None:
+    """Delete the clean-shutdown markers, last, then grow the active indexes of those dirs' partitions.
+
+    Kafka deletes a dir's marker when it reads it, before loading (KAFKA-10471), so a broker killed during a
+    clean start recovers on its next start what it had no need to.  mploader keeps the marker until every
+    partition is loaded and flushed: a load killed before this point leaves it, and the rerun loads the dir as
+    clean again, as the uninterrupted load did (docs/crash-safety.md).  The deletion commits the load: a
+    later start is an unclean one, which recovers every active segment (rebuilt, then grown); so the growth of
+    the active indexes (``AbstractIndex.resize``, which Kafka makes during the partition's load and which
+    changes the log end offset a clean reload reads through a damaged index) comes after it, and so does the
+    removal of the partitions' journals (:mod:`mploader.recovery.journal`).  A failed start-up commits too
+    (Kafka's outcome).  A marker that cannot be deleted takes its dir offline, as in Kafka."""
     for s in states:
-        if s.marker_to_delete is not None:
-            try:
-                disk.delete(s.marker_to_delete)
-            except OSError as e:
-                offline.setdefault(s.path, f"{type(e).__name__}: {e}")
-            s.marker_to_delete = None
+        if s.marker_to_delete is None:
+            continue
+        try:
+            disk.delete(s.marker_to_delete)
+            for lg in s.loaded:
+                journal.remove(disk, lg.dir)
+                if lg.kind is not DirKind.DELETE:
+                    active = Segment(lg.dir, lg.segments[-1].base_offset)
+                    resize_indexes(disk, active, cfg.for_topic(lg.topic).max_index_size)
+        except OSError as e:
+            offline.setdefault(s.path, f"{type(e).__name__}: {e}")
+        s.marker_to_delete = None
 
 
 def _note_written(error: StartupFailedError, disk: Disk) -> None:
@@ -613,6 +626,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             _warn_deleted(lg)
             stats.bytes_read += scanned
             loaded.append(lg)
+            s.loaded.append(lg)
     for s in states:
         stats.dir_seconds[s.path] = time.perf_counter() - t0
         if s.offline_reason is not None:
@@ -634,6 +648,7 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
                                      lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n), cancel)
         _warn_deleted(loaded)
         with lock:
+            s.loaded.append(loaded)
             engine.stats.bytes_read += ctx.bytes_scanned
             done = len(s.partitions) - remaining[s.path] + 1
         log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "

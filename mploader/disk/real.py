@@ -10,6 +10,7 @@ import os
 import threading
 
 from mploader.disk.base import Disk
+from mploader.disk.mutations import hooked, point
 from mploader.errors import StartupFailedError
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
@@ -94,6 +95,7 @@ class RealDisk(Disk):
     # ---- the data dir itself -----------------------------------------------------------
 
     def make_data_dir(self, directory: str) -> None:
+        point("mkdir", directory)
         os.makedirs(directory)
         self._changed.add(directory)
 
@@ -107,6 +109,7 @@ class RealDisk(Disk):
         return _lock_or_fail(os.open(lock_path, os.O_RDWR), fcntl.LOCK_EX, lock_path)
 
     def remove_empty_dir(self, path: str) -> None:
+        point("rmdir", path)
         os.rmdir(path)
         self._changed.add(os.path.dirname(path))
 
@@ -116,15 +119,19 @@ class RealDisk(Disk):
               truncate: bool = True) -> None:
         # no O_TRUNC: ext4 flushes a file truncated to 0 and rewritten when it is closed (auto_da_alloc),
         # which made every rewrite of an existing index cost a disk write; the bytes are the same
+        point("write", path)
+        created = hooked() and not os.path.lexists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            if created:
+                point("write:data", path)
+            _write_all(fd, memoryview(data), path)
             if truncate:
+                if hooked() and os.fstat(fd).st_size > len(data):
+                    point("write:cut", path)
                 os.ftruncate(fd, len(data))
             if fsync:
+                point("fsync", path)
                 os.fsync(fd)
             elif durable:
                 self._note_unsynced(os.fstat(fd).st_dev, path)
@@ -141,35 +148,44 @@ class RealDisk(Disk):
         with self._unsynced_lock:
             unsynced, self._unsynced = self._unsynced, {}
         for directory in unsynced.values():
+            point("syncfs", directory)
             _syncfs(directory)
 
     def write_atomically(self, path: str, data: bytes) -> None:
         tmp = path + ".tmp"
         self.write(tmp, data, fsync=True)
+        point("rename", path)
         os.replace(tmp, path)
         self._listed(tmp, False)
         self._listed(path, True)
         self.sync_dir(os.path.dirname(path))
 
     def set_size(self, path: str, size: int) -> None:
+        point("set-size", path)
+        created = hooked() and size > 0 and not os.path.lexists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
+            if created:
+                point("set-size:data", path)
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
         self._listed(path, True)
 
     def rename(self, src: str, dst: str) -> None:
+        point("rename", dst)
         os.replace(src, dst)
         self._listed(src, False)
         self._listed(dst, True)
 
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         st = os.stat(path)
+        point("set-mtime", path)
         os.utime(path, ns=(st.st_atime_ns, mtime_ns))
         self._changed.add(os.path.dirname(path))
 
     def sync_dir(self, directory: str) -> None:
+        point("sync-dir", directory)
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -179,6 +195,7 @@ class RealDisk(Disk):
     def delete(self, path: str) -> bool:
         if not self.exists(path):
             return False
+        point("delete", path)
         try:
             os.remove(path)
         except FileNotFoundError:
@@ -186,6 +203,23 @@ class RealDisk(Disk):
             return False
         self._listed(path, False)
         return True
+
+
+def _write_all(fd: int, view: memoryview, path: str) -> None:
+    """Write every byte at the file position; with a mutation hook installed, in two halves with a point
+    between them (a SIGKILL can tear a large write: the state the rerun must cope with)."""
+    if hooked() and len(view) > 1:
+        half = len(view) // 2
+        _write_fully(fd, view[:half])
+        point("write:rest", path)
+        view = view[half:]
+    _write_fully(fd, view)
+
+
+def _write_fully(fd: int, view: memoryview) -> None:
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
 
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)

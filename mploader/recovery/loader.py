@@ -24,6 +24,7 @@ from mploader.errors import CheckpointNumberFormatError, InvalidFileNameError, L
 from mploader.format import checkpoint, names
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import INT64_MAX, DirKind, TopicPartition
+from mploader.recovery import journal
 from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.impact import log_bytes, log_end_as_found
 from mploader.recovery.index_check import IndexCheck, full_problems, rebuild_indexes, sanity_problems
@@ -144,6 +145,7 @@ class LogLoader:
         ctx = self.ctx
         self._check_cancelled()
         self._open_epoch_cache()
+        journal.replay(self.disk, self.dir, ctx.data_dir, self.disk.list_files(self.dir))
         self.psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         swaps = self._remove_temp_files_and_collect_swap_files()
         self._complete_swaps(swaps)
@@ -170,9 +172,13 @@ class LogLoader:
         if self.epochs is not None:
             self.epochs.truncate_from_start(ctx.log_start_checkpoint)
         self.psm.remove_stray_snapshots(sorted(self.segments))
+        if ctx.clean_shutdown and self.psm.latest_snapshot_offset() is None:  # Kafka's shortcut: a rerun takes it too
+            journal.note_clean_start_without_snapshot(self.disk, self.dir, ctx.data_dir)
         self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
                                     reload_from_clean_shutdown=ctx.clean_shutdown)
-        if ctx.kind is not DirKind.DELETE:
+        if ctx.kind is not DirKind.DELETE and not ctx.clean_shutdown:
+            # a clean dir's are grown by the manager once its marker is gone (manager._commit_clean_dirs): a
+            # clean reload reads the log end offset through them, and a kill must leave it what this load read
             resize_indexes(self.disk, self._sorted_segments()[-1], self.cfg.max_index_size)
         self._write_epoch_cache()
         # UnifiedLog constructor (initializeTopicId, keepPartitionMetadataFile in KRaft): an existing
@@ -334,7 +340,7 @@ class LogLoader:
                     log.warning("%s: the offset index of segment %d is missing or its transaction index is corrupt; "
                                 "recovering the segment and rebuilding its index files", self.dir, base)
                     try:
-                        self._recover_segment(seg)  # its truncation does not delete later segments (§6.3)
+                        self._recover_segment(seg, index_last=True)  # its cut deletes no later segment (§6.3)
                         if not self.ctx.clean_shutdown:  # recoverLog may recover it again (§16a): read it once
                             self._pin_for_recover_log(seg)
                     except InvalidOffsetError as e:  # only recoverLog catches it
@@ -369,21 +375,40 @@ class LogLoader:
         if self.ctx.cancelled.is_set():
             raise LoadInterrupted(f"{self.dir}: the load was interrupted")
 
-    def _recover_segment(self, seg: Segment) -> int:
-        """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover."""
+    def _recover_segment(self, seg: Segment, before_cut: Callable[[], None] = lambda: None,
+                         index_last: bool = False) -> int:
+        """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover.  ``before_cut``: see
+        :func:`recover_segment`.
+
+        ``index_last``: a load-time recovery, which only a missing ``.index`` (or a corrupt ``.txnindex``)
+        starts.  An existing ``.index`` is first renamed to a name every load deletes (``.deleted``), the
+        rebuilt one is written there and renamed into place after the snapshot, as the last change: a load
+        killed at any point in between leaves the segment without its ``.index``, so that the next load (or
+        Kafka's) recovers it again and not only what was left (docs/crash-safety.md)."""
         self._check_cancelled()
         self._note_log_end_before()
         psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
         scan = self.full_scan(seg)
-        result = recover_segment(self.disk, seg, scan, psm, self.epochs, self.cfg)
+        pending = seg.index_path + names.DELETED_SUFFIX if index_last else None
+        if pending is not None and self.disk.exists(seg.index_path):
+            self.disk.rename(seg.index_path, pending)
+        try:
+            result = recover_segment(self.disk, seg, scan, psm, self.epochs, self.cfg, before_cut=before_cut,
+                                     index_path=pending)
+        except BaseException:
+            if pending is not None and self.disk.exists(pending):  # what Kafka's exception leaves, in place
+                self.disk.rename(pending, seg.index_path)
+            raise
         self.ctx.recovered.append(seg.base_offset)
         self.ctx.truncated_bytes += result.truncated_bytes
         if result.truncated_bytes:
             log.warning("%s: truncated %d invalid bytes at the end of segment %d (%s)", self.dir,
                         result.truncated_bytes, seg.base_offset, scan.stop_detail)
         psm.take_snapshot()
+        if pending is not None:
+            self.disk.rename(pending, seg.index_path)
         return result.truncated_bytes
 
     # ---- §6.6 recoverLog ------------------------------------------------------------------------
@@ -397,19 +422,22 @@ class LogLoader:
             for i, seg in enumerate(unflushed):
                 log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
                          len(unflushed))
+                later = unflushed[i + 1 :]
+                condemn = lambda later=later: self._delete_later_segment_files(later)  # noqa: E731
                 try:
-                    truncated = self._recover_segment(seg)
+                    truncated = self._recover_segment(seg, before_cut=condemn)
                     self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
                 except (InvalidOffsetError, OSError) as e:
                     if isinstance(e, OSError) and e.errno in DISK_FULL:
                         raise  # no corruption: the partition fails with its data as it is (see DISK_FULL)
                     log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
-                    truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size)
+                    truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size,
+                                            before_cut=condemn)
                     ctx.recovered.append(seg.base_offset)
                     ctx.truncated_bytes += truncated
                 if truncated > 0:
-                    for later in unflushed[i + 1 :]:
-                        self._delete_segment(later)
+                    for s in later:  # their files went before the cut; their snapshots go now, as in Kafka
+                        self._delete_segment(s)
                     ctx.set_remaining_segments(0)
                     break
                 ctx.set_remaining_segments(len(unflushed) - i - 1)
@@ -430,16 +458,32 @@ class LogLoader:
         self.disk.set_size(seg.log_path, self.cfg.segment_bytes if prealloc else 0)
         self.segments[base] = seg
 
+    def _delete_later_segment_files(self, later: list[Segment]) -> None:
+        """The files of the segments after one that recovery is about to cut, deleted before the cut, newest
+        first.  Kafka cuts first: killed in between, it restarts with a valid-looking cut segment followed by
+        the old later ones, a hole in the offsets that its next recovery keeps.  In this order every state a
+        kill can leave is a shorter log that still ends in the uncut segment, which the next load recovers
+        and cuts again (docs/crash-safety.md)."""
+        for seg in reversed(later):
+            self._delete_segment_files(seg)
+        self.ctx.deleted_segments.sort()  # reported oldest first, as deleted in Kafka's order
+
     def _delete_segment(self, seg: Segment) -> None:
         """deleteSegmentFiles (async in Kafka: *.deleted now, removed after file.delete.delay.ms)."""
+        self._delete_segment_files(seg)
+        if seg.base_offset in self.psm.snapshots:
+            self._note_deleted(self.psm.snapshots[seg.base_offset])
+        self.psm.mark_snapshot_deleted(seg.base_offset)
+
+    def _delete_segment_files(self, seg: Segment) -> None:
+        """The segment's own files (its snapshot is the caller's), once."""
+        if self.segments.get(seg.base_offset) is not seg:
+            return
         self._note_log_end_before()
         self.ctx.deleted_segments.append((seg.base_offset, log_bytes(self.disk, seg)))
         del self.segments[seg.base_offset]
         for suffix in (names.LOG_SUFFIX, names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX):
             self._delete(names.segment_file_name(seg.base_offset, suffix))
-        if seg.base_offset in self.psm.snapshots:
-            self._note_deleted(self.psm.snapshots[seg.base_offset])
-        self.psm.mark_snapshot_deleted(seg.base_offset)
 
     def _note_log_end_before(self) -> None:
         """The impact report's "before": read once, before the first change to the log's offsets."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -226,8 +226,10 @@ def resize_indexes(disk: Disk, seg: Segment, max_index_size: int) -> None:
     resize_index(disk, seg.time_index_path, max_index_size, TIME_ENTRY.itemsize)
 
 
-def truncate_to(disk: Disk, seg: Segment, offset: int, max_index_size: int) -> int:
-    """LogSegment.truncateTo(offset) (after InvalidOffsetException): returns bytes removed."""
+def truncate_to(disk: Disk, seg: Segment, offset: int, max_index_size: int,
+                before_cut: Callable[[], None] = lambda: None) -> int:
+    """LogSegment.truncateTo(offset) (after InvalidOffsetException): returns bytes removed.  ``before_cut`` runs
+    just before the ``.log`` is cut (see :func:`~mploader.recovery.segment_recovery.recover_segment`)."""
     hit = translate_offset(disk, seg, offset)
     for path, dtype in ((seg.index_path, OFFSET_ENTRY), (seg.time_index_path, TIME_ENTRY)):
         if disk.exists(path):
@@ -241,5 +243,7 @@ def truncate_to(disk: Disk, seg: Segment, offset: int, max_index_size: int) -> i
     if hit is None:
         return 0
     size = disk.size(seg.log_path)
+    if hit[0] < size:
+        before_cut()
     disk.set_size(seg.log_path, hit[0])
     return size - hit[0]

@@ -9,6 +9,7 @@ segment's files are rewritten.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,13 +141,17 @@ class SegmentRecovery:
 
 
 def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerStateManager,
-                    epochs: LeaderEpochCache | None, cfg: EffectiveConfig) -> SegmentRecovery:
+                    epochs: LeaderEpochCache | None, cfg: EffectiveConfig, *,
+                    before_cut: Callable[[], None] = lambda: None, index_path: str | None = None) -> SegmentRecovery:
     """LogSegment.recover(producerStateManager, leaderEpochCache) on a complete scan of ``seg``.
 
     Raises InvalidOffsetError (after leaving the files as Kafka would at that
-    point), OffsetOverflowError, or StartupFailedError.
+    point), OffsetOverflowError, or StartupFailedError.  ``before_cut`` runs just before the ``.log`` is cut
+    (the loader deletes the segments the cut condemns first: docs/crash-safety.md); ``index_path``: where it writes
+    the offset index (default: the segment's ``.index``).
     """
     path = seg.log_path
+    index_path = index_path or seg.index_path
     rows = BatchColumns(scan.batches)
     base = seg.base_offset
     # Kafka processes batches in order, so the first problem in the table decides
@@ -176,7 +181,7 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     if plan.failed_at_row is not None or throws_in_loop:
         # the exception leaves the .log as it was and the reset indexes at full size with the entries appended
         # so far; the first problem in batch order decides which exception it is
-        _write_reset_index(disk, seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos),
+        _write_reset_index(disk, index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos),
                            cfg.max_index_size, 8)
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12)
@@ -189,8 +194,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         raise StartupFailedError(path, scan.fatal_exception or "KafkaException", scan.fatal)
     if plan.final_time_failed:  # recover() truncated the log and trimmed the offset index first
         if scan.valid_bytes < disk.size(path):
+            before_cut()
             disk.set_size(path, scan.valid_bytes)
-        disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
+        disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12)
         raise InvalidOffsetError(f"{path}: time index offset goes backwards at the final entry")
@@ -198,8 +204,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     valid = scan.valid_bytes
     size = disk.size(path)
     if valid < size:
+        before_cut()
         disk.set_size(path, valid)
-    disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
+    disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
     disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel))
     return SegmentRecovery(size - valid, valid, len(txn_entries))
 

@@ -1,0 +1,75 @@
+"""The partition journal: what a clean load killed half-way must tell its rerun (docs/crash-safety.md).
+
+A clean dir's load keeps its clean-shutdown marker until every partition is loaded (``manager._commit_clean_dirs``),
+so that the rerun of a killed load is a clean load again.  A clean load is not always a fixpoint of itself,
+though: where the final producer-state rebuild finds no snapshot, Kafka writes empty snapshots at the last
+offsets without reading the log (``UnifiedLog.rebuildProducerState`` with ``reloadFromCleanShutdown``); a
+rerun that found those snapshots would replay the log from them instead.  Before taking that shortcut the
+loader writes ``mploader-journal`` in the partition directory; a rerun that finds it valid deletes the
+partition's snapshots first (they are the shortcut's: there were none when it was taken), and so takes the
+shortcut again.  The manager deletes the journals once the load has committed (the marker deleted).
+
+The journal holds the identity of the marker it was written under (inode, size, modification time, bytes).
+A broker that started since has deleted that marker (Kafka deletes it when it reads it) and may have written
+another at its shutdown: a journal whose marker is gone or another is stale, deleted and ignored.  Kafka
+ignores the file (it is no segment, index, snapshot or checkpoint name); a dry run keeps it in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from mploader.disk.base import Disk
+from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+from mploader.format.names import SNAPSHOT_SUFFIX
+
+JOURNAL = "mploader-journal"
+
+
+def _marker_identity(data_dir: str) -> str | None:
+    """The clean-shutdown marker of ``data_dir`` as one string (None: there is none)."""
+    path = os.path.join(data_dir, CLEAN_SHUTDOWN_MARKER)
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            content = f.read(4096)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{content.hex()}"
+
+
+def note_clean_start_without_snapshot(disk: Disk, partition_dir: str, data_dir: str) -> None:
+    """Record, durably, that this clean load rebuilds the producer state without a snapshot."""
+    marker = _marker_identity(data_dir)
+    if marker is not None:
+        data = json.dumps({"marker": marker, "no_snapshot": True}).encode()
+        disk.write(os.path.join(partition_dir, JOURNAL), data, fsync=True)
+
+
+def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) -> None:
+    """Before a partition loads: act on a valid journal left by a killed load (its snapshots go), delete a
+    stale one.  ``listing``: the partition directory's files (a journal is looked for only there)."""
+    if JOURNAL not in listing:
+        return
+    path = os.path.join(partition_dir, JOURNAL)
+    try:
+        facts = json.loads(disk.read(path))
+        valid = isinstance(facts, dict) and facts.get("marker") == _marker_identity(data_dir)
+    except ValueError:  # torn by the kill: written before the shortcut's first snapshot, so none was
+        valid = False
+    if not valid:
+        disk.delete(path)
+        return
+    if facts.get("no_snapshot"):
+        for name in listing:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                disk.delete(os.path.join(partition_dir, name))
+
+
+def remove(disk: Disk, partition_dir: str) -> None:
+    """The load has committed: the journal is of no more use."""
+    disk.delete(os.path.join(partition_dir, JOURNAL))
+
+
+__all__ = ["JOURNAL", "note_clean_start_without_snapshot", "remove", "replay"]

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Kill-point enumeration at scale: every change of loads of generated brokers with faults and of every real
+corpus data dir, SIGKILLed one point at a time, rerun, compared byte for byte (tests/crash_points.py).
+
+The brokers: for each seed, a small generated broker (tests/crash_points.py ``SMALL_BROKER``: 4 partitions,
+~8 segments each) in four shapes: unclean as generated (recovery points where the generator put them),
+unclean with every segment unflushed (damaged segments cut and the segments after them deleted), clean with
+the faults a clean start survives, and clean with two partitions' snapshots gone (Kafka's clean-start
+shortcut); then every data dir of the real corpus (shared/corpus/real, materialised).  Prints one line per
+load and the totals: kill points, mismatches, children that took another path.
+
+Usage: perf/crash_points.py [--seeds 1-10] [--no-corpus] [--no-commit-rule] [--report perf/README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mploader import LoaderConfig  # noqa: E402
+from perf.report import Lines, replace_section  # noqa: E402
+from tests.conftest import _corpus_source, corpus_data_dirs, materialize_corpus  # noqa: E402
+from tests.crash_points import GEN_NOW, Enumeration, enumerate_kill_points, small_broker  # noqa: E402
+
+INLINE = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+SHAPES = {
+    "unclean": {"clean": False, "faults": 8},
+    "unclean, every segment unflushed": {"clean": False, "faults": 8, "everything_unflushed": True},
+    "clean": {"clean": True, "faults": 8},
+    "clean, 2 partitions without snapshots": {"clean": True, "faults": 8, "drop_snapshots": 2},
+}
+
+
+def _generated_dir(work: Path) -> list[str]:
+    return [str(work / "data-0")]
+
+
+def _seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="1-10")
+    ap.add_argument("--no-corpus", action="store_true")
+    ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--no-commit-rule", dest="commit_rule", action="store_false",
+                    help="compare every kill with the uninterrupted load alone (for code that deletes the "
+                         "clean-shutdown marker first, as Kafka does)")
+    args = ap.parse_args(argv)
+    logging.disable(logging.CRITICAL)  # a killed load's warnings, thousands of times
+    out = Lines()
+    reports: list[tuple[str, Enumeration]] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mploader-crash-points-") as tmp:
+        root = Path(tmp)
+        for seed in _seeds(args.seeds):
+            for shape, kw in SHAPES.items():
+                pristine = root / f"{seed}-{len(reports)}"
+                small_broker(pristine, seed=seed, **kw)  # type: ignore[arg-type]
+                report = enumerate_kill_points(f"seed {seed}, {shape}", pristine, root / "work", _generated_dir,
+                                               INLINE, GEN_NOW, commit_rule=args.commit_rule)
+                reports.append((shape, report))
+                out.say("- " + report.summary())
+        source = None if args.no_corpus else _corpus_source()
+        if source is not None:
+            corpus = materialize_corpus(source, root / "corpus")
+            for d in corpus_data_dirs(corpus):
+                name = d.relative_to(corpus).as_posix()
+                report = enumerate_kill_points(name, d, root / "work", lambda w: [str(w)], INLINE, 1_800_000_000_000,
+                                               commit_rule=args.commit_rule)
+                reports.append(("real corpus", report))
+                out.say("- " + report.summary())
+    out.say("")
+    out.say("| loads | kill points | mismatches | another path |")
+    out.say("|---|---:|---:|---:|")
+    groups: dict[str, list[Enumeration]] = collections.defaultdict(list)
+    for shape, r in reports:
+        groups[shape].append(r)
+    for shape, rs in [*groups.items(), ("all", [r for _, r in reports])]:
+        out.say(f"| {shape} ({len(rs)}) | {sum(r.points for r in rs):,} | {sum(len(r.mismatches) for r in rs)} | "
+                f"{sum(len(r.nondeterministic) for r in rs)} |")
+    out.say(f"\n`perf/crash_points.py --seeds {args.seeds}{' --no-corpus' if args.no_corpus else ''}`: "
+            f"{time.perf_counter() - t0:.0f} s")
+    if args.report is not None:
+        replace_section(args.report, "crash-points", out.lines)
+    return 1 if any(r.mismatches or r.nondeterministic for _, r in reports) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,257 @@
+"""Crash safety, proven by killing loads: at every change they make to disk, and at random moments.
+
+The kill-point enumeration (tests/crash_points.py) SIGKILLs a forked child load at each point of an
+uninterrupted load's changes (every write, torn write, cut, rename, delete, sync), reruns the load to completion
+and compares every byte of the data dir and the final outcome the load reports with the uninterrupted load's.
+The brokers here are small (the bigger enumerations, with their figures, are perf/crash_points.py).  Each test
+prints its counts; docs/crash-safety.md says which orderings make them 0 and where Kafka's own order is not safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from mploader import LoaderConfig, load_logs
+from mploader.disk.mutations import set_mutation_hook
+from mploader.engine.cleanup import remove_orphaned_blocks
+from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+from mploader.recovery.journal import JOURNAL
+from tests.conftest import corpus_data_dirs
+from tests.crash_points import (
+    GEN_NOW,
+    Recorder,
+    copy_tree,
+    enumerate_kill_points,
+    final_outcome,
+    outcome_difference,
+    small_broker,
+)
+from tests.fingerprint import changed, tree_state
+
+_ROOT = Path(__file__).resolve().parents[1]
+INLINE = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+
+
+def _assert_every_point_safe(report, minimum: int) -> None:  # type: ignore[no-untyped-def]
+    print(report.summary())
+    assert report.points >= minimum, f"fewer kill points than expected: {report.summary()}"
+    assert report.killed == report.points, report.summary()
+    assert not report.nondeterministic, f"children took another path at points {report.nondeterministic[:10]}"
+    detail = "; ".join(f"point {m.point} ({m.op} {m.path}): {m.why}" for m in report.mismatches[:5])
+    assert not report.mismatches, f"{report.summary()}: {detail}"
+
+
+def _one_dir(work: Path) -> list[str]:
+    return [str(work / "data-0")]
+
+
+def test_every_kill_point_of_an_unclean_broker_with_faults(tmp_path: Path) -> None:
+    """Every segment unflushed (no recovery-point checkpoint), faults of every kind: recovery cuts damaged
+    segments and deletes the segments after them, rebuilds missing indexes, drops corrupt snapshots and stray
+    files.  Also checks the order that makes the cut safe: the segments a cut condemns are gone before it."""
+    small_broker(tmp_path / "pristine", seed=1, clean=False, everything_unflushed=True)
+    report = enumerate_kill_points("unclean, every segment unflushed, 6 faults", tmp_path / "pristine",
+                                   tmp_path / "work", _one_dir, INLINE, GEN_NOW)
+    _assert_every_point_safe(report, 100)
+    # the order, from the uninterrupted load's points: a .log cut comes after every deletion of a later .log
+    copy_tree(tmp_path / "pristine", tmp_path / "work")
+    recorder = Recorder(None)
+    set_mutation_hook(recorder)
+    try:
+        load_logs(_one_dir(tmp_path / "work"), INLINE, now_ms=GEN_NOW)
+    finally:
+        set_mutation_hook(None)
+    cuts_with_deletions = 0
+    for i, (op, path) in enumerate(recorder.points):
+        if op != "set-size" or not path.endswith(".log"):
+            continue
+        base = int(os.path.basename(path)[:20])
+        later = [p for o, p in recorder.points if o == "delete" and p.endswith(".log")
+                 and os.path.dirname(p) == os.path.dirname(path) and int(os.path.basename(p)[:20]) > base]
+        after = [p for o, p in recorder.points[i:] if o == "delete" and p in later]
+        assert not after, f"{path} was cut before the later segments {after} were deleted (a kill leaves a hole)"
+        cuts_with_deletions += bool(later)
+    assert cuts_with_deletions, "no cut deleted later segments: the data set no longer tests that order"
+
+
+def test_every_kill_point_of_a_clean_broker_with_faults(tmp_path: Path) -> None:
+    """A clean shutdown with missing, corrupt and truncated indexes, stray files, a corrupt snapshot, and two
+    partitions without snapshots (Kafka's clean-start shortcut): the marker stays until the load is done, the
+    load-time recoveries rename their rebuilt .index into place last, the shortcut is journaled."""
+    small_broker(tmp_path / "pristine", seed=3, clean=True, faults=8, drop_snapshots=2)
+    report = enumerate_kill_points("clean, 8 faults, 2 partitions without snapshots", tmp_path / "pristine",
+                                   tmp_path / "work", _one_dir, INLINE, GEN_NOW)
+    _assert_every_point_safe(report, 50)
+    assert not list((tmp_path / "work").rglob(JOURNAL)), "a completed load left a journal behind"
+
+
+@pytest.mark.parametrize("name", ["SharaWeil__kafka-0.11.0/data", "williamjie__kafakainfo/data",
+                                  "williamjie__kafakainfo/history/3a48fb7/data"])
+def test_every_kill_point_of_real_corpus_dirs(real_corpus: Path, tmp_path: Path, name: str) -> None:
+    """Real brokers' data dirs (a clean 0.11 broker, an unclean 1.x one with its recovery point at 0, an
+    earlier one with three partitions); the other corpus dirs have hundreds of points each: perf/crash_points.py."""
+    source = next(d for d in corpus_data_dirs(real_corpus) if d.relative_to(real_corpus).as_posix() == name)
+    report = enumerate_kill_points(name, source, tmp_path / "work", lambda w: [str(w)], INLINE, 1_800_000_000_000)
+    _assert_every_point_safe(report, 10)
+
+
+def test_a_dry_run_writes_no_journal_and_a_stale_journal_is_dropped(tmp_path: Path) -> None:
+    """The journal of Kafka's clean-start shortcut is never written by a dry run; one left under another
+    marker (a broker ran since) is deleted and does not change the outcome."""
+    data = small_broker(tmp_path / "b", seed=3, clean=True, faults=0, drop_snapshots=4)
+    before = tree_state(data)
+    load_logs([str(data)], INLINE.replace(dry_run=True), now_ms=GEN_NOW)
+    assert changed(before, tree_state(data)) == []
+    partition = next(p for p in data.iterdir() if p.is_dir())
+    (partition / JOURNAL).write_text(json.dumps({"marker": "another marker", "no_snapshot": True}))
+    reference = tmp_path / "reference" / data.name
+    reference.parent.mkdir()
+    copy_tree(data, reference)
+    (reference / partition.name / JOURNAL).unlink()
+    ref = load_logs([str(reference)], INLINE, now_ms=GEN_NOW)
+    got = load_logs([str(data)], INLINE, now_ms=GEN_NOW)
+    assert not (partition / JOURNAL).exists()
+    assert changed(tree_state(reference), tree_state(data)) == []
+    diff = outcome_difference(_by_name(final_outcome(ref)), _by_name(final_outcome(got)))
+    assert diff is None, diff
+
+
+def _by_name(outcome: dict[str, Any]) -> dict[str, Any]:
+    """An outcome whose paths are names (two copies of a data dir compared)."""
+    return {key: {os.path.basename(d): v for d, v in value.items()} for key, value in outcome.items()}
+
+
+def test_a_killed_clean_load_keeps_the_marker_and_the_rerun_is_clean(tmp_path: Path) -> None:
+    """Kafka deletes the marker when it reads it (KAFKA-10471): killed during a clean start, it recovers on the
+    next.  mploader deletes it last: killed at the first partition's first change, the marker is there."""
+    data = small_broker(tmp_path / "b", seed=3, clean=True, faults=0)
+    recorder = Recorder(None)
+    set_mutation_hook(recorder)
+    try:
+        copy_tree(data, tmp_path / "probe")
+        load_logs([str(tmp_path / "probe")], INLINE, now_ms=GEN_NOW)
+    finally:
+        set_mutation_hook(None)
+    first_partition_change = next(k for k, (_, path) in enumerate(recorder.points, start=1)
+                                  if os.path.dirname(path) != str(tmp_path / "probe"))
+    marker_at = [k for k, (op, path) in enumerate(recorder.points, start=1)
+                 if op == "delete" and path.endswith(CLEAN_SHUTDOWN_MARKER)]
+    assert marker_at and marker_at[0] > max(k for k, (_, path) in enumerate(recorder.points, start=1)
+                                            if path.endswith(".snapshot")), "the marker goes before the last write"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            set_mutation_hook(Recorder(None, kill_at=first_partition_change))
+            load_logs([str(data)], INLINE, now_ms=GEN_NOW)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert (data / CLEAN_SHUTDOWN_MARKER).exists()
+    rerun = load_logs([str(data)], INLINE, now_ms=GEN_NOW)
+    assert rerun.clean_shutdown == {str(data): True}
+    assert not any(lg.recovered_segments for lg in rerun.all_logs())
+
+
+# ---- SIGKILL of the whole process tree (the parent and its Phase 1 workers) at random moments
+
+CHILD = """if True:
+    import json, sys
+    from mploader import LoaderConfig, load_logs
+    from mploader.engine.pool import PoolEngine
+    PoolEngine.parent_head_bytes = 0  # a small broker: the workers scan everything (as tests/conftest.py does)
+    spec = json.loads(sys.argv[1])
+    open(spec["started"], "w").close()
+    load_logs(spec["dirs"], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=spec["now"])
+"""
+
+
+def _child(dirs: list[str], started: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
+    spec = json.dumps({"dirs": dirs, "now": GEN_NOW, "started": str(started)})
+    return subprocess.Popen([sys.executable, "-c", CHILD, spec], cwd=str(_ROOT), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_started(proc: subprocess.Popen[bytes], started: Path) -> float:
+    """When the child is about to load (its imports done): the time zero of a kill's moment."""
+    while not started.exists() and proc.poll() is None:
+        time.sleep(0.002)
+    return time.monotonic()
+
+
+def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: Path) -> None:
+    """A broker of two data dirs with faults, loaded by a child with 2 workers per dir; the child's whole
+    session (parent, workers, resource trackers) gets SIGKILL at random moments of the load; a rerun leaves
+    every byte and the outcome of one uninterrupted load.  The moments are drawn over an uninterrupted child
+    load's duration, measured first; a moment the load outran is tried again, earlier."""
+    from mploader.generate import GeneratorConfig, generate
+
+    generate(tmp_path / "pristine", GeneratorConfig(
+        data_dirs=2, topics=3, partitions_per_topic=4, total_bytes=12_000_000, segment_bytes=128 * 1024,
+        batch_bytes=4096, records_per_batch=8, faults=8, seed=21))
+    work = tmp_path / "work"
+    dirs = [str(work / "data-0"), str(work / "data-1")]
+    copy_tree(tmp_path / "pristine", work)
+    expected = final_outcome(load_logs(dirs, INLINE, now_ms=GEN_NOW))
+    expected_tree = tree_state(work)
+    started = tmp_path / "started"
+    copy_tree(tmp_path / "pristine", work)
+    proc = _child(dirs, started)
+    t0 = _wait_started(proc, started)
+    assert proc.wait(timeout=120) == 0
+    window = time.monotonic() - t0
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    tries = [rng.uniform(0.05, 0.9) * window for _ in range(6)]
+    report = []
+    for i, moment in enumerate(tries):
+        copy_tree(tmp_path / "pristine", work)
+        started.unlink(missing_ok=True)
+        proc = _child(dirs, started)
+        t0 = _wait_started(proc, started)
+        time.sleep(max(0.0, moment - (time.monotonic() - t0)))
+        ended = proc.poll() is not None
+        workers = _workers(proc.pid)
+        if not ended:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended in between
+                ended = True
+        if ended and len(tries) < 12:
+            tries.append(moment / 2)
+        proc.wait()
+        remove_orphaned_blocks()  # what the next pool load's start does
+        rerun = final_outcome(load_logs(dirs, INLINE, now_ms=GEN_NOW))
+        files = changed(expected_tree, tree_state(work))
+        assert not files, f"kill {i} at {moment:.2f} s: {len(files)} files differ after the rerun: {files[:5]}"
+        assert outcome_difference(expected, rerun) is None, outcome_difference(expected, rerun)
+        report.append(f"{moment:.2f} s{' (had ended)' if ended else f' ({workers} workers)'}")
+    print(f"SIGKILL of the process tree at {', '.join(report)} of a {window:.2f} s load: 0 mismatches")
+    assert sum("ended" not in r for r in report) >= 4, report
+    assert any("(0 workers)" not in r and "ended" not in r for r in report), f"no kill while workers ran: {report}"
+
+
+def _workers(pid: int) -> int:
+    """The Phase 1 worker processes under ``pid`` now."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    n = 0
+    for p in children:
+        try:
+            n += "LokyProcess" in " ".join(p.cmdline())
+        except psutil.Error:
+            pass
+    return n
