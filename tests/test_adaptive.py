@@ -160,3 +160,36 @@ def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) 
     for f in sorted(a.rglob("*")):  # and the files on disk are the same bytes
         g = b / f.relative_to(a)
         assert f.is_dir() or f.read_bytes() == g.read_bytes(), f
+
+
+def test_the_adaptive_pool_starts_one_worker_and_grows_with_its_count(tmp_path, monkeypatch) -> None:
+    """The pool of a dir starts with the first count's workers (each costs ~0.2 s of CPU to start) and gets more
+    when the count grows (loky starts them at the next submission; this holds the private attribute it uses)."""
+    import psutil
+
+    from mploader.engine.plan import DirPlan
+    from mploader.engine.pool import PoolEngine
+    from mploader.result import LoadStats
+    from tests.test_engine import _partitions_of
+
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=4,
+                                                          total_bytes=4_000_000, segment_bytes=256 * 1024, faults=0))
+    d = out.data_dirs[0]
+    monkeypatch.setattr("mploader.engine.adaptive.MAX_INTERVAL_S", 3600.0)  # the count changes only below
+    monkeypatch.setattr("mploader.engine.adaptive.MIN_SCANS", 10**9)
+
+    def workers() -> set[int]:
+        return {c.pid for c in psutil.Process().children() if "resource_tracker" not in " ".join(c.cmdline())}
+
+    before = workers()  # (other tests' processes, if any are still about)
+    engine = PoolEngine(LoadStats(), 3, [d], None, adaptive=True)
+    try:
+        engine.prefetch([DirPlan(d, False, _partitions_of(d), {})])
+        assert len(workers() - before) == 1
+        assert engine.adaptive is not None
+        engine.adaptive._apply(d, 3)
+        assert engine.adaptive.gates[d].permits == 3
+        engine._submit(d, engine.planned[d][0][1][0])  # any submission brings the pool to its new size
+        assert len(workers() - before) == 3
+    finally:
+        engine.close()

@@ -13,9 +13,10 @@ right for both, so the pool measures:
   after it (the interval that straddles the change is not counted); a probe that fails is undone and not
   tried again for a while (4 intervals, doubling up to 32), so the controller follows a load whose character
   changes (the page cache warming, another tenant) without oscillating;
-* :class:`Gate` holds the count: the pool starts its ``cap`` workers once and a semaphore shared with them
-  (loky's context) lets only ``target`` of them scan at once, so a change takes effect at the next scan, with
-  no worker started or stopped;
+* :class:`Gate` holds the count: a semaphore shared with the dir's workers (loky's context) lets only
+  ``target`` of them scan at once, so a change takes effect at the next scan; the pool is started with the
+  first count's workers and grows to the highest count reached (:class:`Adaptive`), never shrinks (a worker
+  beyond the count waits at the gate: stopping one would cost a restart if the count grew again);
 * :class:`DirMonitor` is the thread that measures each interval (at least ``MIN_INTERVAL_S`` and
   ``MIN_SCANS`` finished scans, at most ``MAX_INTERVAL_S``): the bytes Phase 1 handed to Phase 2 (its
   progress callback, :class:`ScanMeter`) and the device's busy share (:class:`DeviceLoad`: iostat's %util, or
@@ -30,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +96,9 @@ class AdaptiveController:
             return self._judge()
         if saturated and self.target > 1 and self._allowed(self.target - 1):
             return self._move(self.target - 1, probe=True)
-        if not saturated and self.target < self.cap and self._allowed(self.target + 1):
+        if self.target < self.cap and self._allowed(self.target + 1):
+            # a saturated device may still give more to more readers (an IOPS limit: their requests are larger),
+            # so the probe up is tried there too, once the probe down is not (kept only for a real gain)
             return self._move(self.target + 1, probe=True)
         return self.target
 
@@ -213,11 +217,11 @@ class DeviceLoad:
 class DirMonitor:
     """The thread that measures one data dir and applies its controller's count to its gate."""
 
-    def __init__(self, data_dir: str, controller: AdaptiveController, gate: Gate, meter: ScanMeter,
-                 closed: threading.Event):
+    def __init__(self, data_dir: str, controller: AdaptiveController, apply: Callable[[int], None],
+                 meter: ScanMeter, closed: threading.Event):
         self.data_dir = data_dir
         self.controller = controller
-        self.gate = gate
+        self.apply = apply  # puts a new count into effect
         self.meter = meter
         self.closed = closed
         self._thread = threading.Thread(target=self._run, name=f"mploader-adaptive-{data_dir}", daemon=True)
@@ -242,7 +246,7 @@ class DirMonitor:
                 rates = ", ".join(f"{n}: {r / 1e6:.0f} MB/s" for n, r in sorted(self.controller.rates.items()))
                 log.info("adaptive workers: %s: %d -> %d (throughput by count: %s; device busy %s)", self.data_dir,
                          before, target, rates, _percent(self.controller.history[-1][2]))
-                self.gate.resize(target, self.closed)
+                self.apply(target)
 
 
 def _percent(v: float | None) -> str:
@@ -250,15 +254,37 @@ def _percent(v: float | None) -> str:
 
 
 class Adaptive:
-    """What a pool needs for adaptive workers: a gate and a monitor per data dir, and the metering progress."""
+    """What a pool needs for adaptive workers: per data dir a gate, a monitor and the workers started so far (a
+    dir's pool starts with as many as the first count and grows when the count does: each worker costs ~0.2 s of
+    CPU to start), and the metering progress."""
 
     def __init__(self, cap: int, data_dirs: list[str], closed: threading.Event, start: int = 1):
         self.cap = cap
         self.start_count = max(1, min(cap, start))
         self.closed = closed
         self.gates = {d: Gate(self.start_count) for d in data_dirs}
+        self.started = dict.fromkeys(data_dirs, self.start_count)  # the processes a dir's pool may have
         self.meter = ScanMeter(None)
+        self._pools: dict[str, Any] = {}
         self._monitors: dict[str, DirMonitor] = {}
+        self._lock = threading.Lock()
+
+    def pool_size(self, data_dir: str, pool: Any) -> int:
+        """How many workers ``pool`` (a new loky executor of ``data_dir``, not started yet) is made with."""
+        with self._lock:
+            self._pools[data_dir] = pool
+            return self.started[data_dir]
+
+    def _apply(self, data_dir: str, count: int) -> None:
+        with self._lock:
+            if count > self.started[data_dir]:
+                self.started[data_dir] = count
+                pool = self._pools.get(data_dir)
+                if pool is not None:
+                    # loky starts the missing workers at the next submission (ProcessPoolExecutor.submit brings the
+                    # process count to _max_workers: loky 3.4 to 3.7, not public API)
+                    pool._max_workers = count
+        self.gates[data_dir].resize(count, self.closed)
 
     def metered(self, progress: Progress | None) -> Progress:
         self.meter.inner = progress
@@ -268,8 +294,8 @@ class Adaptive:
         """Start watching ``data_dir`` (its scans are about to start)."""
         if data_dir not in self._monitors:
             controller = AdaptiveController(self.cap, self.start_count)
-            self._monitors[data_dir] = m = DirMonitor(data_dir, controller, self.gates[data_dir], self.meter,
-                                                      self.closed)
+            self._monitors[data_dir] = m = DirMonitor(data_dir, controller, lambda n: self._apply(data_dir, n),
+                                                      self.meter, self.closed)
             m.start()
 
 

@@ -198,6 +198,8 @@ class PoolEngine(Engine):
             gate = None if self.adaptive is None else self.adaptive.gates[data_dir].semaphore(fresh=ex is not None)
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=init_worker,
                                      initargs=(os.getpid(), gate))
+            if self.adaptive is not None:  # started with the workers the count needs so far (engine.adaptive)
+                ex._max_workers = self.adaptive.pool_size(data_dir, ex)
             self._executors[data_dir] = ex
             if self._closed.is_set():  # closed meanwhile (another thread: a cancel): close() may not have seen it
                 ex.shutdown(wait=True, kill_workers=True)

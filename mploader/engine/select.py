@@ -38,15 +38,16 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     :data:`AUTO_POOL_MIN_BYTES` of segments to scan (``scan_bytes``: the largest per-dir amount):
     starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
     (perf/README.md).  An explicit number always wins.  "adaptive" = the most workers the adaptive pool may let
-    scan at once: the usable CPUs shared among the data dirs, at least 2 (:mod:`mploader.engine.adaptive`; a
-    scan is CPU work, and the read-ahead already keeps the disk busy while the scans compute); like "auto", 1
-    below :data:`AUTO_POOL_MIN_BYTES` (no count of workers pays for the pool's start there).
+    scan at once: twice the usable CPUs shared among the data dirs, at least 2 (:mod:`mploader.engine.adaptive`:
+    it starts workers only as its count grows; beyond the CPUs, more readers paid on a device that caps IOPS,
+    their requests being larger: perf/README.md); like "auto", 1 below :data:`AUTO_POOL_MIN_BYTES` (no count of
+    workers pays for the pool's start there).
     """
     n = cfg.num_segment_loading_threads_per_data_dir
     if n in ("auto", "adaptive") and scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
         return 1
     if n == "adaptive":
-        return max(2, usable_cpus() // max(1, n_dirs))
+        return max(2, 2 * usable_cpus() // max(1, n_dirs))
     if n == "auto":
         return max(1, usable_cpus() // max(1, n_dirs))
     return int(n)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -50,6 +51,8 @@ class _Collect(logging.Handler):
 
 
 def main(argv: list[str]) -> int:
+    # a process started in the background by a shell inherits SIGINT ignored: the experiment stops a run with it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if len(argv) != 1:
         print("usage: python -m mploader.experiments.child SPEC_JSON", file=sys.stderr)
         return 2
