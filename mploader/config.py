@@ -68,6 +68,10 @@ class LoaderConfig:
                                                  (:mod:`mploader.recovery.index_check`)
     ``max_read_bytes_per_sec``                   per data dir, the most bytes Phase 1 scans per second (an IO
                                                  budget: :mod:`mploader.engine.throttle`); None (default): no limit
+    ``persist_recovery_points``                  advance each partition's recovery-point-offset-checkpoint entry to
+                                                 its log end offset once its recovered files are durable, so that a
+                                                 killed load or the broker's next start does not recover it again
+                                                 (:mod:`mploader.recovery.resume`); False (default): as Kafka's load
     """
 
     num_recovery_threads_per_data_dir: int = 1
@@ -84,6 +88,7 @@ class LoaderConfig:
     read_ahead_bytes: int | Literal["auto"] = "auto"
     index_check: Literal["kafka", "sanity", "full"] = "kafka"
     max_read_bytes_per_sec: int | None = None
+    persist_recovery_points: bool = False
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:

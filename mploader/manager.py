@@ -46,6 +46,7 @@ from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import journal, preflight as partition_preflight
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.recovery.loader import PartitionContext
+from mploader.recovery.resume import RecoveryPointWriter
 from mploader.recovery.segment import Segment, resize_indexes
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
@@ -75,6 +76,7 @@ class _DirState:
     high_watermarks: dict[TopicPartition, int] | None = None  # replication-offset-checkpoint (None: unknown)
     marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (_commit_clean_dirs)
     loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
+    resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
 
 
 def load_logs(
@@ -162,6 +164,10 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
+    if cfg.persist_recovery_points:  # a dir whose checkpoint could not be read is left to Kafka (resume.py)
+        for s in live:
+            if s.offline_reason is None and s.path not in offline:
+                s.resume = RecoveryPointWriter(disk, s.path, s.recovery_points)
     if runner is not None:
         loaded = _run_elsewhere(live, cfg, now, runner, stats, offline)
     else:
@@ -526,6 +532,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             engine.close(kill=True)  # the workers go now: a thread waiting for one of their scans stops at once
             for _, pool, _ in pools:  # the caller releases the dirs' locks next: no loading thread may still write
                 pool.shutdown(wait=True)
+            _write_recovery_points(states, offline)  # the partitions finished before Ctrl-C are not recovered again
             raise
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:
@@ -544,12 +551,21 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
                 offline.setdefault(s.path, s.offline_reason)
         if first_fatal is not None:
             raise first_fatal
+        _write_recovery_points(states, offline)
     finally:
         for name, tags in registered:
             metrics.remove(name, tags)
         if progress is not None:
             progress.close()
     return loaded
+
+
+def _write_recovery_points(states: list[_DirState], offline: dict[str, str]) -> None:
+    """persist_recovery_points: the entries of the partitions loaded since the last write, written now (in
+    the dirs still online)."""
+    for s in states:
+        if s.resume is not None and s.path not in offline:
+            s.resume.close()
 
 
 def _report_plan(progress: ProgressTracker, engine: Engine, data_dir: str) -> None:
@@ -627,12 +643,15 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             stats.bytes_read += scanned
             loaded.append(lg)
             s.loaded.append(lg)
+            if s.resume is not None:
+                s.resume.loaded(lg)
     for s in states:
         stats.dir_seconds[s.path] = time.perf_counter() - t0
         if s.offline_reason is not None:
             offline.setdefault(s.path, s.offline_reason)
     if first_fatal is not None:
         raise first_fatal
+    _write_recovery_points(states, offline)
     return loaded
 
 
@@ -647,6 +666,8 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
         loaded, ctx = load_partition(_job(s, path, tp, kind, now), cfg, disk, engine.source(s.path),
                                      lambda n: metrics.set(REMAINING_SEGMENTS_TO_RECOVER, seg_tags, n), cancel)
         _warn_deleted(loaded)
+        if s.resume is not None:
+            s.resume.loaded(loaded)
         with lock:
             s.loaded.append(loaded)
             engine.stats.bytes_read += ctx.bytes_scanned

@@ -87,8 +87,9 @@ def final_outcome(result: LoadResult) -> dict[str, Any]:
     return {"logs": logs, "offline_dirs": dict(result.offline_dirs), "clean_shutdown": dict(result.clean_shutdown)}
 
 
-def outcome_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """The first difference between two :func:`final_outcome` s, in words (None: equal)."""
+def outcome_difference(a: dict[str, Any], b: dict[str, Any], ignore: tuple[str, ...] = ()) -> str | None:
+    """The first difference between two :func:`final_outcome` s, in words (None: equal); ``ignore``: keys of a
+    log not compared."""
     for key in ("offline_dirs", "clean_shutdown"):
         if a[key] != b[key]:
             return f"{key}: {a[key]} != {b[key]}"
@@ -97,7 +98,7 @@ def outcome_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
         if x is None or y is None:
             return f"{d}: loaded in only one of the two"
         for k in x:
-            if x[k] != y[k]:
+            if k not in ignore and x[k] != y[k]:
                 return f"{d}: {k}: {x[k]} != {y[k]}"
     return None
 
@@ -168,6 +169,7 @@ def copy_tree(src: Path, dest: Path) -> None:
 
 def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
                           config: LoaderConfig, now_ms: int, *, limit: int | None = None, commit_rule: bool = True,
+                          ignore: tuple[str, ...] = (),
                           on_point: Callable[[int, int], None] | None = None) -> Enumeration:
     """Kill a load of a copy of ``pristine`` (at ``work``) at each of its points, rerun, compare.
 
@@ -175,7 +177,9 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     thread (the points' order is then fixed).  ``limit``: only the first that many points.  ``commit_rule``:
     compare a kill after the marker's deletion with the uninterrupted load followed by a second load (False:
     every kill with the uninterrupted load alone, e.g. for code that deletes the marker first, as Kafka does).
-    ``on_point(k, n)`` is called after each point (progress for long runs)."""
+    ``ignore``: outcome keys not compared (with ``persist_recovery_points`` the rerun's loader starts from the
+    recovery points the killed run advanced: ``loader_recovery_point``).  ``on_point(k, n)`` is called after
+    each point (progress for long runs)."""
     report = Enumeration(name)
     copy_tree(pristine, work)
     recorder = Recorder(None)
@@ -209,7 +213,7 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
         after_commit = commit is not None and k > commit
         report.after_commit += after_commit
         want_tree, want = (committed_tree, committed) if after_commit else (expected_tree, expected)
-        why = _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want)
+        why = _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want, ignore)
         if why is not None:
             report.mismatches.append(Mismatch(k, op, os.path.relpath(path, work), why))
         if on_point is not None:
@@ -236,7 +240,8 @@ def _load_killed_at(k: int, log_path: Path, dirs: list[str], config: LoaderConfi
 
 
 def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms: int,
-                      expected_tree: dict[str, tuple[int, str]], expected: dict[str, Any]) -> str | None:
+                      expected_tree: dict[str, tuple[int, str]], expected: dict[str, Any],
+                      ignore: tuple[str, ...]) -> str | None:
     """Load the killed copy to completion; how its files or its outcome differ from the uninterrupted load's."""
     try:
         rerun = load_logs(dirs, config, now_ms=now_ms)
@@ -245,7 +250,7 @@ def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms:
     files = changed(expected_tree, tree_state(work))
     if files:
         return f"{len(files)} files differ: {', '.join(files[:6])}"
-    return outcome_difference(expected, final_outcome(rerun))
+    return outcome_difference(expected, final_outcome(rerun), ignore)
 
 
 __all__ = ["CLEAN_FAULTS", "GEN_NOW", "SMALL_BROKER", "Enumeration", "Mismatch", "Recorder", "copy_tree",

@@ -81,6 +81,11 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify-after", action="store_true",
                    help="after the load, audit every segment it did not read (mploader verify's checks, newest "
                         "first) and report what is wrong; changes nothing (KIP-263's lazy start, done safely)")
+    p.add_argument("--resumable", action="store_true",
+                   help="advance each partition's entry in recovery-point-offset-checkpoint to its log end offset "
+                        "once its recovered files are on disk, so that a load killed half-way, or the broker's next "
+                        "start, does not recover it again (Kafka's own load leaves the recovery points where they "
+                        "were)")
     p.add_argument("--index-check", choices=("kafka", "sanity", "full"), default="kafka",
                    help="indexes of the segments the load does not recover: 'kafka' (default) leaves them unread, as "
                         "Kafka does; 'sanity' runs older brokers' index sanity checks, 'full' mploader verify's "
@@ -225,7 +230,7 @@ def run_load(args: argparse.Namespace) -> int:
             num_segment_loading_threads_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
-            max_read_bytes_per_sec=args.max_read_rate,
+            max_read_bytes_per_sec=args.max_read_rate, persist_recovery_points=args.resumable,
         )
         before = _check_dirs(args)
     except (ValueError, _Refused) as e:

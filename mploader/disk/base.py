@@ -92,6 +92,10 @@ class Disk(abc.ABC):
         """Make every ``durable`` write durable (one sync per file system written to)."""
 
     @abc.abstractmethod
+    def sync(self, directory: str) -> None:
+        """Make everything written so far on ``directory``'s file system durable (``syncfs``; a dry run: nothing)."""
+
+    @abc.abstractmethod
     def write_atomically(self, path: str, data: bytes) -> None:
         """Kafka's checkpoint write: tmp file, fsync, rename, fsync of the directory."""
 

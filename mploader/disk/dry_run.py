@@ -143,6 +143,9 @@ class DryRunDisk(RealDisk):
     def flush(self) -> None:
         """Nothing was written."""
 
+    def sync(self, directory: str) -> None:
+        """Nothing was written."""
+
     def changed_dirs(self) -> list[str]:
         return []  # nothing on disk changes
 

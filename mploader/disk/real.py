@@ -151,6 +151,10 @@ class RealDisk(Disk):
             point("syncfs", directory)
             _syncfs(directory)
 
+    def sync(self, directory: str) -> None:
+        point("syncfs", directory)
+        _syncfs(directory)
+
     def write_atomically(self, path: str, data: bytes) -> None:
         tmp = path + ".tmp"
         self.write(tmp, data, fsync=True)
