@@ -8,6 +8,7 @@ garbage index gives the same answers it gives Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -139,16 +140,28 @@ def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -
             buf.close()
 
 
-def _entries(disk: Disk, seg: Segment, position: int) -> Iterator[tuple[bytes | mmap.mmap, int, int, int]]:
-    """FileLogInputStream from ``position``: (buffer, position, size, magic) of each entry; a size field
-    below 14 in an unrecovered segment is fatal (nothing catches the CorruptRecordException there)."""
+@contextlib.contextmanager
+def _log_view(disk: Disk, seg: Segment) -> Iterator[tuple[bytes | mmap.mmap, int]]:
+    """The ``.log``'s bytes and :func:`log_size`, unmapped (its descriptor closed) when the block ends, also by an
+    exception: a StartupFailedError raised from a walk would otherwise keep the mapping until its traceback is
+    collected."""
     size = log_size(disk, seg)
+    buf = disk.view(seg.log_path) if size > HEADER_SIZE_UP_TO_MAGIC else b""
+    try:
+        yield buf, size
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+def _entries(buf: bytes | mmap.mmap, seg: Segment, position: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """FileLogInputStream from ``position`` to ``size`` over ``buf`` (:func:`_log_view`): (position, size, magic)
+    of each entry; a size field below 14 in an unrecovered segment is fatal (nothing catches the
+    CorruptRecordException there)."""
     if size <= HEADER_SIZE_UP_TO_MAGIC:
         return
-    buf = disk.view(seg.log_path)
     try:
-        for p, total, magic in iter_entries(buf, position, size, seg.log_path):
-            yield buf, p, total, magic
+        yield from iter_entries(buf, position, size, seg.log_path)
     except CorruptRecordError as e:
         raise StartupFailedError(seg.log_path, "CorruptRecordException",
                                  f"{e.reason} at byte {e.position} of an unrecovered segment") from e
@@ -160,9 +173,10 @@ def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int 
     Like Kafka's searchForOffsetWithSize it reads headers from the index's position on and stops at
     the first hit: entries after it are never looked at."""
     _, pos = offset_index_lookup(disk, seg, offset)
-    for buf, p, total, magic in _entries(disk, seg, max(pos, start_position)):
-        if _last_offset(buf, seg, p, magic) >= offset:
-            return p, total
+    with _log_view(disk, seg) as (buf, size):
+        for p, total, magic in _entries(buf, seg, max(pos, start_position), size):
+            if _last_offset(buf, seg, p, magic) >= offset:
+                return p, total
     return None
 
 
@@ -186,13 +200,14 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
     hit = translate_offset(disk, seg, offset_index_last_offset(disk, seg))
     if hit is None:
         return seg.base_offset
-    last = None
-    for last in _entries(disk, seg, hit[0]):  # noqa: B007 - the loop only keeps the last entry
-        pass
-    if last is None:
-        return seg.base_offset
-    buf, p, _, magic = last
-    return _last_offset(buf, seg, p, magic) + 1
+    with _log_view(disk, seg) as (buf, size):
+        last = None
+        for last in _entries(buf, seg, hit[0], size):  # noqa: B007 - the loop only keeps the last entry
+            pass
+        if last is None:
+            return seg.base_offset
+        p, _, magic = last
+        return _last_offset(buf, seg, p, magic) + 1
 
 
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
