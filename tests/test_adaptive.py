@@ -108,6 +108,8 @@ def test_noise_alone_does_not_make_it_wander() -> None:
 
 def test_an_interval_straddling_a_change_is_not_counted() -> None:
     c = AdaptiveController(cap=2, start=1)
+    assert c.observe(Observation(1.0, 7, 10.0)) == 1  # the first: the workers were starting
+    assert c.rates == {}
     assert c.observe(Observation(1.0, 100, 10.0)) == 2  # grows: a probe
     assert c.observe(Observation(1.0, 10_000, 10.0)) == 2  # settling: not judged, whatever it says
     assert 2 not in c.rates

@@ -10,7 +10,8 @@ right for both, so the pool measures:
   device stays below ``util_high`` (90%) and the step raised the throughput by more than ``gain`` (10%), and,
   while the device is saturated, steps down as long as the lower count keeps the throughput within ``gain`` of
   the best seen: fewer readers for the same bytes.  Every step is a probe, judged on the first whole interval
-  after it (the interval that straddles the change is not counted); a probe that fails is undone and not
+  after it (the interval that straddles the change is not counted, nor the first, which holds the workers'
+  start); a probe that fails is undone and not
   tried again for a while (4 intervals, doubling up to 32), so the controller follows a load whose character
   changes (the page cache warming, another tenant) without oscillating;
 * :class:`Gate` holds the count: a semaphore shared with the dir's workers (loky's context) lets only
@@ -18,8 +19,8 @@ right for both, so the pool measures:
   first count's workers and grows to the highest count reached (:class:`Adaptive`), never shrinks (a worker
   beyond the count waits at the gate: stopping one would cost a restart if the count grew again);
 * :class:`DirMonitor` is the thread that measures each interval (at least ``MIN_INTERVAL_S`` and
-  ``MIN_SCANS`` finished scans, at most ``MAX_INTERVAL_S``): the bytes Phase 1 handed to Phase 2 (its
-  progress callback, :class:`ScanMeter`) and the device's busy share (:class:`DeviceLoad`: iostat's %util, or
+  ``MIN_SCANS`` finished scans, at most ``MAX_INTERVAL_S``): the bytes the dir's workers scanned
+  (:class:`ScanMeter`) and the device's busy share (:class:`DeviceLoad`: iostat's %util, or
   for a device a cgroup throttles, the share of the limit the reads use, since a throttled device's own
   %util stays low while its readers wait: :mod:`mploader.host.cgroup`).
 
@@ -38,7 +39,6 @@ from typing import Any
 from mploader.host.cgroup import ReadLimits, read_limits
 from mploader.host.devices import storage_of
 from mploader.host.iostat import DiskCounters, disk_counters, disk_rates
-from mploader.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class AdaptiveController:
         self.rates: dict[int, float] = {}  # bytes/s measured at each count (the latest, smoothed)
         self.history: list[tuple[int, float, float | None]] = []  # (count, bytes/s, util) per observation
         self._probe_from: int | None = None  # the count a probe left (to compare with, and to return to)
-        self._settling = False
+        self._settling = True  # the first interval holds the workers' start: not the count's figure either
         self._blocked: dict[int, int] = {}  # count -> the observation from which it may be probed again
         self._backoff: dict[int, int] = {}
         self._seen = 0
@@ -93,7 +93,7 @@ class AdaptiveController:
         self.rates[self.target] = rate if old is None or self._probe_from is not None else (old + rate) / 2
         saturated = obs.util_percent is not None and obs.util_percent >= self.util_high
         if self._probe_from is not None:
-            return self._judge()
+            return self._judge(saturated)
         if saturated and self.target > 1 and self._allowed(self.target - 1):
             return self._move(self.target - 1, probe=True)
         if self.target < self.cap and self._allowed(self.target + 1):
@@ -102,7 +102,7 @@ class AdaptiveController:
             return self._move(self.target + 1, probe=True)
         return self.target
 
-    def _judge(self) -> int:
+    def _judge(self, saturated: bool) -> int:
         base, here = self._probe_from, self.target
         assert base is not None
         self._probe_from = None
@@ -110,8 +110,11 @@ class AdaptiveController:
             kept = self.rates[here] > self.rates[base] * (1 + self.gain)
         else:  # fewer workers on a saturated device: worth it if the throughput stays near the best seen
             kept = self.rates[here] >= max(self.rates.values()) * (1 - self.gain)
-        if kept:
+        if kept:  # and on in the same direction while it pays (down: while the device stays saturated)
             self._backoff.pop(here, None)
+            step = 1 if here > base else -1
+            if 1 <= here + step <= self.cap and self._allowed(here + step) and (step > 0 or saturated):
+                return self._move(here + step, probe=True)
             return self.target
         self._backoff[here] = min(MAX_BACKOFF, 2 * self._backoff.get(here, FIRST_BACKOFF // 2))
         self._blocked[here] = self._seen + self._backoff[here]
@@ -157,21 +160,20 @@ class Gate:
                 self.permits -= 1
 
 
-class ScanMeter(Progress):
-    """The engine's progress callback, counting the bytes scanned per data dir on the way."""
+class ScanMeter:
+    """The bytes a dir's workers have scanned, counted as each scan ends (a future's done callback).  Not what
+    Phase 2 has taken: the workers run ahead of it, and Phase 2 takes their scans in bursts (measured that way,
+    one count's intervals read 33, then 250 MB/s from a device capped at 150)."""
 
-    def __init__(self, inner: Progress | None):
-        self.inner = inner
+    def __init__(self) -> None:
         self.bytes: dict[str, int] = {}
         self.scans: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def segments_scanned(self, data_dir: str, segments: int, nbytes: int) -> None:
+    def scanned(self, data_dir: str, nbytes: int) -> None:
         with self._lock:
             self.bytes[data_dir] = self.bytes.get(data_dir, 0) + nbytes
-            self.scans[data_dir] = self.scans.get(data_dir, 0) + segments
-        if self.inner is not None:
-            self.inner.segments_scanned(data_dir, segments, nbytes)
+            self.scans[data_dir] = self.scans.get(data_dir, 0) + 1
 
     def take(self, data_dir: str) -> tuple[int, int]:
         """(bytes, scans) since the last take."""
@@ -256,7 +258,7 @@ def _percent(v: float | None) -> str:
 class Adaptive:
     """What a pool needs for adaptive workers: per data dir a gate, a monitor and the workers started so far (a
     dir's pool starts with as many as the first count and grows when the count does: each worker costs ~0.2 s of
-    CPU to start), and the metering progress."""
+    CPU to start), and the meter of the scans."""
 
     def __init__(self, cap: int, data_dirs: list[str], closed: threading.Event, start: int = 1):
         self.cap = cap
@@ -264,7 +266,7 @@ class Adaptive:
         self.closed = closed
         self.gates = {d: Gate(self.start_count) for d in data_dirs}
         self.started = dict.fromkeys(data_dirs, self.start_count)  # the processes a dir's pool may have
-        self.meter = ScanMeter(None)
+        self.meter = ScanMeter()
         self._pools: dict[str, Any] = {}
         self._monitors: dict[str, DirMonitor] = {}
         self._lock = threading.Lock()
@@ -285,10 +287,6 @@ class Adaptive:
                     # process count to _max_workers: loky 3.4 to 3.7, not public API)
                     pool._max_workers = count
         self.gates[data_dir].resize(count, self.closed)
-
-    def metered(self, progress: Progress | None) -> Progress:
-        self.meter.inner = progress
-        return self.meter
 
     def begin(self, data_dir: str) -> None:
         """Start watching ``data_dir`` (its scans are about to start)."""

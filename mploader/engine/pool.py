@@ -169,8 +169,6 @@ class PoolEngine(Engine):
         self._closed = threading.Event()
         # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
         self.adaptive = Adaptive(workers, list(data_dirs), self._closed) if adaptive else None
-        if self.adaptive is not None:
-            self.progress = self.adaptive.metered(progress)
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         # blocks are named after the load (mploader.engine.cleanup): what a killed load leaves, the next removes
         try:
@@ -245,6 +243,10 @@ class PoolEngine(Engine):
         read_ahead = self._read_ahead.get(data_dir)
         if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
             fut.add_done_callback(lambda _f, n=end - chunk_task.start: read_ahead.done(n))
+        if self.adaptive is not None:  # what the adaptive pool measures: the bytes its workers scan
+            meter = self.adaptive.meter
+            fut.add_done_callback(lambda f, n=end - chunk_task.start: None if f.cancelled() or f.exception()
+                                  else meter.scanned(data_dir, n))
         return _Chunk(chunk_task, block, capacity, fut, ex, not_before=not_before)
 
     # ---- prefetch ------------------------------------------------------------------------------------
