@@ -17,7 +17,7 @@ Two engines, each target in a process of its own:
 tests/test_fuzz.py makes.  Prints a table (``--json``: the figures as JSON); ``--report perf/README.md`` writes
 it into that file's fuzzing section.
 
-Usage: perf/fuzz.py [--engine auto|atheris|random] [--seconds 60] [--target NAME ...] [--all-in-one]
+Usage: perf/fuzz.py [--engine auto|atheris|random] [--seconds 60] [--slice 60] [--target NAME ...] [--all-in-one]
                     [--timeout 5] [--rss-limit-mb 2048] [--artifacts DIR] [--seed 1] [--json] [--report FILE]
 """
 
@@ -183,16 +183,16 @@ def _parse_libfuzzer(output: str, artifacts: Path, before: set[str]) -> dict[str
             "findings": findings}
 
 
-def run_target(name: str, args: argparse.Namespace, artifacts: Path) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="fuzz-corpus-") as corpus:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--engine", args.engine,
-               "--seconds", str(args.seconds), "--timeout", str(args.timeout), "--rss-limit-mb",
-               str(args.rss_limit_mb), "--artifacts", str(artifacts), "--corpus", corpus, "--seed", str(args.seed)]
-        before = set(os.listdir(artifacts))
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO,
-                              timeout=args.seconds + 10 * args.timeout + 120)
-        elapsed = time.monotonic() - t0
+def _run_slice(name: str, args: argparse.Namespace, artifacts: Path, corpus: str, seconds: int,
+               seed: int) -> tuple[dict[str, Any], float]:
+    """One child process fuzzing ``name`` for ``seconds``: its figures and wall time."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--engine", args.engine,
+           "--seconds", str(seconds), "--timeout", str(args.timeout), "--rss-limit-mb", str(args.rss_limit_mb),
+           "--artifacts", str(artifacts), "--corpus", corpus, "--seed", str(seed)]
+    before = set(os.listdir(artifacts))
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=seconds + 10 * args.timeout + 120)
+    elapsed = time.monotonic() - t0
     output = proc.stdout + proc.stderr
     if args.engine == "atheris":
         figures = _parse_libfuzzer(output, artifacts, before)
@@ -204,9 +204,29 @@ def run_target(name: str, args: argparse.Namespace, artifacts: Path) -> dict[str
             figures = json.loads(line[len("FIGURES "):])
     if proc.returncode != 0 and not figures["findings"]:  # the child itself failed: say how
         figures["findings"].append({"kind": "error", "what": output[-2000:], "artifact": None})
-    seconds = min(elapsed, float(args.seconds)) or 1.0
+    return figures, elapsed
+
+
+def run_target(name: str, args: argparse.Namespace, artifacts: Path) -> dict[str, Any]:
+    """``name`` fuzzed for ``--seconds`` in slices of ``--slice`` seconds, a fresh process each, over one corpus
+    directory (atheris keeps the inputs that found new coverage there, so a slice goes on where the last one
+    stopped).  Fresh processes because atheris's instrumented comparisons leak the numpy arrays they compare
+    (about 0.5 KB per execution of the numpy-heavy targets), which would reach --rss-limit-mb in a long run."""
+    total: dict[str, Any] = {"executions": 0, "findings": [], "peak_rss_mb": 0, "slices": 0}
+    elapsed = 0.0
+    with tempfile.TemporaryDirectory(prefix="fuzz-corpus-") as corpus:
+        while elapsed < args.seconds and not total["findings"]:
+            seconds = max(1, min(args.slice, round(args.seconds - elapsed)))
+            figures, took = _run_slice(name, args, artifacts, corpus, seconds, args.seed + total["slices"])
+            elapsed += took
+            total["slices"] += 1
+            total["executions"] += figures.pop("executions")
+            total["findings"] += figures.pop("findings")
+            total["peak_rss_mb"] = max(total["peak_rss_mb"], figures.pop("peak_rss_mb", 0))
+            for key, value in figures.items():  # coverage grows slice by slice: the last one's is the run's
+                total[key] = total.get(key, 0) + value if key == "corpus_added" else value
     return {"target": name, "engine": args.engine, "seconds": round(elapsed, 1),
-            "executions_per_s": round(figures["executions"] / seconds), **figures}
+            "executions_per_s": round(total["executions"] / max(elapsed, 1.0)), **total}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", action="append", help="a target of tests/fuzz_targets.py (default: every one)")
     ap.add_argument("--all-in-one", action="store_true", help="every target in one process, the first byte picks")
     ap.add_argument("--timeout", type=int, default=5, help="seconds an input may take (default 5)")
+    ap.add_argument("--slice", type=int, default=60, help="seconds per child process (default 60, see run_target)")
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
     ap.add_argument("--artifacts", help="where inputs of findings are kept (default: a new temporary directory)")
     ap.add_argument("--seed", type=int, default=1)
@@ -257,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(results: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
     total = sum(r["executions"] for r in results)
-    lines = [f"`perf/fuzz.py --engine {args.engine} --seconds {args.seconds}` on {platform.machine()}, Python "
+    lines = [f"`perf/fuzz.py --engine {args.engine} --seconds {args.seconds} --slice {args.slice}` on "
+             f"{platform.machine()}, Python "
              f"{platform.python_version()}: {total:,} executions in all, "
              f"{sum(len(r['findings']) for r in results)} finding(s).", "",
              "| target | executions | per second | coverage (cov / ft) | peak RSS MB | findings |",
