@@ -46,7 +46,7 @@ from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import journal, preflight as partition_preflight
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.recovery.loader import PartitionContext
-from mploader.recovery.resume import RecoveryPointWriter
+from mploader.recovery.resume import Recovered, RecoveryPointWriter, forget as forget_recovered, read_recovered
 from mploader.recovery.segment import Segment, resize_indexes
 from mploader.result import LoadedLog, LoadResult, LoadStats
 
@@ -77,6 +77,7 @@ class _DirState:
     marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (_commit_clean_dirs)
     loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
     resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
+    recovered: dict[TopicPartition, Recovered] = field(default_factory=dict)  # what a killed --resumable load left
 
 
 def load_logs(
@@ -146,6 +147,9 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
         t_flush = time.perf_counter()
         disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
         _commit_clean_dirs(states, cfg, disk, offline)
+        for s in states:  # what a killed --resumable load recorded is of no more use (recovery.resume)
+            if s.path not in offline:
+                forget_recovered(disk, s.path)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
         return result
@@ -168,20 +172,24 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         for s in live:
             if s.offline_reason is None and s.path not in offline:
                 s.resume = RecoveryPointWriter(disk, s.path, s.recovery_points)
-    if runner is not None:
-        loaded = _run_elsewhere(live, cfg, now, runner, stats, offline)
-    else:
-        engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress) if factory is None
-                  else factory(stats, progress))
-        stats.workers_per_dir = engine.workers_per_dir
-        interrupted = False
-        try:
-            loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)
-        except KeyboardInterrupt:
-            interrupted = True
-            raise
-        finally:
-            engine.close(kill=interrupted)
+                s.recovered = read_recovered(disk, s.path)
+    try:
+        if runner is not None:
+            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline)
+        else:
+            engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
+                      if factory is None else factory(stats, progress))
+            stats.workers_per_dir = engine.workers_per_dir
+            interrupted = False
+            try:
+                loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)
+            except KeyboardInterrupt:
+                interrupted = True
+                raise
+            finally:
+                engine.close(kill=interrupted)
+    finally:  # also after a failure or Ctrl-C: the partitions that finished are not recovered again
+        _write_recovery_points(live, offline)
     result = LoadResult({}, {}, [], [], offline, {s.path: s.clean for s in states}, stats)
     for lg in loaded:
         if lg.kind is DirKind.DELETE:
@@ -532,7 +540,6 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             engine.close(kill=True)  # the workers go now: a thread waiting for one of their scans stops at once
             for _, pool, _ in pools:  # the caller releases the dirs' locks next: no loading thread may still write
                 pool.shutdown(wait=True)
-            _write_recovery_points(states, offline)  # the partitions finished before Ctrl-C are not recovered again
             raise
         first_fatal: BaseException | None = None
         for s, pool, futures in pools:
@@ -551,7 +558,6 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
                 offline.setdefault(s.path, s.offline_reason)
         if first_fatal is not None:
             raise first_fatal
-        _write_recovery_points(states, offline)
     finally:
         for name, tags in registered:
             metrics.remove(name, tags)
@@ -561,11 +567,11 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
 
 
 def _write_recovery_points(states: list[_DirState], offline: dict[str, str]) -> None:
-    """persist_recovery_points: the entries of the partitions loaded since the last write, written now (in
-    the dirs still online)."""
+    """persist_recovery_points: the entries of the partitions loaded since the last write, written now in the
+    dirs still online; the writers end."""
     for s in states:
-        if s.resume is not None and s.path not in offline:
-            s.resume.close()
+        if s.resume is not None:
+            s.resume.close(write=s.path not in offline)
 
 
 def _report_plan(progress: ProgressTracker, engine: Engine, data_dir: str) -> None:
@@ -610,7 +616,8 @@ class _ProgressGauges(Progress):
 
 def _job(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, now: int) -> PartitionJob:
     return PartitionJob(s.path, path, tp, kind, s.clean, s.recovery_points.get(tp, 0), s.log_starts.get(tp, 0),
-                        None if s.high_watermarks is None else s.high_watermarks.get(tp), now)
+                        None if s.high_watermarks is None else s.high_watermarks.get(tp), now,
+                        s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None)
 
 
 def _warn_deleted(loaded: LoadedLog) -> None:
@@ -651,7 +658,6 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             offline.setdefault(s.path, s.offline_reason)
     if first_fatal is not None:
         raise first_fatal
-    _write_recovery_points(states, offline)
     return loaded
 
 

@@ -9,7 +9,7 @@ the faults a clean start survives, and clean with two partitions' snapshots gone
 shortcut); then every data dir of the real corpus (shared/corpus/real, materialised).  Prints one line per
 load and the totals: kill points, mismatches, children that took another path.
 
-Usage: perf/crash_points.py [--seeds 1-10] [--no-corpus] [--no-commit-rule] [--report perf/README.md]
+Usage: perf/crash_points.py [--seeds 1-10] [--no-corpus] [--resumable] [--no-commit-rule] [--report perf/README.md]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mploader import LoaderConfig  # noqa: E402
+from mploader.recovery import resume  # noqa: E402
 from perf.report import Lines, replace_section  # noqa: E402
 from tests.conftest import _corpus_source, corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crash_points import GEN_NOW, Enumeration, enumerate_kill_points, small_broker  # noqa: E402
@@ -52,11 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1-10")
     ap.add_argument("--no-corpus", action="store_true")
     ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--resumable", action="store_true",
+                    help="load with persist_recovery_points (the checkpoint written after each partition, in the "
+                         "loading thread); the loader's own recovery point is not compared")
     ap.add_argument("--no-commit-rule", dest="commit_rule", action="store_false",
                     help="compare every kill with the uninterrupted load alone (for code that deletes the "
                          "clean-shutdown marker first, as Kafka does)")
     args = ap.parse_args(argv)
     logging.disable(logging.CRITICAL)  # a killed load's warnings, thousands of times
+    config = INLINE.replace(persist_recovery_points=args.resumable)
+    ignore = ("loader_recovery_point",) if args.resumable else ()
+    resume.BACKGROUND = False  # one order of changes
     out = Lines()
     reports: list[tuple[str, Enumeration]] = []
     t0 = time.perf_counter()
@@ -67,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 pristine = root / f"{seed}-{len(reports)}"
                 small_broker(pristine, seed=seed, **kw)  # type: ignore[arg-type]
                 report = enumerate_kill_points(f"seed {seed}, {shape}", pristine, root / "work", _generated_dir,
-                                               INLINE, GEN_NOW, commit_rule=args.commit_rule)
+                                               config, GEN_NOW, commit_rule=args.commit_rule, ignore=ignore)
                 reports.append((shape, report))
                 out.say("- " + report.summary())
         source = None if args.no_corpus else _corpus_source()
@@ -75,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             corpus = materialize_corpus(source, root / "corpus")
             for d in corpus_data_dirs(corpus):
                 name = d.relative_to(corpus).as_posix()
-                report = enumerate_kill_points(name, d, root / "work", lambda w: [str(w)], INLINE, 1_800_000_000_000,
-                                               commit_rule=args.commit_rule)
+                report = enumerate_kill_points(name, d, root / "work", lambda w: [str(w)], config, 1_800_000_000_000,
+                                               commit_rule=args.commit_rule, ignore=ignore)
                 reports.append(("real corpus", report))
                 out.say("- " + report.summary())
     out.say("")
@@ -88,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     for shape, rs in [*groups.items(), ("all", [r for _, r in reports])]:
         out.say(f"| {shape} ({len(rs)}) | {sum(r.points for r in rs):,} | {sum(len(r.mismatches) for r in rs)} | "
                 f"{sum(len(r.nondeterministic) for r in rs)} |")
-    out.say(f"\n`perf/crash_points.py --seeds {args.seeds}{' --no-corpus' if args.no_corpus else ''}`: "
+    flags = "".join(f" --{f}" for f, on in (("no-corpus", args.no_corpus), ("resumable", args.resumable),
+                                            ("no-commit-rule", not args.commit_rule)) if on)
+    out.say(f"\n`perf/crash_points.py --seeds {args.seeds}{flags}`: "
             f"{time.perf_counter() - t0:.0f} s")
     if args.report is not None:
-        replace_section(args.report, "crash-points", out.lines)
+        replace_section(args.report, "crash-points-resumable" if args.resumable else "crash-points", out.lines)
     return 1 if any(r.mismatches or r.nondeterministic for _, r in reports) else 0
 
 

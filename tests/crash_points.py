@@ -118,6 +118,7 @@ class Enumeration:
     name: str
     points: int = 0
     by_op: dict[str, int] = field(default_factory=dict)
+    tried: int = 0  # points at which a child was killed (all unless a selection was made)
     killed: int = 0  # children that died of SIGKILL at their point
     after_commit: int = 0  # points after the clean-shutdown marker's deletion (compared with a second load)
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -126,7 +127,8 @@ class Enumeration:
     def summary(self) -> str:
         ops = ", ".join(f"{op} {n}" for op, n in sorted(self.by_op.items()))
         committed = f" ({self.after_commit} after the commit)" if self.after_commit else ""
-        return (f"{self.name}: {self.points} kill points{committed} ({ops}); {self.killed} killed; "
+        tried = f", {self.tried} tried" if self.tried != self.points else ""
+        return (f"{self.name}: {self.points} kill points{committed}{tried} ({ops}); {self.killed} killed; "
                 f"{len(self.mismatches)} mismatches; {len(self.nondeterministic)} nondeterministic")
 
 
@@ -169,7 +171,7 @@ def copy_tree(src: Path, dest: Path) -> None:
 
 def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
                           config: LoaderConfig, now_ms: int, *, limit: int | None = None, commit_rule: bool = True,
-                          ignore: tuple[str, ...] = (),
+                          ignore: tuple[str, ...] = (), select: Callable[[str, str], bool] | None = None,
                           on_point: Callable[[int, int], None] | None = None) -> Enumeration:
     """Kill a load of a copy of ``pristine`` (at ``work``) at each of its points, rerun, compare.
 
@@ -178,8 +180,9 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     compare a kill after the marker's deletion with the uninterrupted load followed by a second load (False:
     every kill with the uninterrupted load alone, e.g. for code that deletes the marker first, as Kafka does).
     ``ignore``: outcome keys not compared (with ``persist_recovery_points`` the rerun's loader starts from the
-    recovery points the killed run advanced: ``loader_recovery_point``).  ``on_point(k, n)`` is called after
-    each point (progress for long runs)."""
+    recovery points the killed run advanced: ``loader_recovery_point``).  ``select(op, path)``: kill only at
+    the points it accepts (the others are counted in ``points`` but not tried).  ``on_point(k, n)`` is called
+    after each point (progress for long runs)."""
     report = Enumeration(name)
     copy_tree(pristine, work)
     recorder = Recorder(None)
@@ -202,6 +205,9 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     report.by_op = dict(collections.Counter(op for op, _ in points))
     log_path = work.parent / f"{work.name}.points"
     for k, (op, path) in enumerate(points, start=1):
+        if select is not None and not select(op, path):
+            continue
+        report.tried += 1
         copy_tree(pristine, work)
         died = _load_killed_at(k, log_path, data_dirs(work), config, now_ms)
         recorded = [tuple(line.split(" ", 1)) for line in log_path.read_text().splitlines()]

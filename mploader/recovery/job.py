@@ -16,6 +16,7 @@ from mploader.config import LoaderConfig
 from mploader.disk.base import Disk
 from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.loader import LogLoader, PartitionContext
+from mploader.recovery.resume import Recovered
 from mploader.result import LoadedLog
 from mploader.scan import ScanSource
 
@@ -31,6 +32,7 @@ class PartitionJob:
     log_start: int  # its log-start-offset-checkpoint entry (0 if none)
     high_watermark: int | None  # its replication-offset-checkpoint entry (a live log's; None: unknown)
     now_ms: int
+    recovered: Recovered | None = None  # --resumable: what a killed load recorded of it (recovery.resume)
 
 
 def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
@@ -43,7 +45,7 @@ def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: Scan
         clean_shutdown=job.clean_shutdown, recovery_point_checkpoint=job.recovery_point,
         log_start_checkpoint=job.log_start, now_ms=job.now_ms, scans=scans,
         set_remaining_segments=set_remaining_segments, cancelled=cancelled or threading.Event(),
-        index_check=cfg.index_check,
+        index_check=cfg.index_check, resumed_from=job.recovered,
     )
     loaded = LogLoader(ctx).load()
     loaded.log_end_offset_before = ctx.log_end_offset_before

@@ -29,6 +29,7 @@ from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.impact import log_bytes, log_end_as_found
 from mploader.recovery.index_check import IndexCheck, full_problems, rebuild_indexes, sanity_problems
 from mploader.recovery.producer_state import ProducerStateManager
+from mploader.recovery.resume import Recovered, recovered_before
 from mploader.recovery.segment import (
     Segment,
     check_index_fits,
@@ -78,6 +79,7 @@ class PartitionContext:
     log_end_offset_before_read: bool = False
     deleted_segments: list[tuple[int, int]] = field(default_factory=list)
     index_check: str = "kafka"  # LoaderConfig.index_check (mploader.recovery.index_check)
+    resumed_from: Recovered | None = None  # --resumable: a killed load's record of this partition (recovery.resume)
     index_checks: list[IndexCheck] = field(default_factory=list)
 
 
@@ -416,7 +418,7 @@ class LogLoader:
     def _recover_log(self) -> tuple[int, int]:
         ctx = self.ctx
         rp = ctx.recovery_point_checkpoint
-        if not ctx.clean_shutdown:
+        if not ctx.clean_shutdown and not self._recovered_before():
             unflushed = [self.segments[b] for b in plan.unflushed(sorted(self.segments), rp)]
             ctx.set_remaining_segments(len(unflushed))
             for i, seg in enumerate(unflushed):
@@ -449,6 +451,15 @@ class LogLoader:
         if leo is None:
             leo = read_next_offset(self.disk, self._sorted_segments()[-1])
         return min(rp, leo), leo
+
+    def _recovered_before(self) -> bool:
+        """A ``--resumable`` load killed after recovering this whole partition left it as it is now: its last
+        segment (the one Kafka reads again, holding the recovery point) needs no second recovery."""
+        if self.ctx.resumed_from is None or not self.segments:
+            return False
+        last = self.segments[max(self.segments)]
+        return recovered_before(self.disk, self.ctx.resumed_from, self.ctx.recovery_point_checkpoint,
+                                last.log_path, last.base_offset)
 
     def _new_segment(self, base: int, preallocate: bool | None = None) -> None:
         """LogSegment.open(dir, base, ..., initFileSize, preallocate): a preallocated file's FileRecords
