@@ -7,7 +7,8 @@ Two engines, each target in a process of its own:
   mutation over mploader's instrumented Python code, seeded with each target's valid inputs.  A finding is
   libFuzzer's: an uncaught exception other than a typed error (``crash-*``), an input that runs longer than
   ``--timeout`` (``timeout-*``), or a process above ``--rss-limit-mb`` (``oom-*``); the run of that target ends
-  there and its input is kept in the artifacts directory.
+  there and its input is kept in the artifacts directory.  Each child's address space is capped
+  (``--address-space-mb``): an allocation a length field asks for fails there even when it is never touched.
 * ``random`` (where atheris is not installed): coverage-blind, seeded random mutations of the seeds and of
   earlier inputs (tests.fuzz_targets.mutate); a finding is an exception other than a typed error, an input over
   ``--timeout`` (a SIGALRM stops it), or the process's peak RSS above ``--rss-limit-mb``; it goes on after one
@@ -18,7 +19,8 @@ tests/test_fuzz.py makes.  Prints a table (``--json``: the figures as JSON); ``-
 it into that file's fuzzing section.
 
 Usage: perf/fuzz.py [--engine auto|atheris|random] [--seconds 60] [--slice 60] [--target NAME ...] [--all-in-one]
-                    [--timeout 5] [--rss-limit-mb 2048] [--artifacts DIR] [--seed 1] [--json] [--report FILE]
+                    [--timeout 5] [--rss-limit-mb 2048] [--address-space-mb 4096] [--artifacts DIR] [--seed 1]
+                    [--json] [--report FILE]
 """
 
 from __future__ import annotations
@@ -157,6 +159,9 @@ def _child_atheris(args: argparse.Namespace, targets: Any) -> None:
 
 def child(args: argparse.Namespace) -> None:
     logging.disable(logging.CRITICAL)  # the loader's WARNINGs about the inputs it recovers
+    # an allocation a length field asks for is seldom touched, so RSS never shows it: the address space does
+    # (a codec's Rust or C code aborts the process where it fails, a finding; Python raises MemoryError)
+    resource.setrlimit(resource.RLIMIT_AS, (args.address_space_mb << 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
     targets = _load_targets(args.engine == "atheris")
     if args.engine == "atheris":
         _child_atheris(args, targets)
@@ -175,7 +180,9 @@ def _parse_libfuzzer(output: str, artifacts: Path, before: set[str]) -> dict[str
         what = ""
         if kind == "crash":
             m = re.search(r"=== Uncaught Python exception: ===\n(.*?)\n==\d+== ERROR", output, re.S)
-            what = m.group(1).strip().splitlines()[-1] if m else output[-500:]
+            native = [line.strip() for line in output.splitlines()
+                      if "ERROR: libFuzzer" in line or "memory allocation of" in line]
+            what = m.group(1).strip().splitlines()[-1] if m else "; ".join(native[:2]) or output[-300:]
         findings.append({"kind": kind, "what": what, "artifact": str(artifacts / path)})
     return {"executions": int(stats.get("number_of_executed_units", 0)),
             "coverage": {"cov": int(cov[-1][0]), "ft": int(cov[-1][1])} if cov else None,
@@ -188,6 +195,7 @@ def _run_slice(name: str, args: argparse.Namespace, artifacts: Path, corpus: str
     """One child process fuzzing ``name`` for ``seconds``: its figures and wall time."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--engine", args.engine,
            "--seconds", str(seconds), "--timeout", str(args.timeout), "--rss-limit-mb", str(args.rss_limit_mb),
+           "--address-space-mb", str(args.address_space_mb),
            "--artifacts", str(artifacts), "--corpus", corpus, "--seed", str(seed)]
     before = set(os.listdir(artifacts))
     t0 = time.monotonic()
@@ -238,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=5, help="seconds an input may take (default 5)")
     ap.add_argument("--slice", type=int, default=60, help="seconds per child process (default 60, see run_target)")
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
+    ap.add_argument("--address-space-mb", type=int, default=4096, help="each child's RLIMIT_AS (default 4096)")
     ap.add_argument("--artifacts", help="where inputs of findings are kept (default: a new temporary directory)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
