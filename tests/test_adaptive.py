@@ -106,6 +106,22 @@ def test_noise_alone_does_not_make_it_wander() -> None:
     assert counts[-100:].count(1) >= 90  # the back-off doubles: probes get rarer, not more frequent
 
 
+def test_without_a_free_core_it_does_not_chase_noise() -> None:
+    """A machine whose CPUs the neighbours keep busy: the load gets 0.7 of a core whatever its count, so more
+    workers give nothing, and what an interval measures swings by 30%.  With no idle CPU and workers that compute
+    (not wait for a device), no probe up is made; the same load waiting on a device (0.1 core used) is probed."""
+    rng = random.Random(3)
+    c = AdaptiveController(cap=4, start=1)
+    for _ in range(100):
+        nbytes = int(600 * MB * INTERVAL * rng.uniform(0.7, 1.3))
+        c.observe(Observation(INTERVAL, nbytes, None, load_cores=0.7, idle_cores=0.05))
+    assert {n for n, _, _ in c.history} == {1}
+    waiting = AdaptiveController(cap=4, start=1)
+    for _ in range(3):
+        waiting.observe(Observation(INTERVAL, int(80 * MB * INTERVAL), 95.0, load_cores=0.1, idle_cores=0.0))
+    assert waiting.target == 2
+
+
 def test_an_interval_straddling_a_change_is_not_counted() -> None:
     c = AdaptiveController(cap=2, start=1)
     assert c.observe(Observation(1.0, 7, 10.0)) == 1  # the first: the workers were starting

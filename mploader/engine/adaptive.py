@@ -6,14 +6,18 @@ threads made the restart slower (1h16m with one, 1h36m with two): concurrent rea
 into seeks.  On an SSD or a warm page cache the opposite holds: every core scanning pays.  No fixed count is
 right for both, so the pool measures:
 
-* :class:`AdaptiveController` (pure: observations in, a count out) climbs one worker at a time while the
-  device stays below ``util_high`` (90%) and the step raised the throughput by more than ``gain`` (10%), and,
-  while the device is saturated, steps down as long as the lower count keeps the throughput within ``gain`` of
-  the best seen: fewer readers for the same bytes.  Every step is a probe, judged on the first whole interval
-  after it (the interval that straddles the change is not counted, nor the first, which holds the workers'
-  start); a probe that fails is undone and not
-  tried again for a while (4 intervals, doubling up to 32), so the controller follows a load whose character
-  changes (the page cache warming, another tenant) without oscillating;
+* :class:`AdaptiveController` (pure: observations in, a count out) probes one worker at a time.  While the
+  device is saturated (``util_high``, 90%) it first steps down, and keeps the lower count as long as the
+  throughput stays within ``gain`` (10%) of the best seen: fewer readers for the same bytes.  Otherwise it
+  steps up, and keeps the higher count only if the throughput rose by more than ``gain`` (a saturated device
+  gets this probe too, after the one down: under an IOPS cap more readers read more, their requests being
+  larger).  A probe up needs room for one more worker: idle CPU, or workers that wait for the device rather
+  than compute (on a machine whose CPUs the neighbours keep busy, a worker more only splits the load's share,
+  and the probe would measure their noise).  A probe is judged on the first whole interval after it (not on
+  the one that straddles the change, nor on the first, which holds the workers' start); a kept one goes on in
+  its direction, a failed one is undone and not tried again for a while (4 intervals, doubling up to 32), so
+  the controller follows a load whose character changes (the page cache warming, another tenant) without
+  oscillating;
 * :class:`Gate` holds the count: a semaphore shared with the dir's workers (loky's context) lets only
   ``target`` of them scan at once, so a change takes effect at the next scan; the pool is started with the
   first count's workers and grows to the highest count reached (:class:`Adaptive`), never shrinks (a worker
@@ -36,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from mploader.host.cgroup import ReadLimits, read_limits
 from mploader.host.devices import storage_of
 from mploader.host.iostat import DiskCounters, disk_counters, disk_rates
@@ -46,6 +52,8 @@ UTIL_HIGH = 90.0  # percent: the device is saturated
 GAIN = 0.10  # a step must change the throughput by more than this share to count
 FIRST_BACKOFF = 4  # intervals before a failed probe is tried again (doubling)
 MAX_BACKOFF = 32
+IDLE_CORES_FOR_ONE_MORE = 0.5  # a probe up needs this much idle CPU ...
+COMPUTING_SHARE = 0.7  # ... unless the load uses less than this many cores per worker (its workers wait for IO)
 MIN_INTERVAL_S = 0.25
 MIN_SCANS = 3
 MAX_INTERVAL_S = 2.0
@@ -59,6 +67,8 @@ class Observation:
     seconds: float
     bytes_done: int  # bytes of scans finished in the interval
     util_percent: float | None  # how busy the device was (None: no device to watch, e.g. tmpfs)
+    load_cores: float | None = None  # CPU the load's own processes used, in cores (None: unknown)
+    idle_cores: float | None = None  # CPU nobody on the machine used, in cores (None: unknown)
 
 
 class AdaptiveController:
@@ -93,16 +103,24 @@ class AdaptiveController:
         self.rates[self.target] = rate if old is None or self._probe_from is not None else (old + rate) / 2
         saturated = obs.util_percent is not None and obs.util_percent >= self.util_high
         if self._probe_from is not None:
-            return self._judge(saturated)
+            return self._judge(saturated, self._room(obs))
         if saturated and self.target > 1 and self._allowed(self.target - 1):
             return self._move(self.target - 1, probe=True)
-        if self.target < self.cap and self._allowed(self.target + 1):
+        if self.target < self.cap and self._allowed(self.target + 1) and self._room(obs):
             # a saturated device may still give more to more readers (an IOPS limit: their requests are larger),
             # so the probe up is tried there too, once the probe down is not (kept only for a real gain)
             return self._move(self.target + 1, probe=True)
         return self.target
 
-    def _judge(self, saturated: bool) -> int:
+    def _room(self, obs: Observation) -> bool:
+        """Whether another worker would get a core: there is idle CPU, or the workers are not computing (they
+        wait for the device).  On a machine whose CPUs others keep busy, a worker more only shares the load's
+        time slices, and what the probe measures is the neighbours' noise (seen: +44% once, -25% the next)."""
+        if obs.idle_cores is None or obs.load_cores is None:
+            return True
+        return obs.idle_cores >= IDLE_CORES_FOR_ONE_MORE or obs.load_cores < COMPUTING_SHARE * self.target
+
+    def _judge(self, saturated: bool, room: bool) -> int:
         base, here = self._probe_from, self.target
         assert base is not None
         self._probe_from = None
@@ -113,7 +131,7 @@ class AdaptiveController:
         if kept:  # and on in the same direction while it pays (down: while the device stays saturated)
             self._backoff.pop(here, None)
             step = 1 if here > base else -1
-            if 1 <= here + step <= self.cap and self._allowed(here + step) and (step > 0 or saturated):
+            if 1 <= here + step <= self.cap and self._allowed(here + step) and (room if step > 0 else saturated):
                 return self._move(here + step, probe=True)
             return self.target
         self._backoff[here] = min(MAX_BACKOFF, 2 * self._backoff.get(here, FIRST_BACKOFF // 2))
@@ -216,6 +234,37 @@ class DeviceLoad:
         return r.util_percent if use is None else max(r.util_percent, use)
 
 
+class CpuLoad:
+    """The CPU this process and its children used, and what nobody used, between two calls (in cores)."""
+
+    def __init__(self) -> None:
+        self._last = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        me = psutil.Process()
+        used = sum(t.user + t.system for t in [me.cpu_times(), *_children_times(me)])
+        machine = psutil.cpu_times()
+        return time.monotonic(), used, machine.idle + getattr(machine, "iowait", 0.0)
+
+    def cores(self) -> tuple[float | None, float | None]:
+        (t0, used0, idle0), (t1, used1, idle1) = self._last, self._now()
+        self._last = (t1, used1, idle1)
+        if t1 <= t0:
+            return None, None
+        return max(0.0, used1 - used0) / (t1 - t0), max(0.0, idle1 - idle0) / (t1 - t0)
+
+
+def _children_times(proc: psutil.Process) -> list[Any]:
+    out = []
+    for child in proc.children(recursive=True):
+        try:
+            out.append(child.cpu_times())
+        except psutil.Error:  # ended meanwhile
+            continue
+    return out
+
+
 class DirMonitor:
     """The thread that measures one data dir and applies its controller's count to its gate."""
 
@@ -233,6 +282,7 @@ class DirMonitor:
 
     def _run(self) -> None:
         device = DeviceLoad(self.data_dir)
+        cpu = CpuLoad()
         started = time.monotonic()
         self.meter.take(self.data_dir)
         while not self.closed.wait(TICK_S):
@@ -242,7 +292,8 @@ class DirMonitor:
                 continue
             nbytes, _ = self.meter.take(self.data_dir)
             before = self.controller.target
-            target = self.controller.observe(Observation(elapsed, nbytes, device.util()))
+            load_cores, idle_cores = cpu.cores()
+            target = self.controller.observe(Observation(elapsed, nbytes, device.util(), load_cores, idle_cores))
             started = time.monotonic()
             if target != before:
                 rates = ", ".join(f"{n}: {r / 1e6:.0f} MB/s" for n, r in sorted(self.controller.rates.items()))
