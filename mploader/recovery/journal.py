@@ -17,6 +17,7 @@ ignores the file (it is no segment, index, snapshot or checkpoint name); a dry r
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 
@@ -49,8 +50,9 @@ def note_clean_start_without_snapshot(disk: Disk, partition_dir: str, data_dir: 
 
 def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) -> None:
     """Before a partition loads: act on a valid journal left by a killed load (its snapshots go), delete a
-    stale one.  ``listing``: the partition directory's files (a journal is looked for only there)."""
-    if JOURNAL not in listing:
+    stale one.  ``listing``: the partition directory's files, sorted (a journal is looked for only there)."""
+    at = bisect.bisect_left(listing, JOURNAL)
+    if at == len(listing) or listing[at] != JOURNAL:
         return
     path = os.path.join(partition_dir, JOURNAL)
     try:
