@@ -7,7 +7,8 @@ bytes it is given, never by a length or count field it reads.
   time limit;
 * every length and count field of the formats set to its largest value in an input of a few bytes: the peak of
   Python's allocations (tracemalloc, numpy's included) stays under 1 MiB, and, in a child process whose address
-  space is capped at 256 MiB above what it uses, nothing fails (the codecs' own C and Rust allocations);
+  space is capped at 256 MiB above what it uses, nothing fails (the codecs' own C and Rust allocations); so do
+  control batches of a few KB that decompress to hundreds of MiB (read only as far as Kafka reads them);
 * a short run of perf/fuzz.py over every target at once (atheris, coverage-guided, where installed; else the
   seeded mutation loop): no finding.  The long runs and their figures: perf/README.md, "Fuzzing".
 """
@@ -15,6 +16,7 @@ bytes it is given, never by a length or count field it reads.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import logging
@@ -26,6 +28,7 @@ import struct
 import subprocess
 import sys
 import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mploader import LoaderConfig, load_logs
+from mploader.errors import InvalidRecordError
 from mploader.format import checkpoint, compression, legacy, records, snapshot, xerial_snappy
 from mploader.format.varint import encode_varint
 from mploader.scan import SegmentTask, scan_buffer
@@ -193,6 +197,25 @@ def _wrapper(inner: bytes) -> bytes:
 
 
 CONTROL = 0x30  # transactional | control
+
+
+@functools.cache
+def control_bomb(codec: int, mib: int, count: int = 1) -> bytes:
+    """A CRC-valid control batch of producer 5 whose records section, compressed, is a COMMIT marker followed by
+    ``mib`` MiB of zeros: a few KB that decompress to hundreds of MiB."""
+    marker = records.encode_record(records.Record(0, 0, records.CONTROL_KEY.pack(0, 1),
+                                                  records.END_TXN_MARKER_VALUE.pack(0, 3)))
+    if codec == compression.ZSTD:
+        import zstandard
+
+        z = zstandard.ZstdCompressor().compressobj()
+        parts = [z.compress(marker), *(z.compress(bytes(1 << 20)) for _ in range(mib)), z.flush()]
+    else:
+        g = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        parts = [g.compress(marker), *(g.compress(bytes(1 << 20)) for _ in range(mib)), g.flush()]
+    return v2_with(b"".join(parts), count, CONTROL | codec, 5)
+
+
 HUGE: dict[str, Callable[[], Any]] = {
     "v2 batch length INT32_MAX": lambda: _v2_all(B(0)[:8] + struct.pack(">i", INT32_MAX) + B(0)[12:]),
     "v2 batch length INT32_MAX - 12 at the end": lambda: _v2_all(B(0) + B(1)[:8] + struct.pack(">i", INT32_MAX - 12)
@@ -229,6 +252,7 @@ HUGE: dict[str, Callable[[], Any]] = {
         xerial_snappy.HEADER + struct.pack(">i", 9) + b"\x80\x80\x80\x80\x04" + bytes(4)),
     "lz4 frame declaring 2**62 bytes": lambda: quietly(compression.decompress, compression.LZ4,
                                                        lz4_frame_declaring(2**62)),
+    "lz4 frame declaring 1 GiB": lambda: quietly(compression.decompress, compression.LZ4, lz4_frame_declaring(1 << 30)),
     "zstd frame declaring 2**40 bytes": lambda: quietly(compression.decompress, compression.ZSTD,
                                                         zstd_frame_declaring(2**40)),
     "gzip trailer declaring 4 GiB": lambda: quietly(compression.decompress, compression.GZIP,
@@ -240,11 +264,16 @@ HUGE: dict[str, Callable[[], Any]] = {
     "leader-epoch checkpoint entry count INT32_MAX": lambda: quietly(checkpoint.read_leader_epoch_checkpoint,
                                                                      in_scratch("leader-epoch-checkpoint",
                                                                                 f"0\n{INT32_MAX}\n0 0\n".encode())),
+    "a zstd control batch of 16 KB decompressing to 512 MiB": lambda: _control(control_bomb(compression.ZSTD, 512)),
+    "a gzip control batch of 64 KB decompressing to 64 MiB": lambda: _control(control_bomb(compression.GZIP, 64)),
     "a load of a segment whose batch declares INT32_MAX bytes": lambda: quietly(
         load_segment, B(0) + B(1)[:8] + struct.pack(">i", INT32_MAX) + B(1)[12:]),
     "a load of a control batch whose record count is INT32_MAX": lambda: quietly(
         load_segment, B(0) + v2_with(B(0)[61:], INT32_MAX, CONTROL, 5, base_offset=1)),
 }
+
+
+PEAK = {case: 4 << 20 for case in HUGE if "control batch of" in case}  # the head of a control batch: 1 MiB
 
 
 @pytest.mark.parametrize("case", sorted(HUGE))
@@ -257,7 +286,23 @@ def test_a_huge_length_field_allocates_little(case: str) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 1 << 20, f"{case}: {peak:,} bytes allocated at the peak"
+    assert peak < PEAK.get(case, 1 << 20), f"{case}: {peak:,} bytes allocated at the peak"
+
+
+@pytest.mark.parametrize("codec", [compression.ZSTD, compression.GZIP])
+def test_a_compressed_control_batch_is_read_as_far_as_kafka_reads_it(codec: int) -> None:
+    """Kafka's RecordIterator reads a control batch's first record and, when the count is 1, one byte more: a
+    marker followed by hundreds of MiB of zeros is a valid COMMIT when the batch says it holds 2 records, and
+    "records still remaining" (recovery stops after it) when it says 1; read so, without the zeros."""
+    mib = 512 if codec == compression.ZSTD else 64
+    two = control_bomb(codec, mib, count=2)
+    marker = records.read_end_txn_marker(two, 0, records.read_batch_header(two, 0, PATH), PATH)
+    assert marker is not None and marker.is_commit and marker.coordinator_epoch == 3
+    one = control_bomb(codec, mib)
+    with pytest.raises(InvalidRecordError, match="records still remaining"):
+        records.read_end_txn_marker(one, 0, records.read_batch_header(one, 0, PATH), PATH)
+    scan = scan_buffer(one, SegmentTask(PATH, 0), len(one))
+    assert (scan.stop.value, scan.valid_bytes) == ("invalid control record", len(one))
 
 
 def run_huge_cases_under_a_memory_cap() -> dict[str, str]:

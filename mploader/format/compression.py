@@ -51,15 +51,21 @@ def _gzip_decompress(data: bytes) -> bytes:
         raise CompressedDataError(f"gzip: {e}", truncated) from e
 
 
+def _gzip_head(data: bytes, limit: int) -> bytes:
+    return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, limit)
+
+
 _PACKAGES = {SNAPPY: "cramjam", LZ4: "lz4", ZSTD: "zstandard"}  # what each optional codec needs
 _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_decompress}
+_HEAD: dict[int, Callable[[bytes, int], bytes]] = {GZIP: _gzip_head}  # the first N bytes only
 
 try:  # snappy-java's framing, as Kafka's SnappyCompression writes and reads it for every magic
     from mploader.format import xerial_snappy as _snappy
 
     _COMPRESS[SNAPPY] = _snappy.compress
     _DECOMPRESS[SNAPPY] = _snappy.decompress
+    _HEAD[SNAPPY] = _snappy.decompress_head
 except ImportError:  # pragma: no cover - optional
     pass
 
@@ -67,7 +73,18 @@ try:  # lz4 frame format, as Kafka's KafkaLZ4BlockOutputStream writes for v2 bat
     import lz4.frame as _lz4f
 
     _COMPRESS[LZ4] = lambda d: _lz4f.compress(d)
-    _DECOMPRESS[LZ4] = lambda d: _lz4f.decompress(d)
+
+    def _lz4_decompress(data: bytes) -> bytes:
+        # not lz4.frame.decompress: it allocates the frame's declared content size first (8 bytes of header asking
+        # for 2**62 raise MemoryError; for 1 GiB, 1 GiB is reserved before a byte is read)
+        frame = _lz4f.LZ4FrameDecompressor()
+        out: bytes = frame.decompress(data)
+        if not frame.eof:
+            raise CompressedDataError("lz4: frame incomplete")
+        return out
+
+    _DECOMPRESS[LZ4] = _lz4_decompress
+    _HEAD[LZ4] = lambda d, limit: _lz4f.LZ4FrameDecompressor().decompress(d, max_length=limit)
 except ImportError:  # pragma: no cover - optional
     pass
 
@@ -76,6 +93,15 @@ try:
 
     _COMPRESS[ZSTD] = lambda d: _zstd.ZstdCompressor().compress(d)
     _DECOMPRESS[ZSTD] = lambda d: _zstd.ZstdDecompressor().decompressobj().decompress(d)
+
+    def _zstd_head(data: bytes, limit: int) -> bytes:
+        out = bytearray()
+        with _zstd.ZstdDecompressor().stream_reader(data) as reader:
+            while len(out) < limit and (chunk := reader.read(limit - len(out))):
+                out += chunk
+        return bytes(out)
+
+    _HEAD[ZSTD] = _zstd_head
 except ImportError:  # pragma: no cover - optional
     pass
 
@@ -149,6 +175,26 @@ def compress(codec: int, data: bytes) -> bytes:
         raise UnsupportedCodecError(f"cannot compress with codec {codec}") from None
 
 
+def decompress_head(codec: int, data: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes ``data`` decompresses to, without decompressing the rest: a stream that is no
+    longer comes whole, with :func:`decompress`'s outcome and errors, so a shorter result means the whole
+    stream.  What a reader that needs only the start of a stream takes (a control batch's first record, all
+    Kafka's RecordIterator reads of it): a few KB of zstd that decompress to gigabytes (its frames reach tens of
+    thousands to one) cost ``limit`` bytes, not gigabytes."""
+    if codec == NONE:
+        return data[:limit]
+    head_of = _HEAD.get(codec)
+    if head_of is None:
+        return decompress(codec, data)  # unknown or not installed: its error
+    try:
+        head = head_of(data, limit)
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - corrupt within the head: decompress() says how, stopping at the same place
+        return decompress(codec, data)[:limit]
+    return head if len(head) >= limit else decompress(codec, data)
+
+
 def decompress(codec: int, data: bytes) -> bytes:
     if codec == NONE:
         return data
@@ -161,7 +207,7 @@ def decompress(codec: int, data: bytes) -> bytes:
         ) from None
     try:
         return fn(data)
-    except CompressedDataError:
+    except (CompressedDataError, MemoryError):  # no memory is this process's trouble, not the data's
         raise
     except Exception as e:  # codec-specific exception types
         raise CompressedDataError(f"{CODEC_NAMES[codec]}: {e}") from e

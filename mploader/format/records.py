@@ -412,6 +412,28 @@ def build_end_txn_marker_batch(
     )
 
 
+# Decompressed bytes of a control batch read at once: every real one whole (a marker is 17 bytes), so that the
+# codec meets what is wrong anywhere in it; past this, only as far as Kafka reads (_first_record).
+CONTROL_HEAD_BYTES = 1 << 20
+
+
+def _first_record(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader) -> bytes:
+    """The decompressed records section of a control batch as far as Kafka's RecordIterator reads it: its first
+    record and one byte more (``ensureNoneRemaining`` when the count is 1); a section under
+    CONTROL_HEAD_BYTES whole.  So a few KB that decompress to gigabytes cost the first record's size at most,
+    which Kafka allocates too (``DefaultRecord.readFrom``)."""
+    raw = bytes(memoryview(buf)[pos + RECORD_BATCH_OVERHEAD : pos + header.size])
+    head = compression.decompress_head(header.compression, raw, CONTROL_HEAD_BYTES)
+    if len(head) < CONTROL_HEAD_BYTES:
+        return head
+    try:
+        size, body = decode_varint(head, 0)
+    except InvalidRecordError:
+        return head
+    need = body + size + 1
+    return head if need <= len(head) else compression.decompress_head(header.compression, raw, need)
+
+
 def read_end_txn_marker(
     buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader, path: str | None = None
 ) -> EndTxnMarker | None:
@@ -426,7 +448,7 @@ def read_end_txn_marker(
     if header.records_count < 0:
         raise InvalidRecordError(path, pos, f"control batch with negative record count {header.records_count}")
     try:
-        data = records_section(buf, pos, header)
+        data = _first_record(buf, pos, header)
     except compression.UnsupportedCodecError as e:
         # codec ids 5-7: CompressionType.forId throws IllegalArgumentException; a known codec whose
         # Python package is missing is a limitation of this installation, reported the same way

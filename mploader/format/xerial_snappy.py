@@ -28,6 +28,7 @@ raises ImportError, which :mod:`.compression` turns into "install the package" e
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import cramjam
 
@@ -80,12 +81,26 @@ def _raw(block: memoryview, what: str) -> bytes:
 
 def decompress(data: bytes | memoryview) -> bytes:
     """What ``SnappyInputStream`` yields for ``data``: framed chunks, or one raw block without the header."""
+    return b"".join(_blocks(data))
+
+
+def decompress_head(data: bytes | memoryview, limit: int) -> bytes:
+    """The first ``limit`` bytes :func:`decompress` gives, decompressing the blocks up to there only."""
+    out = bytearray()
+    for block in _blocks(data):
+        out += block
+        if len(out) >= limit:
+            break
+    return bytes(out[:limit])
+
+
+def _blocks(data: bytes | memoryview) -> Iterator[bytes]:
     view = memoryview(data)
     if not view:
         raise ValueError("empty stream")
     if len(view) < len(HEADER) or view[: len(MAGIC)] != MAGIC:
-        return _raw(view, "no xerial header, not a raw snappy block either")
-    out: list[bytes] = []
+        yield _raw(view, "no xerial header, not a raw snappy block either")
+        return
     p = len(HEADER)
     while p + _LENGTH.size <= len(view):
         (n,) = _LENGTH.unpack_from(view, p)
@@ -102,6 +117,5 @@ def decompress(data: bytes | memoryview) -> bytes:
             raise ValueError(f"chunk at byte {p - _LENGTH.size} has negative length {n}")
         if p + n > len(view):
             raise ValueError(f"chunk at byte {p - _LENGTH.size} declares {n} bytes, {len(view) - p} remain")
-        out.append(_raw(view[p : p + n], f"chunk at byte {p - _LENGTH.size}"))
+        yield _raw(view[p : p + n], f"chunk at byte {p - _LENGTH.size}")
         p += n
-    return b"".join(out)
