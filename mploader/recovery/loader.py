@@ -174,7 +174,8 @@ class LogLoader:
         if self.epochs is not None:
             self.epochs.truncate_from_start(ctx.log_start_checkpoint)
         self.psm.remove_stray_snapshots(sorted(self.segments))
-        if ctx.clean_shutdown and self.psm.latest_snapshot_offset() is None:  # Kafka's shortcut: a rerun takes it too
+        if ctx.clean_shutdown and self.psm.latest_snapshot_offset() is None and next_offset > self.psm.last_snap_offset:
+            # Kafka's shortcut, which writes snapshots (an empty log writes none): a rerun must take it too
             journal.note_clean_start_without_snapshot(self.disk, self.dir, ctx.data_dir)
         self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
                                     reload_from_clean_shutdown=ctx.clean_shutdown)
