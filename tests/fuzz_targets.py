@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import itertools
 import os
 import random
 import shutil
@@ -282,7 +283,7 @@ def file_names(data: bytes) -> None:
     names.is_index_file(name)
 
 
-_LOADS = iter(range(1 << 62))
+_LOADS = itertools.count()
 
 
 def partition_load(data: bytes) -> None:

@@ -27,6 +27,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
@@ -164,7 +165,7 @@ def in_scratch(name: str, data: bytes) -> str:
 
 def load_segment(data: bytes) -> None:
     """A whole load (inline) of a partition whose only segment is ``data``."""
-    top = os.path.join(fuzz_targets.scratch(), f"huge-{random.randrange(1 << 60)}")
+    top = tempfile.mkdtemp(prefix="huge-", dir=fuzz_targets.scratch())
     os.makedirs(os.path.join(top, "t-0"))
     with open(os.path.join(top, "t-0", "00000000000000000000.log"), "wb") as f:
         f.write(data)
