@@ -46,7 +46,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.report import Lines, replace_section  # noqa: E402
+from perf.report import publish  # noqa: E402
 
 ALL = "all"
 
@@ -274,14 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             r = results[-1]
             print(f"{name}: {r['executions']:,} executions in {r['seconds']} s, {len(r['findings'])} finding(s)",
                   file=sys.stderr, flush=True)
-    if args.json:
-        print(json.dumps({"engine": args.engine, "artifacts": str(artifacts), "targets": results}, indent=1))
-    else:
-        out = Lines()
-        for line in table(results, args):
-            out.say(line)
-        if args.report:
-            replace_section(args.report, "fuzz", out.lines)
+    publish({"engine": args.engine, "artifacts": str(artifacts), "targets": results}, table(results, args),
+            as_json=args.json, report=args.report, section="fuzz")
     return 1 if any(r["findings"] for r in results) else 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -27,3 +28,15 @@ def replace_section(path: Path, name: str, lines: list[str]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(figures: object, lines: list[str], *, as_json: bool, report: Path | None, section: str) -> None:
+    """Print ``figures`` as JSON (``as_json``), or else ``lines``, kept in ``report``'s ``section`` when given."""
+    if as_json:
+        print(json.dumps(figures, indent=1))
+        return
+    out = Lines()
+    for line in lines:
+        out.say(line)
+    if report is not None:
+        replace_section(report, section, out.lines)

@@ -11,7 +11,6 @@ Usage: perf/soak.py [--brokers 200] [--first-seed 0] [--work DIR] [--json] [--re
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import platform
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mploader.engine.pool import PoolEngine  # noqa: E402
-from perf.report import Lines, replace_section  # noqa: E402
+from perf.report import publish  # noqa: E402
 from tests.soak import Mismatch, Round, soak_one, warm_up  # noqa: E402
 
 
@@ -63,14 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "verifies_with_a_pool": sum(r.workers[1] > 1 for r in rounds),
         "mismatches": mismatches,
     }
-    if args.json:
-        print(json.dumps(figures, indent=1))
-    else:
-        out = Lines()
-        for line in report(figures):
-            out.say(line)
-        if args.report:
-            replace_section(args.report, "soak", out.lines)
+    publish(figures, report(figures), as_json=args.json, report=args.report, section="soak")
     return 1 if mismatches else 0
 
 
