@@ -274,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             r = results[-1]
             print(f"{name}: {r['executions']:,} executions in {r['seconds']} s, {len(r['findings'])} finding(s)",
                   file=sys.stderr, flush=True)
+    if not args.artifacts and not os.listdir(artifacts):
+        artifacts.rmdir()  # nothing found: no empty directory left behind
     publish({"engine": args.engine, "artifacts": str(artifacts), "targets": results}, table(results, args),
             as_json=args.json, report=args.report, section="fuzz")
     return 1 if any(r["findings"] for r in results) else 0
