@@ -99,7 +99,8 @@ def plot_timeline(run: RunResult, path: Path, title: str) -> None:
         rate.legend(loc="upper right", fontsize=7)
     io.set_ylabel("%")
     io.set_ylim(0, 105)
-    io.legend(loc="upper left", fontsize=7)
+    if dev is not None:
+        io.legend(loc="upper left", fontsize=7)
     io.set_title("device" if dev else "no block device (tmpfs)", fontsize=9)
     cores = max((len(s.cpu_percent) for s in run.samples), default=0)
     for c in range(cores):

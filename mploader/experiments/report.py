@@ -174,7 +174,7 @@ class Report:
         doc = {"title": self.title, "command": self.command, "facts": self.facts, "data": self.data,
                "notes": self.notes, "seconds": round(self.seconds, 1), "findings": findings(self.runs),
                "runs": [r.to_json() for r in self.runs]}
-        written[2].write_text(json.dumps(doc, indent=1) + "\n")
+        written[2].write_text(json.dumps(doc, separators=(",", ":")) + "\n")  # compact: the samples are most of it
         images = []
         for i, (caption, draw) in enumerate(self.plots):
             png = out_dir / f"{self.name}-{i + 1}.png"
