@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -28,18 +27,10 @@ from mploader.host import cgroup
 from mploader.host.cgroup import ReadLimits
 from mploader.host.devices import storage_of
 from tests.test_host import root_only
+from tests.test_readahead import eventually
 
 MiB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
-
-
-def eventually(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_the_sampler_sees_the_parent_its_workers_and_their_shared_memory(tmp_path: Path) -> None:
@@ -223,7 +214,7 @@ def test_stopping_the_experiment_removes_every_device_mount_cgroup_and_file(tmp_
                             text=True)
     group = Path(h.mount_point) / f"mploader-exp-{proc.pid}" / "cgroup.procs"
     try:
-        assert eventually(lambda: group.exists() and bool(group.read_text().split())), "no run started"
+        assert eventually(lambda: group.exists() and bool(group.read_text().split()), 20.0), "no run started"
         runner = int(group.read_text().split()[0])
         assert _ours(tmp_path)["loops"]
         proc.send_signal(sig)

@@ -49,9 +49,6 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _plots(runs: list[RunResult], restarts: tuple[str, ...]) -> list[tuple[str, Callable[[Path], None]]]:
-    def busy(r: RunResult) -> float | None:
-        return r.mean("throttle_use") if r.mean("throttle_use") is not None else r.mean("util_percent")
-
     panels = []
     for restart in restarts:  # a clean restart scans next to nothing: its figure is the load's time
         mine = [r for r in runs if r.spec.restart == restart]
@@ -60,7 +57,7 @@ def _plots(runs: list[RunResult], restarts: tuple[str, ...]) -> list[tuple[str, 
         else:
             speed = Panel(f"{restart} restart: throughput", "MB scanned per second", mine, lambda r: r.throughput / 1e6)
         panels += [speed, Panel(f"{restart} restart: device busy (%util; throttled: share of the limit)", "%", mine,
-                                busy)]
+                                RunResult.busy)]
     out: list[tuple[str, Callable[[Path], None]]] = [
         ("throughput and device use against the worker count, per device class",
          lambda path: plot_against_workers(panels, lambda r: r.place, path, "mploader experiment hdd-vs-ssd"))]

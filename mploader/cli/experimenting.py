@@ -128,7 +128,7 @@ def say(line: str) -> None:
 
 def run_line(r: RunResult, done: int, total: int) -> None:
     s = r.spec
-    util = r.mean("throttle_use") if r.mean("throttle_use") is not None else r.mean("util_percent")
+    util = r.busy()
     busy = "" if util is None else f", device {util:.0f}% busy"
     rate = f", budget {format_bytes(s.max_read_bytes_per_sec)}/s" if s.max_read_bytes_per_sec else ""
     say(f"run {done}/{total} [{r.place}] {s.workers} worker(s), {s.recovery_threads} recovery thread(s), "

@@ -65,12 +65,9 @@ def _plots(runs: list[RunResult]) -> list[tuple[str, Callable[[Path], None]]]:
         return (f"{'dry run' if r.spec.dry_run else 'recover'}, {r.spec.cache}"
                 f"{f', {r.spec.recovery_threads} rec. threads' if r.spec.recovery_threads > 1 else ''}")
 
-    def busy(r: RunResult) -> float | None:
-        return r.mean("throttle_use") if r.mean("throttle_use") is not None else r.mean("util_percent")
-
     swept = [r for r in runs if r.spec.max_read_bytes_per_sec is None]
     panels = [Panel("throughput (MB scanned per second of the load)", "MB/s", swept, lambda r: r.throughput / 1e6),
-              Panel("device busy: mean %util (throttled: share of the limit)", "%", swept, busy),
+              Panel("device busy: mean %util (throttled: share of the limit)", "%", swept, RunResult.busy),
               Panel("CPU of the load's processes (mean; 100% = one core)", "%", swept, lambda r: r.mean("load_cpu")),
               Panel("peak RSS: parent + workers", "MB", swept,
                     lambda r: (r.peak("rss_parent") + r.peak("rss_workers")) / 1e6)]

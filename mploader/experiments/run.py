@@ -87,6 +87,12 @@ class RunResult:
         values = [v for s in self.samples if (v := _figure(s, what, device or self.device)) is not None]
         return sum(values) / len(values) if values else None
 
+    def busy(self) -> float | None:
+        """How busy the run's device was, in percent: the share of a cgroup's read limit where one throttles it
+        (its own %util stays low while readers wait on the throttle), else iostat's %util; None: no device."""
+        use = self.mean("throttle_use")
+        return use if use is not None else self.mean("util_percent")
+
     def peak(self, what: str) -> int:
         """The largest "rss_parent", "rss_workers" (their sum) or "shm_bytes" seen."""
         values = [_memory(s, what) for s in self.samples]
