@@ -1,6 +1,7 @@
 """What ``mploader sweep`` and ``mploader experiment`` share: the data and output options, the scratch
-directory, a line per run on stderr, the report at the end, and SIGTERM handled as a Ctrl-C (so that every
-device, mount and cgroup an experiment made is removed when it is stopped either way)."""
+directory, a line per run on stderr, the report at the end, and SIGTERM handled as a Ctrl-C, SIGINT taken even
+where a shell started the command with it ignored (so that every device, mount and cgroup an experiment made
+is removed when it is stopped either way)."""
 
 from __future__ import annotations
 
@@ -99,12 +100,16 @@ def scratch(args: argparse.Namespace) -> Iterator[Path]:
     if not base.is_dir():
         raise UsageError(f"--work-dir {base} is not a directory")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # a command started in the background by a shell inherits SIGINT ignored; this one must stop (and remove what
+    # it made) on a SIGINT however it was started
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     d = Path(tempfile.mkdtemp(prefix=f"mploader-exp-{os.getpid()}-", dir=base))
     try:
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: int, partitions: int) -> Broker:
