@@ -18,7 +18,7 @@ def test_every_public_name_resolves_to_the_object_of_its_module() -> None:
         ns: dict[str, object] = {}
         exec(f"from {package.__name__} import *", ns)  # noqa: S102 - the star import of the curated names
         assert set(package.__all__) <= set(ns)
-    assert mploader.load_logs is importlib.import_module("mploader.api").load_logs  # the manager's, + verify_in_background
+    assert mploader.load_logs is importlib.import_module("mploader.api").load_logs  # manager's + verify_in_background
     assert mploader.StartupFailedError is importlib.import_module("mploader.errors").StartupFailedError
     assert mploader.format.records is importlib.import_module("mploader.format.records")
 
