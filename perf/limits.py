@@ -140,9 +140,10 @@ def files(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                              total_bytes=200 * args.segments, segment_bytes=200, batch_bytes=100,
                                              records_per_batch=1, faults=0, seed=1))
     generated = time.perf_counter() - t0
+    nfiles = sum(len(files) for _, _, files in os.walk(root / "data-0"))
     result, sampler = load_in_child(_recover_everything(root), args.workers, args.open_files)
     shutil.rmtree(root)
-    return {"segments": summary.segments, "files": summary.segments * 4, "generate_seconds": round(generated, 1),
+    return {"segments": summary.segments, "files": nfiles, "generate_seconds": round(generated, 1),
             "open_files_limit": args.open_files, "workers": args.workers, "load_seconds": round(result["seconds"], 1),
             "offline": result["offline"], "recovered": result["recovered"],
             "peak_fds_parent": sampler.parent().get("fds", 0),
