@@ -29,12 +29,14 @@ class Clock:
         return self.now
 
 
-def test_turns_follow_each_other_at_the_rate_and_idle_time_is_not_banked() -> None:
+def test_turns_follow_each_other_at_the_rate_and_at_most_a_quarter_second_is_banked() -> None:
     clock = Clock()
     b = ReadBudget(10 * MB, clock)
-    assert [b.reserve(5 * MB), b.reserve(5 * MB), b.reserve(10 * MB)] == [100.0, 100.5, 101.0]
-    clock.now = 110.0  # idle for 8 s: the next turn is now, not 8 s of reads at once
-    assert b.reserve(10 * MB) == 110.0 and b.reserve(1) == 111.0
+    assert [b.reserve(5 * MB), b.reserve(5 * MB), b.reserve(10 * MB)] == [100.0, 100.5, 101.0]  # none banked yet
+    clock.now = 110.0  # idle for 8 s: a quarter second of reads at once, not 8 s of them
+    assert b.reserve(10 * MB) == 109.75 and b.reserve(MB) == 110.75 and b.reserve(1) == 110.85
+    clock.now = 110.8  # a scan that starts late (0.1 s after its turn) loses nothing
+    assert b.reserve(MB) == pytest.approx(110.8500001)
     assert ReadBudget(40 * MB).piece_bytes == 10 * MB and ReadBudget(1000).piece_bytes == 1 << 20
     with pytest.raises(ValueError):
         ReadBudget(0)
@@ -73,15 +75,15 @@ def test_a_paced_scan_is_the_scan(broker: Path) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_real_load_is_held_to_its_budget(broker: Path, tmp_path: Path, workers: int) -> None:
-    """6 MB/s over ~12 MB: about 2 s.  The rate is the bytes scanned over the whole load_logs call (preflight,
-    pool start-up and Phase 2 included), within 10% of the budget."""
+    """4 MB/s over ~12 MB: about 3 s (against ~0.3 s of a pool's start and shutdown).  The rate is the bytes scanned over the load_logs call (preflight, pool
+    start-up and Phase 2 included) less its final syncfs of what recovery wrote (not reads; on a shared disk it
+    took up to 0.4 s), within 10% of the budget."""
     d = tmp_path / "d"
     shutil.copytree(broker, d)
-    rate = 6 * MB
-    t0 = time.perf_counter()
+    rate = 4 * MB
     result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=workers,
                                               max_read_bytes_per_sec=rate))
-    seconds = time.perf_counter() - t0
+    seconds = result.stats.seconds["total"] - result.stats.seconds["flush"]
     scanned = result.stats.bytes_read
     assert scanned >= 11 * MB
     assert 0.9 * rate <= scanned / seconds <= 1.1 * rate, (scanned, seconds)

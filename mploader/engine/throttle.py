@@ -5,14 +5,15 @@ unthrottled one kept disks busy for tens of minutes).
 What is counted: the bytes Phase 1 scans, wherever they come from (the disk, or the page cache: the load
 cannot tell them apart, so it errs on the safe side).  A scan of ``n`` bytes may start only at its turn
 (:meth:`ReadBudget.reserve`): the turns of one data dir follow each other at the budget's rate, a virtual
-clock that never banks idle time (so the rate is never exceeded, not even after a pause).  The parent waits
+clock that banks at most ``PIECE_SECONDS`` of idle time: a scan that started late (its process waited for a
+CPU, Phase 2 took longer than its turn) is caught up, a pause of the load is not.  The parent waits
 for its own scans' turns (:func:`paced_scan`); a worker receives its turn with its task and waits for it
 there (:func:`mploader.engine.worker.worker_scan`), so that the parent never blocks on another dir's budget.
 
 Granularity: a scan reads its bytes as fast as it can once started, so scans are cut into pieces of about a
 quarter second of budget (:attr:`ReadBudget.piece_bytes`, at confirmed batch starts:
 :func:`mploader.engine.chunks.chunk_boundaries`): over any second the reads exceed the budget by at most
-one piece.  The engines also keep the kernel's read-ahead to one piece ahead of the scans
+two pieces (one started, one banked).  The engines also keep the kernel's read-ahead to one piece ahead of the scans
 (:meth:`mploader.engine.base.Engine.start_read_ahead`), or it would read the next 256 MiB at the disk's speed.
 """
 
@@ -39,7 +40,7 @@ class ReadBudget:
             raise ValueError("a read budget must be >= 1 byte per second")
         self.bytes_per_s = bytes_per_s
         self._clock = clock
-        self._next = 0.0  # the clock time from which the next scan may start
+        self._next: float | None = None  # the clock time from which the next scan may start (None: the first)
         self._lock = threading.Lock()
 
     @property
@@ -51,7 +52,8 @@ class ReadBudget:
         """Book a scan of ``nbytes``; returns the clock time (``time.monotonic``, the same in every process
         of the machine) at which it may start."""
         with self._lock:
-            start = max(self._clock(), self._next)
+            now = self._clock()
+            start = now if self._next is None else max(now - PIECE_SECONDS, self._next)  # (one in the past: now)
             self._next = start + max(0, nbytes) / self.bytes_per_s
             return start
 
