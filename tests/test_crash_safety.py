@@ -106,6 +106,26 @@ def test_every_kill_point_of_real_corpus_dirs(real_corpus: Path, tmp_path: Path,
     _assert_every_point_safe(report, 10)
 
 
+def test_every_kill_point_of_a_clean_empty_log_whose_snapshot_the_replay_deletes(real_corpus: Path,
+                                                                                tmp_path: Path) -> None:
+    """A clean KRaft broker's partition of one empty segment at offset 5 with a snapshot at 5 (the real corpus,
+    ronem123's topic_transactions-0): the final producer-state rebuild replays (a snapshot is there), which
+    deletes the snapshot (at the log start) and writes none; a rerun that found no snapshot would take the
+    clean-start shortcut and write one.  The choice is journaled."""
+    broker = next(d for d in corpus_data_dirs(real_corpus) if "ronem123" in str(d))
+    data = tmp_path / "pristine"
+    data.mkdir()
+    for f in broker.iterdir():
+        if f.is_file():
+            copy_tree(f, data / f.name)
+    copy_tree(broker / "topic_transactions-0", data / "topic_transactions-0")
+    subprocess.run(["chmod", "-R", "u+w", str(data)], check=True)
+    report = enumerate_kill_points("ronem123, topic_transactions-0 alone", data, tmp_path / "work",
+                                   lambda w: [str(w)], INLINE, 1_800_000_000_000)
+    _assert_every_point_safe(report, 8)
+    assert report.by_op.get("fsync", 0) >= 2, "no journal written: the data set no longer has the case"
+
+
 def test_a_dry_run_writes_no_journal_and_a_stale_journal_is_dropped(tmp_path: Path) -> None:
     """The journal of Kafka's clean-start shortcut is never written by a dry run; one left under another
     marker (a broker ran since) is deleted and does not change the outcome."""
@@ -114,7 +134,7 @@ def test_a_dry_run_writes_no_journal_and_a_stale_journal_is_dropped(tmp_path: Pa
     load_logs([str(data)], INLINE.replace(dry_run=True), now_ms=GEN_NOW)
     assert changed(before, tree_state(data)) == []
     partition = next(p for p in data.iterdir() if p.is_dir())
-    (partition / JOURNAL).write_text(json.dumps({"marker": "another marker", "no_snapshot": True}))
+    (partition / JOURNAL).write_text(json.dumps({"marker": "another marker", "shortcut": True}))
     reference = tmp_path / "reference" / data.name
     reference.parent.mkdir()
     copy_tree(data, reference)

@@ -2,12 +2,15 @@
 
 A clean dir's load keeps its clean-shutdown marker until every partition is loaded (``manager._commit_clean_dirs``),
 so that the rerun of a killed load is a clean load again.  A clean load is not always a fixpoint of itself,
-though: where the final producer-state rebuild finds no snapshot, Kafka writes empty snapshots at the last
-offsets without reading the log (``UnifiedLog.rebuildProducerState`` with ``reloadFromCleanShutdown``); a
-rerun that found those snapshots would replay the log from them instead.  Before taking that shortcut the
-loader writes ``mploader-journal`` in the partition directory; a rerun that finds it valid deletes the
-partition's snapshots first (they are the shortcut's: there were none when it was taken), and so takes the
-shortcut again.  The manager deletes the journals once the load has committed (the marker deleted).
+though.  Where the final producer-state rebuild finds no snapshot, Kafka writes empty snapshots at the last
+offsets without reading the log (``UnifiedLog.rebuildProducerState`` with ``reloadFromCleanShutdown``): a
+rerun that found those snapshots would replay the log from them instead.  And where it finds snapshots but
+the log is empty (log end = log start), the replay deletes every one and writes none: a rerun would find no
+snapshot and take the shortcut, which writes one.  Before either, the loader writes ``mploader-journal`` in
+the partition directory with its choice (``shortcut``); a rerun that finds it valid makes the same one: for
+the shortcut it deletes the partition's snapshots first (they are the shortcut's: there were none when it
+was taken), for the replay it does not take the shortcut.  The manager deletes the journals once the load has
+committed (the marker deleted).
 
 The journal holds the identity of the marker it was written under (inode, size, modification time, bytes).
 A broker that started since has deleted that marker (Kafka deletes it when it reads it) and may have written
@@ -40,33 +43,35 @@ def _marker_identity(data_dir: str) -> str | None:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{content.hex()}"
 
 
-def note_clean_start_without_snapshot(disk: Disk, partition_dir: str, data_dir: str) -> None:
-    """Record, durably, that this clean load rebuilds the producer state without a snapshot."""
+def note_clean_start(disk: Disk, partition_dir: str, data_dir: str, shortcut: bool) -> None:
+    """Record, durably, whether this clean load rebuilds the producer state by Kafka's shortcut."""
     marker = _marker_identity(data_dir)
     if marker is not None:
-        data = json.dumps({"marker": marker, "no_snapshot": True}).encode()
+        data = json.dumps({"marker": marker, "shortcut": shortcut}).encode()
         disk.write(os.path.join(partition_dir, JOURNAL), data, fsync=True)
 
 
-def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) -> None:
-    """Before a partition loads: act on a valid journal left by a killed load (its snapshots go), delete a
-    stale one.  ``listing``: the partition directory's files, sorted (a journal is looked for only there)."""
+def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) -> bool | None:
+    """Before a partition loads: act on a valid journal left by a killed load and return its choice (for the
+    shortcut, the partition's snapshots go first); delete a stale one (None: no choice to repeat).
+    ``listing``: the partition directory's files, sorted (a journal is looked for only there)."""
     at = bisect.bisect_left(listing, JOURNAL)
     if at == len(listing) or listing[at] != JOURNAL:
-        return
+        return None
     path = os.path.join(partition_dir, JOURNAL)
     try:
         facts = json.loads(disk.read(path))
         valid = isinstance(facts, dict) and facts.get("marker") == _marker_identity(data_dir)
-    except ValueError:  # torn by the kill: written before the shortcut's first snapshot, so none was
+    except ValueError:  # torn by the kill: written before the choice changed any snapshot
         valid = False
-    if not valid:
+    if not valid or not isinstance(facts.get("shortcut"), bool):
         disk.delete(path)
-        return
-    if facts.get("no_snapshot"):
+        return None
+    if facts["shortcut"]:
         for name in listing:
             if name.endswith(SNAPSHOT_SUFFIX):
                 disk.delete(os.path.join(partition_dir, name))
+    return bool(facts["shortcut"])
 
 
 def remove(disk: Disk, partition_dir: str) -> None:
@@ -74,4 +79,4 @@ def remove(disk: Disk, partition_dir: str) -> None:
     disk.delete(os.path.join(partition_dir, JOURNAL))
 
 
-__all__ = ["JOURNAL", "note_clean_start_without_snapshot", "remove", "replay"]
+__all__ = ["JOURNAL", "note_clean_start", "remove", "replay"]

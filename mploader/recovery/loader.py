@@ -93,6 +93,7 @@ class LogLoader:
         self.epochs: LeaderEpochCache | None = None
         self._scans = _ScanCache()
         self._floor_pin: str | None = None  # see _pin_for_recover_log
+        self._journaled: bool | None = None  # a killed clean load's producer-state choice (recovery.journal)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -147,7 +148,7 @@ class LogLoader:
         ctx = self.ctx
         self._check_cancelled()
         self._open_epoch_cache()
-        journal.replay(self.disk, self.dir, ctx.data_dir, self.disk.list_files(self.dir))
+        self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, self.disk.list_files(self.dir))
         self.psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
         swaps = self._remove_temp_files_and_collect_swap_files()
         self._complete_swaps(swaps)
@@ -174,11 +175,9 @@ class LogLoader:
         if self.epochs is not None:
             self.epochs.truncate_from_start(ctx.log_start_checkpoint)
         self.psm.remove_stray_snapshots(sorted(self.segments))
-        if ctx.clean_shutdown and self.psm.latest_snapshot_offset() is None and next_offset > self.psm.last_snap_offset:
-            # Kafka's shortcut, which writes snapshots (an empty log writes none): a rerun must take it too
-            journal.note_clean_start_without_snapshot(self.disk, self.dir, ctx.data_dir)
         self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
-                                    reload_from_clean_shutdown=ctx.clean_shutdown)
+                                    reload_from_clean_shutdown=ctx.clean_shutdown and self._clean_shortcut(
+                                        new_log_start, next_offset))
         if ctx.kind is not DirKind.DELETE and not ctx.clean_shutdown:
             # a clean dir's are grown by the manager once its marker is gone (manager._commit_clean_dirs): a
             # clean reload reads the log end offset through them, and a kill must leave it what this load read
@@ -203,6 +202,21 @@ class LogLoader:
             truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
             index_checks=[c.to_json() for c in ctx.index_checks],
         )
+
+    def _clean_shortcut(self, log_start: int, log_end: int) -> bool:
+        """Whether a clean load's final producer-state rebuild may take Kafka's shortcut (it does where it finds no
+        snapshot).  The choice is journaled where a kill would make a rerun choose otherwise
+        (:mod:`mploader.recovery.journal`): the shortcut writes snapshots (an empty log's writes none), and a
+        replay of an empty log (log end at its start) deletes every snapshot and writes none."""
+        if self._journaled is not None:  # a killed load's choice, repeated
+            return self._journaled
+        writes = log_end > self.psm.last_snap_offset  # what the shortcut would write
+        if self.psm.latest_snapshot_offset() is None:
+            if writes:
+                journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=True)
+        elif writes and log_end <= log_start:
+            journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=False)
+        return True
 
     def _check_indexes(self) -> None:
         """``index_check`` (:mod:`mploader.recovery.index_check`) over the segments this load did not recover."""
