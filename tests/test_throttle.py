@@ -75,9 +75,9 @@ def test_a_paced_scan_is_the_scan(broker: Path) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_real_load_is_held_to_its_budget(broker: Path, tmp_path: Path, workers: int) -> None:
-    """4 MB/s over ~12 MB: about 3 s (against ~0.3 s of a pool's start and shutdown).  The rate is the bytes scanned over the load_logs call (preflight, pool
-    start-up and Phase 2 included) less its final syncfs of what recovery wrote (not reads; on a shared disk it
-    took up to 0.4 s), within 10% of the budget."""
+    """4 MB/s over ~12 MB: about 3 s (against ~0.3 s of a pool's start and shutdown).  The rate is the bytes
+    scanned over the load_logs call (preflight, pool start-up and Phase 2 included) less its final syncfs of what
+    recovery wrote (not reads; on a shared disk it took up to 0.4 s), within 10% of the budget."""
     d = tmp_path / "d"
     shutil.copytree(broker, d)
     rate = 4 * MB
