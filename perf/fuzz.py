@@ -199,7 +199,10 @@ def _run_slice(name: str, args: argparse.Namespace, artifacts: Path, corpus: str
            "--artifacts", str(artifacts), "--corpus", corpus, "--seed", str(seed)]
     before = set(os.listdir(artifacts))
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=seconds + 10 * args.timeout + 120)
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="fuzz-scratch-", dir=shm) as scratch:  # the child's files (see scratch())
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=dict(os.environ, FUZZ_SCRATCH=scratch),
+                              timeout=seconds + 10 * args.timeout + 120)
     elapsed = time.monotonic() - t0
     output = proc.stdout + proc.stderr
     if args.engine == "atheris":

@@ -87,10 +87,13 @@ _scratch: str | None = None
 
 
 def scratch() -> str:
-    """A directory removed at exit; on a tmpfs where there is one (ext4 flushes a rewritten file at close)."""
+    """A directory removed at exit; on a tmpfs where there is one (ext4 flushes a rewritten file at close).  Inside
+    ``FUZZ_SCRATCH`` when that is set: libFuzzer ends a process without running Python's exit handlers, so the
+    fuzzer's parent (perf/fuzz.py) gives its children a directory it removes itself."""
     global _scratch
     if _scratch is None:
-        _scratch = tempfile.mkdtemp(prefix="fuzz-scratch-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        parent = os.environ.get("FUZZ_SCRATCH") or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+        _scratch = tempfile.mkdtemp(prefix="fuzz-scratch-", dir=parent)
         atexit.register(shutil.rmtree, _scratch, True)
     return _scratch
 
