@@ -23,7 +23,7 @@ Pure and read-only, like the rest of :mod:`mploader.scan`.
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,17 +69,15 @@ class SegmentAudit:
     index: str = OK
     timeindex: str = OK
     txnindex: str = OK
-    seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["path"], out["seconds"]
+        del out["path"]
         out["epoch_starts"] = [list(e) for e in self.epoch_starts]
         return out
 
 
 def audit_segment(task: AuditTask) -> SegmentAudit:
-    t0 = time.perf_counter()
     try:
         scan = scan_segment(SegmentTask(task.path, task.base_offset))
     except OSError as e:  # a row that says so, not a failed audit of everything else (a Kafka broker: offline)
@@ -118,11 +116,10 @@ def audit_segment(task: AuditTask) -> SegmentAudit:
     audit.timeindex = _file_verdict(task.sibling(names.TIME_INDEX_SUFFIX),
                                     lambda p: time_index_verdict(p, task, valid))
     audit.txnindex = _file_verdict(task.sibling(names.TXN_INDEX_SUFFIX), lambda p: txn_index_verdict(p, task, valid))
-    audit.seconds = time.perf_counter() - t0
     return audit
 
 
-def _file_verdict(path: str, check: Any) -> str:
+def _file_verdict(path: str, check: Callable[[str], str]) -> str:
     if not os.path.exists(path):
         return MISSING
     try:
@@ -159,21 +156,32 @@ def _first(mask: np.ndarray) -> int | None:
     return i if len(mask) and mask[i] else None
 
 
-def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
+def _written(path: str, dtype: np.dtype) -> np.ndarray | str:
+    """The index's written entries, or why its length is wrong (a torn or cut file)."""
     length = os.path.getsize(path)
-    if length % idx.OFFSET_ENTRY.itemsize:
-        return f"length {length} is not a multiple of {idx.OFFSET_ENTRY.itemsize} (a torn or cut file)"
-    entries = idx.written_entries(idx.map_entries(path, idx.OFFSET_ENTRY))
-    if not len(entries):
-        return OK
+    if length % dtype.itemsize:
+        return f"length {length} is not a multiple of {dtype.itemsize} (a torn or cut file)"
+    return idx.written_entries(idx.map_entries(path, dtype))
+
+
+def _goes_back(what: str, values: np.ndarray, strictly: bool) -> str | None:
+    """The first entry whose ``what`` is not above (``strictly``) or is below the previous entry's."""
+    i = _first(values[1:] <= values[:-1] if strictly else values[1:] < values[:-1])
+    if i is None:
+        return None
+    return f"entry {i + 1}: {what} {int(values[i + 1])} {'not above' if strictly else 'below'} entry {i}'s " \
+           f"{int(values[i])}"
+
+
+def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
+    entries = _written(path, idx.OFFSET_ENTRY)
+    if isinstance(entries, str) or not len(entries):
+        return entries if isinstance(entries, str) else OK
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
     pos = entries["position"].astype(np.int64)
-    i = _first(offsets[1:] <= offsets[:-1])
-    if i is not None:
-        return f"entry {i + 1}: offset {int(offsets[i + 1])} not above entry {i}'s {int(offsets[i])}"
-    i = _first(pos[1:] <= pos[:-1])
-    if i is not None:
-        return f"entry {i + 1}: position {int(pos[i + 1])} not above entry {i}'s {int(pos[i])}"
+    problem = _goes_back("offset", offsets, True) or _goes_back("position", pos, True)
+    if problem is not None:
+        return problem
     starts = rows["position"]
     valid_end = int(starts[-1] + rows["size"][-1]) if len(rows) else 0
     k = np.searchsorted(starts, pos)
@@ -194,20 +202,14 @@ def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
 
 
 def time_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
-    length = os.path.getsize(path)
-    if length % idx.TIME_ENTRY.itemsize:
-        return f"length {length} is not a multiple of {idx.TIME_ENTRY.itemsize} (a torn or cut file)"
-    entries = idx.written_entries(idx.map_entries(path, idx.TIME_ENTRY))
-    if not len(entries):
-        return OK
+    entries = _written(path, idx.TIME_ENTRY)
+    if isinstance(entries, str) or not len(entries):
+        return entries if isinstance(entries, str) else OK
     ts = entries["timestamp"].astype(np.int64)
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
-    i = _first(ts[1:] < ts[:-1])
-    if i is not None:
-        return f"entry {i + 1}: timestamp {int(ts[i + 1])} below entry {i}'s {int(ts[i])}"
-    i = _first(offsets[1:] < offsets[:-1])
-    if i is not None:
-        return f"entry {i + 1}: offset {int(offsets[i + 1])} below entry {i}'s {int(offsets[i])}"
+    problem = _goes_back("timestamp", ts, False) or _goes_back("offset", offsets, False)
+    if problem is not None:
+        return problem
     last = rows["last_offset"]
     # the batch holding each offset: the first whose last offset reaches it, if it starts at or below it
     k = np.searchsorted(last, offsets)
