@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 _T = TypeVar("_T")
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+INDEX_CHECKS = ("kafka", "sanity", "full")  # LoaderConfig.index_check (mploader.recovery.index_check)
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -101,7 +102,7 @@ class LoaderConfig:
         r = self.read_ahead_bytes
         if r != "auto" and (not isinstance(r, int) or r < 0):
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
-        if self.index_check not in ("kafka", "sanity", "full"):
+        if self.index_check not in INDEX_CHECKS:
             raise ValueError('index_check must be "kafka", "sanity" or "full"')
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")

@@ -9,6 +9,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
+from mploader.cli.display import terminal_display
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool, tool_version
 from mploader.cli.units import (
@@ -22,7 +23,7 @@ from mploader.cli.units import (
     parse_workers,
 )
 from mploader.cli.verify import partition_lines
-from mploader.config import LoaderConfig
+from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.manager import load_logs, written_dirs
@@ -86,7 +87,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                         "once its recovered files are on disk, so that a load killed half-way, or the broker's next "
                         "start, does not recover it again (Kafka's own load leaves the recovery points where they "
                         "were)")
-    p.add_argument("--index-check", choices=("kafka", "sanity", "full"), default="kafka",
+    p.add_argument("--index-check", choices=INDEX_CHECKS, default="kafka",
                    help="indexes of the segments the load does not recover: 'kafka' (default) leaves them unread, as "
                         "Kafka does; 'sanity' runs older brokers' index sanity checks, 'full' mploader verify's "
                         "checks against the batches (it reads every segment); an index that fails is rebuilt from "
@@ -246,11 +247,9 @@ def run_load(args: argparse.Namespace) -> int:
                                                     f"{args.metrics_port}: {e}")
         if args.metrics_port == 0:  # the port the system chose: say which
             print(f"mploader load: serving metrics on {server.url}", file=sys.stderr)
-    display = None
-    if not (args.json or args.no_progress) and sys.stderr.isatty():
-        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
-
-        display = extra["progress"] = LoadDisplay(sys.stderr)
+    display = terminal_display(args)
+    if display is not None:
+        extra["progress"] = display
     try:
         with WarningCollector() as collected:
             for w in before:
@@ -307,11 +306,7 @@ def run_load(args: argparse.Namespace) -> int:
 
 def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfig) -> VerifyReport:
     """``--verify-after``: the inactive segments audited in the background, waited for with a progress display."""
-    display = None
-    if not (args.json or args.no_progress) and sys.stderr.isatty():
-        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
-
-        display = LoadDisplay(sys.stderr)
+    display = terminal_display(args)
     background = BackgroundVerification(result, cfg, progress=display)
     try:
         report = background.wait()

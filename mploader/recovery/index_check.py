@@ -22,24 +22,16 @@ Each check that failed is in ``LoadedLog.index_checks`` with what was done about
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-
-import numpy as np
 
 from mploader.config import EffectiveConfig
 from mploader.disk import Disk
 from mploader.format import index as idx
-from mploader.format.index import offset_index_bytes, round_down, time_index_bytes
-from mploader.format.records import INT32_MAX
+from mploader.format.index import offset_index_bytes, time_index_bytes
 from mploader.recovery.segment import Segment
-from mploader.recovery.segment_recovery import plan_indexes
-from mploader.scan import BatchColumns, SegmentScan, draft_recovery
+from mploader.recovery.segment_recovery import plan_segment_indexes
+from mploader.scan import SegmentScan
 from mploader.scan.audit import MISSING, OK, AuditTask, offset_index_verdict, time_index_verdict, txn_index_verdict
-
-log = logging.getLogger(__name__)
-
-INDEX_CHECKS = ("kafka", "sanity", "full")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,21 +78,15 @@ def full_problems(seg: Segment, scan: SegmentScan) -> dict[str, str]:
 
 def rebuild_indexes(disk: Disk, seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) -> str | None:
     """Write ``seg``'s offset and time index as ``LogSegment.recover`` would from ``scan`` (the ``.log`` is left
-    as it is); None when written, else why not (an index append Kafka would refuse)."""
-    rows = BatchColumns(scan.batches)
-    rel_last = rows["last_offset"] - seg.base_offset
-    if np.any((rel_last < 0) | (rel_last > INT32_MAX)):
-        return "left: an offset of the segment does not fit its index (Kafka would split the segment)"
-    draft = scan.draft
-    if draft is None or draft.interval != cfg.index_interval_bytes:
-        draft = draft_recovery(rows, seg.base_offset, cfg.index_interval_bytes)
-    plan = plan_indexes(seg.base_offset, rows, round_down(cfg.max_index_size, 8) // 8,
-                        round_down(cfg.max_index_size, 12) // 12, seg.log_path, draft.index)
-    if plan.failed_at_row is not None or plan.final_time_failed:
-        return "left: Kafka's index appends would fail on these batches"
+    as it is); None when written, else why not (where recover() would throw)."""
+    planned = plan_segment_indexes(seg, scan, cfg)
+    plan = planned.plan
+    if planned.throws_in_loop or plan.failed_at_row is not None or plan.final_time_failed:
+        return "left: recovering this segment would fail (an offset that does not fit its index, a control " \
+               "batch Kafka cannot read, or an index append Kafka refuses)"
     disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
     disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel))
     return None
 
 
-__all__ = ["INDEX_CHECKS", "IndexCheck", "full_problems", "rebuild_indexes", "sanity_problems"]
+__all__ = ["IndexCheck", "full_problems", "rebuild_indexes", "sanity_problems"]

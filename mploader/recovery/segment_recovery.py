@@ -140,6 +140,33 @@ class SegmentRecovery:
     aborted_txns: int
 
 
+@dataclass(slots=True)
+class SegmentIndexes:
+    """What ``LogSegment.recover`` appends to a segment's indexes, from a complete scan of it."""
+
+    rows: BatchColumns  # the scan's batches
+    rows_ok: BatchColumns  # those before the first whose offset does not fit the index (recover() throws there)
+    draft: RecoveryDraft
+    plan: IndexPlan
+    throws_in_loop: bool  # an offset overflow or a control batch Kafka cannot read throws inside recover()'s loop
+
+
+def plan_segment_indexes(seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) -> SegmentIndexes:
+    rows = BatchColumns(scan.batches)
+    # Kafka processes batches in order, so the first problem in the table decides
+    rel_last = rows["last_offset"] - seg.base_offset
+    over = np.flatnonzero((rel_last < 0) | (rel_last > INT32_MAX))
+    rows_ok = rows.head(len(rows) if not over.size else int(over[0]))
+    draft = scan.draft
+    if draft is None or draft.interval != cfg.index_interval_bytes:  # not made by Phase 1: make it here
+        draft = draft_recovery(rows, seg.base_offset, cfg.index_interval_bytes)
+    throws_in_loop = len(rows_ok) < len(rows) or scan.fatal is not None
+    plan = plan_indexes(seg.base_offset, rows_ok, round_down(cfg.max_index_size, 8) // 8,
+                        round_down(cfg.max_index_size, 12) // 12, seg.log_path, draft.index,
+                        final_entry=not throws_in_loop)
+    return SegmentIndexes(rows, rows_ok, draft, plan, throws_in_loop)
+
+
 def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerStateManager,
                     epochs: LeaderEpochCache | None, cfg: EffectiveConfig, *,
                     before_cut: Callable[[], None] = lambda: None, index_path: str | None = None) -> SegmentRecovery:
@@ -152,21 +179,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     """
     path = seg.log_path
     index_path = index_path or seg.index_path
-    rows = BatchColumns(scan.batches)
-    base = seg.base_offset
-    # Kafka processes batches in order, so the first problem in the table decides
-    rel_last = rows["last_offset"] - base
-    over = np.flatnonzero((rel_last < 0) | (rel_last > INT32_MAX))
-    limit = len(rows) if not over.size else int(over[0])
-    rows_ok = rows.head(limit)
-    offset_slots = round_down(cfg.max_index_size, 8) // 8
-    time_slots = round_down(cfg.max_index_size, 12) // 12
-    draft = scan.draft
-    if draft is None or draft.interval != cfg.index_interval_bytes:  # not made by Phase 1: make it here
-        draft = draft_recovery(rows, base, cfg.index_interval_bytes)
-    # an offset overflow or a control batch Kafka cannot read throws inside recover()'s loop
-    throws_in_loop = limit < len(rows) or scan.fatal is not None
-    plan = plan_indexes(base, rows_ok, offset_slots, time_slots, path, draft.index, final_entry=not throws_in_loop)
+    planned = plan_segment_indexes(seg, scan, cfg)
+    rows, rows_ok, draft, plan = planned.rows, planned.rows_ok, planned.draft, planned.plan
+    limit, throws_in_loop = len(rows_ok), planned.throws_in_loop
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
     # txn index: an existing file is truncated to 0 bytes; a missing one stays missing until an abort
