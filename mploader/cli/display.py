@@ -12,6 +12,8 @@ second by rich's own thread; the log lines of the command go through the display
 
 from __future__ import annotations
 
+import argparse
+import sys
 import threading
 from typing import Any, TextIO
 
@@ -149,4 +151,12 @@ def _label(data_dir: str, width: int) -> str:
     return text.ljust(width)
 
 
-__all__ = ["LoadDisplay", "format_eta", "row_fields", "total_of"]
+def terminal_display(args: argparse.Namespace) -> LoadDisplay | None:
+    """The bars on stderr when it is a terminal and neither ``--json`` nor ``--no-progress`` was given (rich is
+    imported only then, by :class:`LoadDisplay`)."""
+    if args.json or args.no_progress or not sys.stderr.isatty():
+        return None
+    return LoadDisplay(sys.stderr)
+
+
+__all__ = ["LoadDisplay", "format_eta", "row_fields", "terminal_display", "total_of"]

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from mploader.cli.display import terminal_display
 from mploader.cli.output import error_document, print_document, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
@@ -50,12 +51,8 @@ def run_verify(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:
         return _fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
-    display = None
-    extra: dict[str, Any] = {}
-    if not (args.json or args.no_progress) and sys.stderr.isatty():
-        from mploader.cli.display import LoadDisplay  # rich: imported only for a terminal
-
-        display = extra["progress"] = LoadDisplay(sys.stderr)
+    display = terminal_display(args)
+    extra: dict[str, Any] = {} if display is None else {"progress": display}
     quiet = logging.getLogger().getEffectiveLevel() > logging.INFO  # no -v: the report says it all
     saved = {name: logging.getLogger(name).level for name in _DRY_RUN_LOGGERS}
     try:
