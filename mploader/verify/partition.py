@@ -15,13 +15,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
-from mploader.errors import CorruptFileError, MalformedCheckpointError, StartupFailedError
+from mploader.errors import StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.format.snapshot import read_snapshot
 from mploader.scan.audit import SegmentAudit
 from mploader.verify.report import Finding
+
+# what Kafka's readers of checkpoints, partition.metadata and snapshots raise on a bad or unreadable file
+# (MalformedCheckpointError and CorruptFileError are an OSError and a ValueError)
+UNREADABLE = (StartupFailedError, ValueError, OSError)
 
 
 def log_end_offset(segments: list[SegmentAudit]) -> int:
@@ -43,7 +46,10 @@ def partition_findings(directory: str, files: list[str], segments: list[SegmentA
             out += snapshot_findings(os.path.join(directory, name), end)
     path = os.path.join(directory, checkpoint.PARTITION_METADATA)
     if os.path.exists(path):
-        out += _read_failure(path, checkpoint.read_partition_metadata)
+        try:
+            checkpoint.read_partition_metadata(path)
+        except UNREADABLE as e:
+            out.append(Finding(path, None, reason_of(e)))
     return out
 
 
@@ -78,8 +84,8 @@ def epoch_findings(directory: str, segments: list[SegmentAudit], log_start: int,
         return [Finding(path, None, f"missing, but the batches carry leader epochs {starts[0][0]}..{starts[-1][0]}")]
     try:
         entries = checkpoint.read_leader_epoch_checkpoint(path)
-    except (MalformedCheckpointError, StartupFailedError, ValueError, OSError) as e:
-        return [Finding(path, None, _reason(e))]
+    except UNREADABLE as e:
+        return [Finding(path, None, reason_of(e))]
     out = []
     for (e0, s0), (e1, s1) in zip(entries, entries[1:], strict=False):
         if e1 <= e0 or s1 < s0:
@@ -105,9 +111,9 @@ def snapshot_findings(path: str, end: int) -> list[Finding]:
     try:
         offset = names.offset_from_file_name(os.path.basename(path))
         entries = read_snapshot(path)
-    except (CorruptFileError, ValueError, OSError) as e:
+    except UNREADABLE as e:
         return [Finding(path, getattr(e, "position", None),
-                        _reason(e) + " (Kafka deletes a corrupt snapshot when it reads it)")]
+                        reason_of(e) + " (Kafka deletes a corrupt snapshot when it reads it)")]
     out = []
     late = [entry for entry in entries if entry.last_offset >= offset]
     if late:
@@ -119,17 +125,10 @@ def snapshot_findings(path: str, end: int) -> list[Finding]:
     return out
 
 
-def _read_failure(path: str, read: Callable[[str], object]) -> list[Finding]:
-    try:
-        read(path)
-    except (MalformedCheckpointError, StartupFailedError, ValueError, OSError) as e:
-        return [Finding(path, getattr(e, "position", None), _reason(e))]
-    return []
-
-
-def _reason(e: BaseException) -> str:
+def reason_of(e: BaseException) -> str:
+    """What a reader's error says, without the path a finding names already (a CorruptFileError's reason)."""
     return getattr(e, "reason", None) or str(e)
 
 
-__all__ = ["epoch_findings", "log_end_offset", "offsets_across", "orphaned_indexes", "partition_findings",
-           "snapshot_findings"]
+__all__ = ["UNREADABLE", "epoch_findings", "log_end_offset", "offsets_across", "orphaned_indexes", "partition_findings",
+           "reason_of", "snapshot_findings"]

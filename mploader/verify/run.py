@@ -26,7 +26,6 @@ rather than a guess at it.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Sequence
@@ -37,17 +36,15 @@ from typing import Any
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.select import make_engine
-from mploader.errors import InvalidPartitionDirError, MalformedCheckpointError, StartupFailedError
+from mploader.errors import InvalidPartitionDirError, StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.format.names import TopicPartition
 from mploader.manager import predict_recovery
 from mploader.progress import Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
 from mploader.scan.audit import AuditTask, SegmentAudit
-from mploader.verify.partition import log_end_offset, partition_findings
+from mploader.verify.partition import UNREADABLE, log_end_offset, partition_findings, reason_of
 from mploader.verify.report import DataDirReport, Finding, PartitionReport, VerifyReport
-
-log = logging.getLogger(__name__)
 
 _DIR_CHECKPOINTS = (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
                     checkpoint.REPLICATION_OFFSET_CHECKPOINT, checkpoint.CLEANER_OFFSET_CHECKPOINT)
@@ -123,8 +120,8 @@ def _list_dir(path: str) -> _Dir:
         try:
             offsets[name] = checkpoint.read_offset_checkpoint(file)
             report.checkpoints[name] = "ok"
-        except (MalformedCheckpointError, StartupFailedError, ValueError, OSError) as e:
-            report.checkpoints[name] = getattr(e, "reason", None) or str(e)
+        except UNREADABLE as e:
+            report.checkpoints[name] = reason_of(e)
             report.findings.append(Finding(file, None, report.checkpoints[name]))
     partitions = []
     for entry in sorted(os.scandir(path), key=lambda e: e.name):
