@@ -78,10 +78,9 @@ class BackgroundVerification:
                  progress: Progress | None = None) -> None:
         self._cfg = config or LoaderConfig()
         self._segments = order(inactive_segments(result))
-        self._data_dirs = list(dict.fromkeys([*result.clean_shutdown, *(s.log.data_dir for s in self._segments)]))
-        self._clean = dict(result.clean_shutdown)
+        self._clean = dict(result.clean_shutdown)  # every data dir of the load
         self._figures: dict[str, DirProgress] = {}
-        self._tracker = ProgressTracker([s for s in (progress, _Keep(self._figures)) if s is not None])
+        self._tracker = ProgressTracker([_Keep(self._figures), *([progress] if progress is not None else [])])
         self._cancelled = threading.Event()
         self._done = threading.Event()
         self._audits: dict[str, SegmentAudit] = {}
@@ -188,7 +187,7 @@ class BackgroundVerification:
                 log_start_offset=lg.log_start_offset, recovery_point=lg.recovery_point,
                 high_watermark=lg.high_watermark, log_end_offset=lg.log_end_offset,
                 segments=sorted(audits, key=lambda a: a.base_offset)))
-        report = VerifyReport([DataDirReport(d, self._clean.get(d, False)) for d in self._data_dirs], partitions)
+        report = VerifyReport([DataDirReport(d, clean) for d, clean in self._clean.items()], partitions)
         report.seconds["audit"] = report.seconds["total"] = self.seconds
         return report
 
