@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from mploader.config import LoaderConfig
-from mploader.engine.base import EngineFactory
 from mploader.manager import load_logs as _load_logs
-from mploader.metrics import MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadResult
 from mploader.verify.background import BackgroundVerification, Order, newest_first
@@ -25,19 +24,18 @@ def load_logs(
     config: LoaderConfig | None = None,
     now_ms: int | None = None,
     *,
-    metrics: MetricsRegistry | None = None,
-    progress: Progress | None = None,
-    engine: EngineFactory | None = None,
     verify_in_background: bool = False,
     verify_order: Order = newest_first,
     verify_progress: Progress | None = None,
+    **options: Any,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up
-    (:func:`mploader.manager.load_logs`: the result, or :class:`~mploader.errors.StartupFailedError` where
-    Kafka's broker would fail to start).  With ``verify_in_background``, ``result.background`` then audits the
-    inactive segments the load did not read, in ``verify_order`` (default newest first), reporting to
-    ``verify_progress``; a dry run verifies too (it writes nothing either way)."""
-    result = _load_logs(data_dirs, config, now_ms, metrics=metrics, progress=progress, engine=engine)
+    (:func:`mploader.manager.load_logs`, which takes ``options``: ``metrics``, ``progress``, ``engine``,
+    ``partitions``; the result, or :class:`~mploader.errors.StartupFailedError` where Kafka's broker would fail to
+    start).  With ``verify_in_background``, ``result.background`` then audits the inactive segments the load did
+    not read, in ``verify_order`` (default newest first), reporting to ``verify_progress``; a dry run verifies
+    too (it writes nothing either way)."""
+    result = _load_logs(data_dirs, config, now_ms, **options)
     if verify_in_background:
         result.background = BackgroundVerification(result, config, order=verify_order, progress=verify_progress)
     return result
