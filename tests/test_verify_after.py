@@ -21,8 +21,9 @@ import mploader
 from mploader import LoaderConfig
 from mploader.errors import LoadInterrupted
 from mploader.generate import GeneratorConfig, generate
-from mploader.verify import verify_logs
-from mploader.verify.background import BackgroundVerification, inactive_segments
+from mploader.scan.audit import AuditTask
+from mploader.verify import background as background_module, verify_logs
+from mploader.verify.background import BackgroundVerification, SegmentRef, inactive_segments, newest_first
 from tests import cli_json
 from tests.fingerprint import tree_state
 
@@ -87,21 +88,38 @@ def test_background_audits_what_the_load_left_unread(unclean_source: Path, tmp_p
     assert [s.path for s in bad] == [str(log)]
 
 
-def test_order_is_the_callers(unclean_source: Path, tmp_path: Path) -> None:
+def test_the_callers_order_decides_what_is_audited_and_when(unclean_source: Path, tmp_path: Path) -> None:
+    """The order function's list is what the background audits, in that order (here: the oldest segment of each
+    partition only, and the partitions backwards); the default puts the most recently written .log first."""
     d = _copy(unclean_source, tmp_path)
-    result = mploader.load_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW)
-    seen: list[str] = []
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    result = mploader.load_logs([d], cfg, now_ms=NOW)
+    everything = inactive_segments(result)
+    assert len({s.log.dir for s in everything}) > 1 and len(everything) > len({s.log.dir for s in everything})
+    audited: list[str] = []
 
-    class Watch:
-        def segments_scanned(self, data_dir: str, segments: int, nbytes: int) -> None:
-            seen.append(data_dir)
+    def oldest_of_each_backwards(segs: list[SegmentRef]) -> list[SegmentRef]:
+        firsts = {s.log.dir: s for s in sorted(segs, key=lambda s: s.base_offset, reverse=True)}
+        return sorted(firsts.values(), key=lambda s: s.log.dir, reverse=True)
 
-    oldest_first = lambda segs: sorted(segs, key=lambda s: (s.log.dir, s.base_offset))  # noqa: E731
-    bg = BackgroundVerification(result, LoaderConfig(num_segment_loading_threads_per_data_dir=1),
-                                order=oldest_first, progress=Watch())
-    report = bg.wait(60)
-    assert report is not None and len(seen) == bg.segments_total > 0
-    assert bg.figures and bg.figures[0].segments_done == bg.segments_total
+    chosen = oldest_of_each_backwards(everything)
+    real_audit = background_module.AuditTask
+
+    def recorded(path: str, base_offset: int) -> AuditTask:  # the tasks in the order they are made
+        audited.append(path)
+        return real_audit(path, base_offset)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(background_module, "AuditTask", recorded)
+        bg = BackgroundVerification(result, cfg, order=oldest_of_each_backwards)
+        report = bg.wait(60)
+    assert report is not None and bg.segments_total == len(chosen)
+    assert audited == [s.path for s in chosen]
+    assert sorted(s.path for p in report.partitions for s in p.segments) == sorted(s.path for s in chosen)
+    assert bg.figures and bg.figures[0].segments_done == len(chosen)
+    oldest = min(everything, key=lambda s: (os.stat(s.path).st_mtime_ns, s.path))
+    os.utime(oldest.path, ns=(time.time_ns(), time.time_ns() + 10**9))  # now the most recently written
+    assert newest_first(inactive_segments(result))[0].path == oldest.path != newest_first(everything)[0].path
 
 
 def _workers() -> list[psutil.Process]:
