@@ -96,7 +96,7 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
         b = os.path.basename(os.path.dirname(dirs[0]))
         assert not isinstance(result, StartupFailedError) and not isinstance(dry_result, StartupFailedError)
         assert result_digest(result, got_root) == refs[b]
-        assert result.stats.inline_fallbacks == 0
+        assert result.stats.loaded_by is not None and result.stats.loaded_by.startswith("Spark")  # on executors
         assert [lg.impact for lg in dry_result.all_logs()] == [lg.impact for lg in result.all_logs()]
     out = loaded.tables.write(tmp_path / "out")
     import pandas as pd
@@ -229,3 +229,14 @@ def test_the_real_corpus_on_spark_is_the_single_host_outcome(spark, real_corpus_
         assert not isinstance(result, StartupFailedError), dirs
         assert result_digest(result, got_root) == result_digest(ref, ref_root)
     assert tree_digest(got_root) == tree_digest(ref_root)
+
+
+def test_phase2_jobs_are_spread_by_bytes_one_bin_per_task(spark) -> None:  # noqa: F811
+    """The jobs' Spark partitions are exactly the byte-balanced bins (one big partition directory alone, the
+    small ones together), not what a range or hash repartition of their count would make."""
+    from mploader.spark.tasks import binned_frame, pack
+
+    sizes = [1000] + [10] * 30
+    frame = binned_frame(spark, [(i, b"") for i in range(len(sizes))], sizes, "job long, spec binary", 4)
+    got = [sorted(r.job for r in part) for part in frame.rdd.glom().collect()]
+    assert got == pack(sizes, 4) and [0] in got

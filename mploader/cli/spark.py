@@ -20,6 +20,7 @@ from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, 
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from mploader.cli.verify import report_lines
 from mploader.config import LoaderConfig
+from mploader.errors import MploaderError
 
 # what the per-broker loads log: their warnings are in the summary already (-v shows them)
 _QUIET_LOGGERS = ("mploader.manager", "mploader.recovery", "py4j")
@@ -83,7 +84,7 @@ def run_spark(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
                      "change nothing; an applied load is finished by a rerun)")
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
         return _fail(args, EXIT_FAILURE, "error", str(e))
     finally:
         for name, level in saved.items():

@@ -1,11 +1,13 @@
-"""mploader on a Spark cluster: the same two phases, Phase 1 as Spark tasks over the fleet's segments.
+"""mploader on a Spark cluster: the same two phases, both on the executors.
 
 * :mod:`.session`  the session the jobs run in (``local[*]`` unless told; classic Spark, no speculation)
 * :mod:`.tasks`    pieces of work (segments, chunks of big ones) packed into Spark partitions by bytes
 * :mod:`.arrow`    a scan's batch table, its recovery draft and a segment audit as Arrow rows, both ways
 * :mod:`.phase1`   what the executors run: ``mapInArrow`` over pieces, reading the files through their paths
-* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base`
-* :mod:`.fleet`    :func:`load` and :func:`verify` over many brokers' data dirs, the Parquet inventory and summary
+* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits)
+* :mod:`.phase2`   a load's partitions recovered by Spark tasks (the manager's ``partitions=`` runner)
+* :mod:`.fleet`    :func:`load` and :func:`verify` over many brokers' data dirs
+* :mod:`.output`   the Parquet segment inventory and per-partition summary
 
 Needs the ``spark`` extra (pyspark 4, pandas, pyarrow) and Java 17; importing this package imports none of
 them (the submodules do).

@@ -2,16 +2,18 @@
 
 The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
 clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
-The partitions travel as Arrow rows (:data:`JOB_SCHEMA`, one per partition directory, spread over the tasks by
-bytes, biggest first), each task runs :func:`mploader.recovery.job.load_partition` for its rows on the
-executor's own view of the paths (a shared or identically mounted file system), scanning in the task
+The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes,
+what a resumed load recorded of it included), packed into Spark partitions by ``.log`` bytes as Phase 1's
+pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
+:func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
+identically mounted file system), scanning in the task
 (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
 partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
 ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better).
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
-applied load writes through :class:`RealDisk` and syncs each task's file systems before answering, so that
-what the driver reports as loaded is durable.  Speculative execution must be off (:func:`check_session`):
+applied load writes through :class:`RealDisk` and syncs each task's file systems before the task completes, so
+that what the driver reports as loaded is durable.  Speculative execution must be off (:func:`check_session`):
 two copies of one task would recover the same partition.  A task that dies is retried by Spark: recovery
 is idempotent, a rerun completes what a killed one left (docs/architecture.md, "Durability").
 """
@@ -21,28 +23,23 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.errors import MploaderError
-from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 from mploader.scan import SegmentScan, SegmentTask, scan_segment
 from mploader.spark.session import check_session
+from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-JOB_SCHEMA = pa.schema([
-    ("job", pa.int64()), ("slot", pa.int32()), ("data_dir", pa.string()), ("dir", pa.string()),
-    ("topic", pa.string()), ("partition", pa.int32()), ("kind", pa.string()), ("clean_shutdown", pa.bool_()),
-    ("recovery_point", pa.int64()), ("log_start", pa.int64()), ("high_watermark", pa.int64()),
-    ("now_ms", pa.int64()),
-])
+JOB_COLUMNS = "job long, spec binary"  # a job's index in the runner's list, and its pickled PartitionJob
 OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
 
 
@@ -57,29 +54,25 @@ class _ScanHere:
         return scan_segment(task)
 
 
-def _job_of(row: dict[str, Any]) -> PartitionJob:
-    return PartitionJob(row["data_dir"], row["dir"], TopicPartition(row["topic"], row["partition"]),
-                        DirKind(row["kind"]), row["clean_shutdown"], row["recovery_point"], row["log_start"],
-                        row["high_watermark"], row["now_ms"])
-
-
 def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`."""
+    """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per task,
+    synced once after its last partition: a task's answers count only when the whole job succeeds, and a sync
+    that fails fails the task, hence the job."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cfg: LoaderConfig = pickle.loads(config)
+        disk = open_disk(cfg.dry_run)
         for batch in batches:
             for row in batch.to_pylist():
-                disk = open_disk(cfg.dry_run)
                 outcome: tuple[LoadedLog, int] | BaseException
                 try:
-                    loaded, ctx = load_partition(_job_of(row), cfg, disk, _ScanHere())
-                    disk.flush()  # durable before the driver counts it loaded
+                    loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, _ScanHere())
                     outcome = (loaded, ctx.bytes_scanned)
                 except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
                     outcome = e
                 yield pa.record_batch([pa.array([row["job"]], pa.int64()), pa.array([pickle.dumps(outcome)])],
                                       schema=OUTCOME_SCHEMA)
+        disk.flush()  # the task's partitions durable before the task completes
 
     return run
 
@@ -92,43 +85,26 @@ def _dir_bytes(path: str) -> int:
 
 
 class SparkPartitions:
-    """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks.
+    """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks,
+    ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal ``.log`` bytes
+    (:func:`mploader.spark.tasks.binned_frame`)."""
 
-    ``tasks``: how many tasks share the partitions (default: the cluster's cores); each gets a share of about
-    equal bytes (the biggest partition first, each to the task with the fewest bytes so far)."""
-
-    def __init__(self, spark: SparkSession, tasks: int | None = None) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         check_session(spark)
         self.spark = spark
-        self.tasks = tasks or max(1, spark.sparkContext.defaultParallelism)
         self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
 
     @property
     def description(self) -> str:
-        return f"Spark {self.spark.sparkContext.master} ({self.tasks} tasks)"
+        return f"Spark {self.spark.sparkContext.master} ({cores(self.spark)} cores)"
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
         if not jobs:
             return []
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        sizes = [_dir_bytes(j.dir) for j in jobs]
-        load = [0] * min(self.tasks, len(jobs))
-        slots = [0] * len(jobs)
-        for i in sorted(range(len(jobs)), key=lambda i: -sizes[i]):
-            slot = min(range(len(load)), key=load.__getitem__)
-            slots[i] = slot
-            load[slot] += sizes[i]
-        table = pa.table({
-            "job": list(range(len(jobs))), "slot": slots, "data_dir": [j.data_dir for j in jobs],
-            "dir": [j.dir for j in jobs], "topic": [j.tp.topic for j in jobs],
-            "partition": [j.tp.partition for j in jobs],
-            "kind": [j.kind.value for j in jobs], "clean_shutdown": [j.clean_shutdown for j in jobs],
-            "recovery_point": [j.recovery_point for j in jobs], "log_start": [j.log_start for j in jobs],
-            "high_watermark": [j.high_watermark for j in jobs], "now_ms": [j.now_ms for j in jobs],
-        }, schema=JOB_SCHEMA)
-        frame = self.spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(JOB_SCHEMA))
-        frame = frame.repartitionByRange(len(load), "slot")
+        frame = binned_frame(self.spark, [(i, pickle.dumps(j)) for i, j in enumerate(jobs)],
+                             [_dir_bytes(j.dir) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
         self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 2: partitions recovered on executors")
         try:
             rows = frame.mapInArrow(load_rows(pickle.dumps(cfg)), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
@@ -146,4 +122,4 @@ class SparkPartitions:
         return [o for o in out if o is not None]
 
 
-__all__ = ["JOB_SCHEMA", "OUTCOME_SCHEMA", "SparkJobFailed", "SparkPartitions", "load_rows"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "SparkJobFailed", "SparkPartitions", "load_rows"]

@@ -2,7 +2,7 @@
 
 Whatever the session, the jobs need classic Spark (not Spark Connect: the tasks are lists of file paths made
 on the driver, read by the executors) and no speculative execution (a speculative copy of a Phase 1 task is
-harmless, but two copies of one load writing the same partition are not: see :mod:`mploader.spark.load`).
+harmless, but two copies of one load writing the same partition are not: see :mod:`mploader.spark.phase2`).
 """
 
 from __future__ import annotations

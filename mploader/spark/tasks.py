@@ -56,14 +56,19 @@ def cores(spark: SparkSession) -> int:
     return max(1, int(spark.sparkContext.defaultParallelism))
 
 
+def binned_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], sizes: Sequence[int], schema: str,
+                 bins: int) -> DataFrame:
+    """A DataFrame of ``rows`` (``schema``: Spark's DDL), one Spark partition per bin of :func:`pack` of their
+    ``sizes``."""
+    groups = [[rows[i] for i in group] for group in pack(sizes, bins)]
+    rdd = spark.sparkContext.parallelize(groups, max(1, len(groups))).flatMap(lambda group: group)
+    return spark.createDataFrame(rdd, schema)
+
+
 def piece_frame(spark: SparkSession, pieces: Sequence[Piece]) -> DataFrame:
-    """A DataFrame of ``pieces`` (:data:`PIECE_COLUMNS`), one Spark partition per bin of :func:`pack`."""
-    groups = pack([p.size for p in pieces], cores(spark) * TASKS_PER_CORE)
-    rows: list[list[tuple[Any, ...]]] = [
-        [(p.id, p.path, p.base_offset, p.start, p.end, p.index_interval) for p in (pieces[i] for i in group)]
-        for group in groups]
-    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows))).flatMap(lambda group: group)
-    return spark.createDataFrame(rdd, PIECE_COLUMNS)
+    """A DataFrame of ``pieces`` (:data:`PIECE_COLUMNS`), ``TASKS_PER_CORE`` bins per core."""
+    return binned_frame(spark, [(p.id, p.path, p.base_offset, p.start, p.end, p.index_interval) for p in pieces],
+                        [p.size for p in pieces], PIECE_COLUMNS, cores(spark) * TASKS_PER_CORE)
 
 
-__all__ = ["PIECE_COLUMNS", "TASKS_PER_CORE", "Piece", "cores", "pack", "piece_frame"]
+__all__ = ["PIECE_COLUMNS", "TASKS_PER_CORE", "Piece", "binned_frame", "cores", "pack", "piece_frame"]
