@@ -545,12 +545,8 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
         for s, pool, futures in pools:
             for (path, _, _), fut in zip(s.partitions, futures):
                 error = fut.exception()
-                if isinstance(error, OSError):  # named with its partition: a write's error has no file name
-                    log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path,
-                              type(error).__name__, error, s.path)
-                    offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")
-                elif error is not None:  # Kafka waits for every job, then rethrows
-                    first_fatal = first_fatal or error
+                if error is not None:  # Kafka waits for every job, then rethrows
+                    first_fatal = first_fatal or _failed(s, path, error, offline)
                 elif (lg := fut.result()) is not None:
                     loaded.append(lg)
             pool.shutdown()
@@ -627,6 +623,17 @@ def _warn_deleted(loaded: LoadedLog) -> None:
                     sum(n for _, n in loaded.deleted_segments))
 
 
+def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, str]) -> BaseException | None:
+    """A partition's load ended with ``error``: an ``OSError`` takes its data dir offline (named with the
+    partition: a write's error has no file name) and is None here; any other is returned, to fail the load."""
+    if not isinstance(error, OSError):
+        return error
+    log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path, type(error).__name__, error,
+              s.path)
+    offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")
+    return None
+
+
 def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner: PartitionRunner, stats: LoadStats,
                    offline: dict[str, str]) -> list[LoadedLog]:
     """Every partition of ``states`` loaded by ``runner``; what comes back is taken as ``_load_all`` takes its
@@ -639,11 +646,9 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     outcomes = runner([job for _, job in jobs], cfg)
     loaded: list[LoadedLog] = []
     first_fatal: BaseException | None = None
-    for (s, _), outcome in zip(jobs, outcomes, strict=True):
-        if isinstance(outcome, OSError):
-            offline.setdefault(s.path, f"{type(outcome).__name__}: {outcome}")
-        elif isinstance(outcome, BaseException):
-            first_fatal = first_fatal or outcome
+    for (s, job), outcome in zip(jobs, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            first_fatal = first_fatal or _failed(s, job.dir, outcome, offline)
         else:
             lg, scanned = outcome
             _warn_deleted(lg)
