@@ -53,6 +53,23 @@ def test_waiting_for_a_turn_stops_when_the_load_is_interrupted() -> None:
     assert time.monotonic() - t0 < 5
 
 
+def test_closing_the_inline_engine_stops_a_scan_waiting_for_its_turn(broker: Path) -> None:
+    """A Ctrl-C closes the engine: a loading thread waiting for its turn stops at once (the manager waits for
+    its loading threads; an uninterruptible sleep there held a Ctrl-C for the length of the wait)."""
+    from mploader.engine.inline import InlineEngine
+    from mploader.result import LoadStats
+
+    engine = InlineEngine(LoadStats())
+    engine.max_read_bytes_per_sec = MB
+    engine.budget(str(broker)).reserve(50 * MB)  # the next turn is 50 s away
+    log = max(broker.rglob("*.log"), key=lambda p: p.stat().st_size)
+    threading.Timer(0.05, engine.close).start()
+    t0 = time.monotonic()
+    with pytest.raises(LoadInterrupted):
+        engine.scan(str(broker), SegmentTask(str(log), int(log.name[:20])))
+    assert time.monotonic() - t0 < 5
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """12 MB of ~16 KiB batches in 2 MiB segments, unclean with every recovery point 0 (all of it is scanned)."""

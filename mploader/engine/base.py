@@ -39,17 +39,19 @@ class InlineSource:
     """Scans on the calling thread; ``lock`` guards the engine's shared stats (one per engine)."""
 
     def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = "",
-                 read_ahead: ReadAhead | None = None, budget: ReadBudget | None = None):
+                 read_ahead: ReadAhead | None = None, budget: ReadBudget | None = None,
+                 cancelled: threading.Event | None = None):
         self.stats = stats
         self.progress = progress
         self.data_dir = data_dir
         self.read_ahead = read_ahead
         self.budget = budget  # the dir's read budget: scans in pieces, each at its turn (waits count as scan time)
+        self.cancelled = cancelled  # set: a wait for a turn raises LoadInterrupted (the engine was closed)
         self._lock = lock
 
     def scan(self, task: SegmentTask) -> SegmentScan:
         t0 = time.perf_counter()
-        result = scan_segment(task) if self.budget is None else paced_scan(task, self.budget)
+        result = scan_segment(task) if self.budget is None else paced_scan(task, self.budget, self.cancelled)
         elapsed = time.perf_counter() - t0
         with self._lock:
             self.stats.segments_scanned += 1
@@ -92,6 +94,7 @@ class Engine(abc.ABC):
         self.lock = threading.Lock()  # every update of ``stats``, from any thread
         self._read_ahead: dict[str, ReadAhead] = {}
         self._budgets: dict[str, ReadBudget] = {}
+        self._closed = threading.Event()  # set by close(): a wait for a read budget's turn stops at once
 
     def plan(self, dir_plan: DirPlan) -> PlannedScans:
         """The data dir's planned scans, in Phase 2's order (made once)."""
@@ -123,7 +126,7 @@ class Engine(abc.ABC):
     def inline_source(self, data_dir: str) -> InlineSource:
         """Scans in the calling thread, counted in the stats, the progress and the read-ahead of ``data_dir``."""
         return InlineSource(self.stats, self.lock, self.progress, data_dir, self._read_ahead.get(data_dir),
-                            self.budget(data_dir))
+                            self.budget(data_dir), self._closed)
 
     def budget(self, data_dir: str) -> ReadBudget | None:
         """``data_dir``'s read budget (``LoaderConfig.max_read_bytes_per_sec``, :mod:`mploader.engine.throttle`);
@@ -148,6 +151,7 @@ class Engine(abc.ABC):
 
     def close(self, kill: bool = False) -> None:
         """End what the engine started (``kill``: at once, on Ctrl-C)."""
+        self._closed.set()
         for read_ahead in self._read_ahead.values():
             read_ahead.close()
 

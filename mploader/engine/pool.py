@@ -166,7 +166,6 @@ class PoolEngine(Engine):
         self._submitting = {d: threading.Lock() for d in data_dirs}  # one top-up at a time per data dir
         self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
-        self._closed = threading.Event()
         # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
         self.adaptive = Adaptive(workers, list(data_dirs), self._closed) if adaptive else None
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
@@ -232,7 +231,7 @@ class PoolEngine(Engine):
                 done.set_result(NoSpace(os.getpid(), 0))
                 log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, chunk_task.path, e)
                 self._read_ahead_done(data_dir, chunk_task)
-                return _Chunk(chunk_task, None, 0, done, self._executor(data_dir))
+                return _Chunk(chunk_task, None, 0, done, self._executor(data_dir), not_before=not_before)
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
             try:
@@ -384,6 +383,7 @@ class PoolEngine(Engine):
         if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
             log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d); scanning it in the parent",
                      data_dir, result.nbytes, chunk.task.path, result.pid)
+            wait_turn(chunk.not_before - time.monotonic(), self._closed)  # no block made: its turn may be ahead
             return self._scan_in_parent(chunk.task)
         assert chunk.block is not None  # a worker scanned it into its block
         table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)

@@ -13,7 +13,10 @@ there (:func:`mploader.engine.worker.worker_scan`), so that the parent never blo
 Granularity: a scan reads its bytes as fast as it can once started, so scans are cut into pieces of about a
 quarter second of budget (:attr:`ReadBudget.piece_bytes`, at confirmed batch starts:
 :func:`mploader.engine.chunks.chunk_boundaries`): over any second the reads exceed the budget by at most
-two pieces (one started, one banked).  The engines also keep the kernel's read-ahead to one piece ahead of the scans
+two pieces (one started, one banked).  A segment without a confirmed cut (no usable ``.index``: the case of
+many unclean recoveries; a legacy v0/v1 segment) is one piece: it is read at full speed once its turn comes,
+and the turns after it wait for all its bytes, so the budget holds over time, not within that segment.  The
+engines also keep the kernel's read-ahead to one piece ahead of the scans
 (:meth:`mploader.engine.base.Engine.start_read_ahead`), or it would read the next 256 MiB at the disk's speed.
 """
 

@@ -106,7 +106,6 @@ class SparkEngine(Engine):
         self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
-        self._closed = threading.Event()
         self._ids = itertools.count()
         self.job_group = f"mploader-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
         self._thread: threading.Thread | None = None
