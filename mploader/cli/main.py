@@ -1,9 +1,9 @@
 """The ``mploader`` command.
 
-Subcommands live in :data:`COMMANDS`, a table of name -> :class:`Command` (help text, a function
-that adds the subcommand's arguments, a function that runs it and returns the exit code).  Adding
-one means a module beside :mod:`.load` and :mod:`.generate` with those two functions, and one table
-entry; :func:`main` needs no change.  Only the ``cli`` package prints.
+Subcommands live in :data:`COMMANDS`, a table of name -> :class:`Command` (help text, and the module with a
+function that adds the subcommand's arguments and one that runs it and returns the exit code).  Adding one
+means a module beside :mod:`.load` and :mod:`.generate` with those two functions, and one table entry;
+:func:`main` needs no change.  Only the ``cli`` package prints.
 
 Exit codes (:data:`mploader.cli.units.EXIT_CODES_HELP`): 0 success, 1 failure while running, 2 usage error
 (bad arguments or configuration), 130 interrupted.  With ``--json`` a failure, a usage error included, prints a
@@ -13,21 +13,15 @@ JSON error document on stdout (:mod:`.output`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from mploader.cli.cleanup import add_cleanup_arguments, run_cleanup
-from mploader.cli.experiment import add_experiment_arguments, run_experiment
-from mploader.cli.generate import add_generate_arguments, run_generate
-from mploader.cli.load import add_load_arguments, run_load
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, print_document, tool_version
-from mploader.cli.spark import add_spark_arguments, run_spark
-from mploader.cli.sweep import add_sweep_arguments, run_sweep_command
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
-from mploader.cli.verify import add_verify_arguments, run_verify
 
 # --------------------------------------------------------------------------------------------
 # The subcommand table
@@ -35,27 +29,31 @@ from mploader.cli.verify import add_verify_arguments, run_verify
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """A subcommand: its help, and the module ``mploader.cli.<module>`` that adds its arguments
+    (``add_<module>_arguments``) and runs it (``run``, default ``run_<module>``).  Only the module of the
+    subcommand given is imported: ``mploader load`` does not pay for Spark's or the experiments' imports."""
+
     help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    module: str
+    run: str = ""
+
+    def functions(self) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
+        m = importlib.import_module(f"mploader.cli.{self.module}")
+        return getattr(m, f"add_{self.module}_arguments"), getattr(m, self.run or f"run_{self.module}")
 
 
 COMMANDS: dict[str, Command] = {
-    "generate": Command(
-        "write realistic Kafka data dirs (with faults and a ground-truth manifest)",
-        add_generate_arguments, run_generate,
-    ),
-    "load": Command("load and recover data dirs as a Kafka broker's start-up does", add_load_arguments, run_load),
+    "generate": Command("write realistic Kafka data dirs (with faults and a ground-truth manifest)", "generate"),
+    "load": Command("load and recover data dirs as a Kafka broker's start-up does", "load"),
     "verify": Command("check every byte of every segment, index and checkpoint; read-only; say what a load would do",
-                      add_verify_arguments, run_verify),
+                      "verify"),
     "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
-                       add_cleanup_arguments, run_cleanup),
-    "spark": Command("verify or load many brokers' data dirs with Phase 1 on a Spark cluster (Parquet inventory)",
-                     add_spark_arguments, run_spark),
+                       "cleanup"),
+    "spark": Command("verify or load many brokers' data dirs on a Spark cluster (Parquet inventory)", "spark"),
     "sweep": Command("load a broker with 1..N worker processes, sampling disk %%util, CPU and memory; plots and a "
-                     "report", add_sweep_arguments, run_sweep_command),
+                     "report", "sweep", run="run_sweep_command"),
     "experiment": Command("run a named experiment (hdd-vs-ssd: seed 002's restart on a disk, a throttled loop "
-                          "device and tmpfs)", add_experiment_arguments, run_experiment),
+                          "device and tmpfs)", "experiment"),
 }
 
 
@@ -72,7 +70,8 @@ class _Parser(argparse.ArgumentParser):
         raise _ArgumentError(self, message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in ``argv`` (the first word that is one) gets its arguments."""
     parser = _Parser(
         prog="mploader", description="Load and recover Apache Kafka log directories, exactly as Kafka does.",
         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,16 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log what a broker logs while loading (INFO; -vv: DEBUG)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((a for a in argv if a in COMMANDS), None)
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help.replace("%%", "%"))  # help is %-formatted
-        cmd.add_arguments(p)
-        p.set_defaults(_run=cmd.run)
+        if name == chosen:
+            add_arguments, run = cmd.functions()
+            add_arguments(p)
+            p.set_defaults(_run=run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version
