@@ -151,7 +151,9 @@ def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
     g.resize(1, closed)  # takes two back
     assert g.permits == 1 and g.sem.acquire(timeout=0.01) and not g.sem.acquire(timeout=0.01)
     g.sem.release()
-    assert g.semaphore(fresh=True) is not g.sem or g.permits == 1
+    old = g.sem
+    new = g.semaphore(fresh=True)  # a fresh pool gets a fresh semaphore with the current count
+    assert new is not old and new is g.sem and new.acquire(timeout=0.01) and not new.acquire(timeout=0.01)
 
 
 def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) -> None:

@@ -69,7 +69,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto|adaptive",
                    help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
                         "usable CPUs divided among the data dirs, in this process when there is under 1 GiB to "
-                        "scan per dir; 'adaptive': up to that many (at least 2), as many as raise the throughput "
+                        "scan per dir; 'adaptive': up to twice that many (at least 2), as many as raise the throughput "
                         "while the dir's device is under 90%% busy, fewer when it is saturated")
     p.add_argument("--max-read-rate", type=parse_size, default=None, metavar="SIZE",
                    help="per data dir, the most bytes scanned per second (e.g. 200MB), so that recovery on a live "

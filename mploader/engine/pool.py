@@ -57,12 +57,12 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
+from typing import TYPE_CHECKING
 
 import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
-from mploader.engine.adaptive import Adaptive
 from mploader.engine.base import Engine
 from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
@@ -84,6 +84,9 @@ from mploader.progress import Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
+
+if TYPE_CHECKING:
+    from mploader.engine.adaptive import Adaptive
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +147,9 @@ class PoolEngine(Engine):
     makes a load slower, never wrong.
 
     A read budget (:mod:`mploader.engine.throttle`) books each chunk's turn at submission and its worker waits for
-    it; adaptive workers (:mod:`mploader.engine.adaptive`) start ``workers`` processes and a semaphore shared with
-    them lets only the controller's count scan at once.
+    it; adaptive workers (:mod:`mploader.engine.adaptive`) start with the controller's first count and grow with it
+    up to ``workers`` (loky starts the rest at the next submission), and a semaphore shared with them lets only
+    the controller's count scan at once.
     """
 
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of
@@ -167,7 +171,11 @@ class PoolEngine(Engine):
         self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
-        self.adaptive = Adaptive(workers, list(data_dirs), self._closed) if adaptive else None
+        self.adaptive: Adaptive | None = None
+        if adaptive:  # imported only then (it brings the host's device probes)
+            from mploader.engine.adaptive import Adaptive
+
+            self.adaptive = Adaptive(workers, list(data_dirs), self._closed)
         self._blocks: dict[str, shared_memory.SharedMemory] = {}
         # blocks are named after the load (mploader.engine.cleanup): what a killed load leaves, the next removes
         try:

@@ -75,8 +75,7 @@ class Storage:
     @property
     def disks(self) -> tuple[BlockDevice, ...]:
         """The devices at the bottom of the chain: the disks that do the reading."""
-        below = {d.name for d in self.devices if d.kind == "partition"}
-        return tuple(d for d in self.devices if d.kind == "disk" and d.name not in below)
+        return tuple(d for d in self.devices if d.kind == "disk")
 
     def sampled(self) -> tuple[str, ...]:
         """Names to watch: the file system's device, then the disks under it (each once)."""
