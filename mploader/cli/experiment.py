@@ -11,22 +11,24 @@ from pathlib import Path
 
 from mploader.cli.experimenting import (
     add_common_arguments,
+    add_throttle_arguments,
     broker_for,
     choices,
     command_line,
     finish,
+    interval_of,
+    limits_of,
     run_line,
     say,
     scratch,
     worker_counts,
 )
-from mploader.cli.units import format_bytes, parse_size
+from mploader.cli.units import format_bytes
 from mploader.experiments.hdd_vs_ssd import RESTARTS, HddVsSsdPlan, run_hdd_vs_ssd
 from mploader.experiments.places import DEVICE_CLASSES, THROTTLED_LABEL
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
 from mploader.experiments.report import Report, machine_facts
 from mploader.experiments.run import RunResult
-from mploader.host.cgroup import ReadLimits
 
 QUICK = {"size": 600_000_000, "segment_bytes": 32 << 20, "partitions": 24}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
@@ -41,10 +43,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
                         "(default all three)")
     p.add_argument("--restarts", type=choices(RESTARTS), default=RESTARTS, metavar="LIST",
                    help="clean, unclean or both (default both)")
-    p.add_argument("--read-bps", type=parse_size, default=150_000_000, metavar="SIZE",
-                   help="the throttled device's read bytes per second (default 150MB)")
-    p.add_argument("--read-iops", type=int, default=150, metavar="N",
-                   help="the throttled device's read requests per second (default 150)")
+    add_throttle_arguments(p, "the throttled device")
     add_common_arguments(p, "mploader-hdd-vs-ssd")
 
 
@@ -73,13 +72,13 @@ def _plots(runs: list[RunResult], restarts: tuple[str, ...]) -> list[tuple[str, 
 
 def run_experiment(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
-    interval = args.interval or (0.1 if args.quick else 0.2)
+    interval = interval_of(args)
     t0 = time.monotonic()
     notes = []
     with scratch(args) as work:
         broker = broker_for(args, work, **sizes)
-        plan = HddVsSsdPlan(args.workers, args.devices, args.restarts, ReadLimits(args.read_bps, args.read_iops),
-                            int(broker.total_bytes * 1.5) + (64 << 20), args.repeat)
+        plan = HddVsSsdPlan(args.workers, args.devices, args.restarts, limits_of(args), broker.device_bytes,
+                            args.repeat)
         say(f"{broker.description}; {len(plan.specs()) * len(plan.devices)} runs")
 
         def skipped(device: str, why: str) -> None:

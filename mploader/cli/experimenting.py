@@ -22,8 +22,10 @@ from mploader.cli.output import SCHEMA_VERSION, print_document, tool
 from mploader.cli.units import UsageError, format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
 from mploader.experiments.cache import METHODS
+from mploader.experiments.places import HDD_LIKE
 from mploader.experiments.report import Report, findings
 from mploader.experiments.run import RunResult
+from mploader.host.cgroup import ReadLimits
 
 
 def worker_counts(text: str) -> tuple[int | str, ...]:
@@ -66,6 +68,23 @@ def choices(allowed: tuple[str, ...]) -> Any:
             raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(allowed)} (comma-separated)")
         return values
     return parse
+
+
+def add_throttle_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``--read-bps`` and ``--read-iops``: the throttled device's read limits (``what``: for the help)."""
+    p.add_argument("--read-bps", type=parse_size, default=HDD_LIKE.bytes_per_s, metavar="SIZE",
+                   help=f"{what}: read bytes per second (default {format_bytes(HDD_LIKE.bytes_per_s or 0)})")
+    p.add_argument("--read-iops", type=int, default=HDD_LIKE.iops, metavar="N",
+                   help=f"{what}: read requests per second (default {HDD_LIKE.iops})")
+
+
+def limits_of(args: argparse.Namespace) -> ReadLimits:
+    return ReadLimits(args.read_bps, args.read_iops)
+
+
+def interval_of(args: argparse.Namespace) -> float:
+    """``--interval``, or its default: 0.1 s with ``--quick``, else 0.2 s."""
+    return float(args.interval or (0.1 if args.quick else 0.2))
 
 
 def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
@@ -165,5 +184,5 @@ def finish(args: argparse.Namespace, report: Report) -> int:
     return 0
 
 
-__all__ = ["add_common_arguments", "broker_for", "choices", "command_line", "counts", "finish", "run_line", "say",
-           "scratch", "sizes", "worker_counts"]
+__all__ = ["add_common_arguments", "add_throttle_arguments", "broker_for", "choices", "command_line", "counts",
+           "finish", "interval_of", "limits_of", "run_line", "say", "scratch", "sizes", "worker_counts"]

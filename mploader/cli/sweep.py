@@ -10,25 +10,27 @@ from pathlib import Path
 
 from mploader.cli.experimenting import (
     add_common_arguments,
+    add_throttle_arguments,
     broker_for,
     choices,
     command_line,
     counts,
     finish,
+    interval_of,
+    limits_of,
     run_line,
     say,
     scratch,
     sizes,
     worker_counts,
 )
-from mploader.cli.units import EXIT_USAGE, format_bytes, parse_size
+from mploader.cli.units import EXIT_USAGE, format_bytes
 from mploader.engine.select import usable_cpus
 from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
 from mploader.experiments.report import Report, machine_facts
 from mploader.experiments.run import RunResult
 from mploader.experiments.sweep import SweepPlan, run_sweep
-from mploader.host.cgroup import ReadLimits
 
 QUICK = {"size": 600_000_000, "segment_bytes": 32 << 20, "partitions": 16}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
@@ -53,10 +55,7 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: none; --quick 100MB)")
     p.add_argument("--device", choices=DEVICE_CLASSES, default="disk",
                    help="where the copies go: the work dir's disk (default), a throttled loop device, or tmpfs")
-    p.add_argument("--read-bps", type=parse_size, default=150_000_000, metavar="SIZE",
-                   help="--device throttled: read bytes per second (default 150MB)")
-    p.add_argument("--read-iops", type=int, default=150, metavar="N",
-                   help="--device throttled: read requests per second (default 150)")
+    add_throttle_arguments(p, "--device throttled")
     add_common_arguments(p, "mploader-sweep")
 
 
@@ -83,20 +82,19 @@ def _plots(runs: list[RunResult]) -> list[tuple[str, Callable[[Path], None]]]:
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:
-    sizes = QUICK if args.quick else FULL
+    shape = QUICK if args.quick else FULL
     workers = args.workers or (*range(1, 5 if args.quick else 2 * usable_cpus() + 1), "adaptive")
     rates = args.rates if args.rates is not None else ((100_000_000,) if args.quick else ())
     plan = SweepPlan(workers, args.recovery_threads or ((1,) if args.quick else (1, 2)),
                      tuple(MODES[m] for m in args.modes), args.cache, "as given" if args.dirs else "unclean", rates,
                      repeat=args.repeat)
-    interval = args.interval or (0.1 if args.quick else 0.2)
+    interval = interval_of(args)
     t0 = time.monotonic()
     with scratch(args) as work:
-        broker = broker_for(args, work, **sizes)
+        broker = broker_for(args, work, **shape)
         say(f"{broker.description}; {len(plan.specs())} runs")
         try:
-            place_cm = make_place(args.device, work, int(broker.total_bytes * 1.5) + (64 << 20),
-                                  ReadLimits(args.read_bps, args.read_iops))
+            place_cm = make_place(args.device, work, broker.device_bytes, limits_of(args))
             with place_cm as place:
                 runs = run_sweep(place, broker.data_dirs, plan, interval, args.cache_method, run_line)
         except PlaceUnavailable as e:

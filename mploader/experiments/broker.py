@@ -24,6 +24,11 @@ class Broker:
     total_bytes: int  # every file's apparent size (what a copy of it writes, at most)
     generated: dict[str, Any] | None = None  # the generator's config, when generated
 
+    @property
+    def device_bytes(self) -> int:
+        """A device (throttled loop file system, tmpfs) that holds one copy of it, with room to spare."""
+        return int(self.total_bytes * 1.5) + (64 << 20)
+
 
 def _sizes(dirs: tuple[Path, ...]) -> tuple[int, int]:
     files = [f for d in dirs for f in d.rglob("*") if f.is_file()]

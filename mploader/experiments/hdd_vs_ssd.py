@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
+from mploader.experiments.places import DEVICE_CLASSES, HDD_LIKE, PlaceUnavailable, make_place
 from mploader.experiments.run import Place, RunResult, RunSpec, run_once
 from mploader.host.cgroup import ReadLimits
 
@@ -27,7 +27,7 @@ class HddVsSsdPlan:
     workers: tuple[int | str, ...] = (1, 2, 4, 8)
     devices: tuple[str, ...] = DEVICE_CLASSES
     restarts: tuple[str, ...] = RESTARTS
-    limits: ReadLimits = ReadLimits(150_000_000, 150)
+    limits: ReadLimits = HDD_LIKE
     device_bytes: int = 1 << 30  # size of the throttled device and of the tmpfs (must hold one copy)
     repeat: int = 1  # rounds on each device (the reports take each run's fastest round)
 

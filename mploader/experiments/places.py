@@ -36,6 +36,7 @@ from mploader.host.devices import storage_of
 log = logging.getLogger(__name__)
 
 THROTTLED_LABEL = "throttled loop device (HDD-like limits)"
+HDD_LIKE = ReadLimits(150_000_000, 150)  # the throttled device's default read limits
 TMPFS_LABEL = "tmpfs (no disk: the upper bound)"
 UNDO_TRIES = 50
 UNDO_WAIT_S = 0.1
