@@ -7,6 +7,7 @@ own; :func:`stitch` joins them as the continuous walk would have ended.
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -119,3 +120,17 @@ def join_scans(task: SegmentTask, rows: list[np.ndarray], last: SegmentScan) -> 
     return SegmentScan(task.path, task.base_offset, task.start, last.end, last.valid_bytes, last.stop,
                        last.stop_detail, table, last.fatal, last.fatal_exception,
                        bytes_read=last.end - task.start)
+
+
+# a scan's identity (two asks for the same range with the same checks are the same scan)
+TaskKey = tuple[str, int, int | None, bool, bool]
+
+
+def task_key(task: SegmentTask) -> TaskKey:
+    return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
+
+
+def file_stat(path: str) -> tuple[int, int, int]:
+    """Size, mtime and inode: a file planned for a scan is still that file if they are unchanged."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino

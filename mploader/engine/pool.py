@@ -64,7 +64,16 @@ from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from mploader.engine.base import Engine
-from mploader.engine.chunks import MIN_ENTRY_BYTES, chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
+from mploader.engine.chunks import (
+    MIN_ENTRY_BYTES,
+    TaskKey,
+    chunk_boundaries,
+    chunk_tasks,
+    file_stat,
+    piece_bytes,
+    stitch_whole,
+    task_key,
+)
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
 from mploader.engine.plan import DirPlan, Partition
 from mploader.engine.throttle import wait_turn
@@ -122,16 +131,6 @@ class _Pending:
     chunks: list[_Chunk] = field(default_factory=list)  # those submitted, in order (before every todo one)
 
 
-_TaskKey = tuple[str, int, int | None, bool, bool]
-
-
-def _key(task: SegmentTask) -> _TaskKey:
-    return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
-
-
-def _stat(path: str) -> tuple[int, int, int]:
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 class PoolEngine(Engine):
@@ -164,11 +163,11 @@ class PoolEngine(Engine):
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
         self._executors: dict[str, ProcessPoolExecutor] = {}
-        self._pending: dict[_TaskKey, _Pending] = {}
+        self._pending: dict[TaskKey, _Pending] = {}
         self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit
         self._in_flight = dict.fromkeys(data_dirs, 0)  # chunks submitted and not yet freed
         self._submitting = {d: threading.Lock() for d in data_dirs}  # one top-up at a time per data dir
-        self._kept: set[_TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
+        self._kept: set[TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
         self.adaptive: Adaptive | None = None
@@ -267,7 +266,7 @@ class PoolEngine(Engine):
             stated: list[tuple[SegmentTask, tuple[int, int, int]]] = []
             for task in tasks:
                 try:
-                    stated.append((task, _stat(task.path)))
+                    stated.append((task, file_stat(task.path)))
                 except OSError:
                     continue
             cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
@@ -278,7 +277,7 @@ class PoolEngine(Engine):
             if self.adaptive is not None:
                 self.adaptive.begin(plan.data_dir)
             head = np.cumsum([st[0] for _, st in stated]) <= head_bytes
-            self._kept.update(_key(task) for (task, _), kept in zip(stated, head) if kept)  # scan() scans them
+            self._kept.update(task_key(task) for (task, _), kept in zip(stated, head) if kept)  # scan() scans them
             ranges = [(task.path, 0, st[0]) for (task, st), kept in zip(stated, head) if kept]
             cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
                    for (task, st), kept in zip(stated, head) if not kept]
@@ -288,7 +287,7 @@ class PoolEngine(Engine):
                 self._remaining[plan.data_dir] = len(cut)
                 for task, st, cuts in cut:
                     pend = _Pending(st, chunk_tasks(task, cuts))
-                    self._pending[_key(task)] = pend
+                    self._pending[task_key(task)] = pend
                     self._queue[plan.data_dir].append(pend)
             self._top_up(plan.data_dir)
             self._update_gauges(plan.data_dir)
@@ -326,9 +325,9 @@ class PoolEngine(Engine):
     def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
         with self._submitting[data_dir]:  # not while a top-up submits one of this task's chunks
             with self.lock:
-                pend = self._pending.pop(_key(task), None)
-                if pend is None and _key(task) in self._kept:  # the head of the order: the parent's own scan
-                    self._kept.discard(_key(task))
+                pend = self._pending.pop(task_key(task), None)
+                if pend is None and task_key(task) in self._kept:  # the head of the order: the parent's own scan
+                    self._kept.discard(task_key(task))
                     self.stats.scans_in_parent += 1
                 if pend is not None:  # this thread's now: what is not submitted yet, the parent scans
                     todo, pend.todo = pend.todo, []
@@ -336,7 +335,7 @@ class PoolEngine(Engine):
             return self.inline_source(data_dir).scan(task)
         t0 = time.perf_counter()
         try:
-            fresh = _stat(task.path) == pend.stat
+            fresh = file_stat(task.path) == pend.stat
             if fresh:
                 parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
                 for t in todo:  # Phase 2 got here first: no worker has them

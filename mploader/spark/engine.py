@@ -39,7 +39,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mploader.engine.base import Engine
-from mploader.engine.chunks import chunk_boundaries, chunk_tasks, piece_bytes, stitch_whole
+from mploader.engine.chunks import (
+    TaskKey,
+    chunk_boundaries,
+    chunk_tasks,
+    file_stat,
+    piece_bytes,
+    stitch_whole,
+    task_key,
+)
 from mploader.engine.plan import DirPlan, Partition, file_size
 from mploader.errors import LoadInterrupted
 from mploader.progress import Progress
@@ -59,16 +67,6 @@ log = logging.getLogger(__name__)
 # A Spark job costs ~0.1 s to start (local mode); a wave is what Phase 2 waits for before its first scan.
 WAVE_BYTES = 1 << 30
 
-_TaskKey = tuple[str, int, int | None, bool, bool]
-
-
-def _key(task: SegmentTask) -> _TaskKey:
-    return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
-
-
-def _stat(path: str) -> tuple[int, int, int]:
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 @dataclass(slots=True)
@@ -102,7 +100,7 @@ class SparkEngine(Engine):
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir, as the pool
         self.wave_bytes = wave_bytes
         self.executor_pieces = 0  # pieces whose scan or audit came back from an executor
-        self._planned: dict[_TaskKey, _Planned] = {}
+        self._planned: dict[TaskKey, _Planned] = {}
         self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
@@ -122,7 +120,7 @@ class SparkEngine(Engine):
             stated = []
             for task in (t for _, ts in planned for t in ts):
                 try:
-                    stated.append((task, _stat(task.path)))
+                    stated.append((task, file_stat(task.path)))
                 except OSError:
                     continue  # Phase 2's own scan raises it, as an inline scan would
             cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
@@ -130,7 +128,7 @@ class SparkEngine(Engine):
             for task, st in stated:
                 chunks = chunk_tasks(task, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
                 ids = [next(self._ids) for _ in chunks]
-                self._planned[_key(task)] = _Planned(st, ids)
+                self._planned[task_key(task)] = _Planned(st, ids)
                 for pid, chunk in zip(ids, chunks):
                     tasks[pid] = chunk
                     end = st[0] if chunk.end is None else chunk.end
@@ -165,7 +163,7 @@ class SparkEngine(Engine):
 
     def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:
         with self._arrived:
-            planned = self._planned.pop(_key(task), None)
+            planned = self._planned.pop(task_key(task), None)
         if planned is None:
             return self.inline_source(data_dir).scan(task)
         t0 = time.perf_counter()
@@ -185,7 +183,7 @@ class SparkEngine(Engine):
                 self.stats.inline_fallbacks += 1
             return self.inline_source(data_dir).scan(task)
         try:
-            fresh = _stat(task.path) == planned.stat
+            fresh = file_stat(task.path) == planned.stat
         except OSError:
             fresh = False
         if not fresh:  # the file changed since planning (e.g. a swap was completed): the pieces are of no use
