@@ -193,10 +193,12 @@ class ScanMeter:
             self.bytes[data_dir] = self.bytes.get(data_dir, 0) + nbytes
             self.scans[data_dir] = self.scans.get(data_dir, 0) + 1
 
-    def take(self, data_dir: str) -> tuple[int, int]:
-        """(bytes, scans) since the last take."""
+    def take(self, data_dir: str) -> int:
+        """The bytes since the last take; the scans' count starts again too (it only says when an interval has
+        enough of them: :meth:`peek_scans`)."""
         with self._lock:
-            return self.bytes.pop(data_dir, 0), self.scans.pop(data_dir, 0)
+            self.scans.pop(data_dir, None)
+            return self.bytes.pop(data_dir, 0)
 
     def peek_scans(self, data_dir: str) -> int:
         with self._lock:
@@ -290,7 +292,7 @@ class DirMonitor:
             enough = elapsed >= MIN_INTERVAL_S and self.meter.peek_scans(self.data_dir) >= MIN_SCANS
             if not enough and elapsed < MAX_INTERVAL_S:
                 continue
-            nbytes, _ = self.meter.take(self.data_dir)
+            nbytes = self.meter.take(self.data_dir)
             before = self.controller.target
             load_cores, idle_cores = cpu.cores()
             target = self.controller.observe(Observation(elapsed, nbytes, device.util(), load_cores, idle_cores))
