@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from mploader.host.devices import mounts
+from mploader.host.devices import mounts, read_text
 
 V1_READ_BPS = "blkio.throttle.read_bps_device"
 V1_READ_IOPS = "blkio.throttle.read_iops_device"
@@ -48,7 +48,7 @@ def hierarchy() -> Hierarchy | None:
     table = mounts()
     for m in table:
         if m.fstype == "cgroup2":
-            controllers = _read(os.path.join(m.mount_point, "cgroup.controllers")) or ""
+            controllers = read_text(os.path.join(m.mount_point, "cgroup.controllers")) or ""
             if "io" in controllers.split():
                 return Hierarchy(m.mount_point, 2)
     for m in table:
@@ -77,18 +77,10 @@ def parse_io_max(text: str, major_minor: str) -> ReadLimits:
     return ReadLimits()
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def _cgroup_paths(pid: int | str) -> dict[str, str]:
     """Controller (or "" for the unified hierarchy) -> the process's cgroup path."""
     out = {}
-    for line in (_read(f"/proc/{pid}/cgroup") or "").splitlines():
+    for line in (read_text(f"/proc/{pid}/cgroup") or "").splitlines():
         _, controllers, path = line.split(":", 2)
         for c in controllers.split(",") if controllers else [""]:
             out[c] = path
@@ -114,11 +106,11 @@ def read_limits(major_minor: str, pid: int | str = "self") -> ReadLimits:
             break
         path = os.path.dirname(path)
     if h.version == 2:
-        found = [parse_io_max(_read(os.path.join(d, V2_IO_MAX)) or "", major_minor) for d in levels]
+        found = [parse_io_max(read_text(os.path.join(d, V2_IO_MAX)) or "", major_minor) for d in levels]
         return ReadLimits(_smallest([f.bytes_per_s for f in found]), _smallest([f.iops for f in found]))
     return ReadLimits(
-        _smallest([parse_v1_limits(_read(os.path.join(d, V1_READ_BPS)) or "", major_minor) for d in levels]),
-        _smallest([parse_v1_limits(_read(os.path.join(d, V1_READ_IOPS)) or "", major_minor) for d in levels]))
+        _smallest([parse_v1_limits(read_text(os.path.join(d, V1_READ_BPS)) or "", major_minor) for d in levels]),
+        _smallest([parse_v1_limits(read_text(os.path.join(d, V1_READ_IOPS)) or "", major_minor) for d in levels]))
 
 
 __all__ = ["Hierarchy", "ReadLimits", "V1_READ_BPS", "V1_READ_IOPS", "V2_IO_MAX", "hierarchy", "parse_io_max",

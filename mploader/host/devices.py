@@ -135,7 +135,10 @@ def mount_of(path: str, table: list[Mount] | None = None) -> Mount:
     return best
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A /proc, /sys or cgroup file's text, stripped; None where it is absent or unreadable (a kernel without
+    the attribute, a device gone meanwhile, no cgroup file): the callers take that as "unknown" or "no limit"
+    rather than fail."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -145,11 +148,11 @@ def _read(path: str) -> str | None:
 
 def _attributes(queue_dir: str) -> tuple[bool | None, str | None, str | None]:
     """rotational, scheduler and model of the disk whose /sys directory is ``queue_dir``."""
-    rot = _read(os.path.join(queue_dir, "queue", "rotational"))
-    sched = _read(os.path.join(queue_dir, "queue", "scheduler"))
+    rot = read_text(os.path.join(queue_dir, "queue", "rotational"))
+    sched = read_text(os.path.join(queue_dir, "queue", "scheduler"))
     if sched and "[" in sched:
         sched = sched[sched.index("[") + 1:sched.index("]")]
-    model = _read(os.path.join(queue_dir, "device", "model"))
+    model = read_text(os.path.join(queue_dir, "device", "model"))
     if not model:
         driver = os.path.join(queue_dir, "device", "driver")
         model = os.path.basename(os.path.realpath(driver)) if os.path.exists(driver) else None
@@ -169,10 +172,10 @@ def _chain(major_minor: str, seen: set[str]) -> list[BlockDevice]:
         disk_dir = os.path.dirname(sys_dir)
         rot, sched, model = _attributes(disk_dir)
         out = [BlockDevice(name, major_minor, "partition", rot, sched, model)]
-        disk_dev = _read(os.path.join(disk_dir, "dev"))
+        disk_dev = read_text(os.path.join(disk_dir, "dev"))
         return out + (_chain(disk_dev, seen) if disk_dev else [])
     rot, sched, model = _attributes(sys_dir)
-    backing = _read(os.path.join(sys_dir, "loop", "backing_file"))
+    backing = read_text(os.path.join(sys_dir, "loop", "backing_file"))
     if backing is not None:
         out = [BlockDevice(name, major_minor, "loop", rot, sched, model, backing)]
         if backing.endswith(" (deleted)"):
@@ -189,7 +192,7 @@ def _chain(major_minor: str, seen: set[str]) -> list[BlockDevice]:
     kind = "dm" if name.startswith("dm-") else "md" if name.startswith("md") else "disk"
     out = [BlockDevice(name, major_minor, kind if slaves else "disk", rot, sched, model)]
     for slave in slaves:
-        dev = _read(os.path.join(sys_dir, "slaves", slave, "dev"))
+        dev = read_text(os.path.join(sys_dir, "slaves", slave, "dev"))
         if dev:
             out += _chain(dev, seen)
     return out
@@ -217,4 +220,4 @@ def storage_of(path: str) -> Storage:
     return Storage(os.path.realpath(path), mount_of(path), tuple(_storage_devices(path, set())))
 
 
-__all__ = ["BlockDevice", "Mount", "Storage", "mount_of", "mounts", "parse_mountinfo", "storage_of"]
+__all__ = ["BlockDevice", "Mount", "Storage", "mount_of", "mounts", "parse_mountinfo", "read_text", "storage_of"]
