@@ -31,7 +31,7 @@ from pathlib import Path
 from mploader.experiments.run import Place
 from mploader.host import cgroup
 from mploader.host.cgroup import ReadLimits
-from mploader.host.devices import storage_of
+from mploader.host.devices import Storage, storage_of
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ def name_prefix() -> str:
     return f"mploader-exp-{os.getpid()}"
 
 
-def own_disk_label(path: Path) -> str:
-    device = storage_of(str(path)).device
+def own_disk_label(storage: Storage) -> str:
+    device = storage.device
     if device is None:
-        return f"the machine's own storage ({storage_of(str(path)).mount.fstype}, no block device)"
+        return f"the machine's own storage ({storage.mount.fstype}, no block device)"
     flag = {True: "reports rotational=1", False: "reports rotational=0", None: "no rotational flag"}[device.rotational]
     return f"the machine's own disk ({device.name}, {device.model or 'model unknown'}, {flag})"
 
@@ -62,7 +62,8 @@ def own_disk_label(path: Path) -> str:
 def own_disk(work_dir: Path) -> Iterator[Place]:
     d = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-disk-", dir=work_dir))
     try:
-        yield Place(own_disk_label(d), d, storage_of(str(d)))
+        storage = storage_of(str(d))
+        yield Place(own_disk_label(storage), d, storage)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
