@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
 
 from mploader import LoaderConfig, load_logs  # noqa: E402
+from mploader.experiments.cache import make_warm  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.spark import fleet  # noqa: E402
 from mploader.spark.engine import SparkEngine  # noqa: E402
@@ -34,13 +35,6 @@ from mploader.spark.session import spark_session  # noqa: E402
 from mploader.verify import verify_logs  # noqa: E402
 
 NOW = 1_730_000_000_000 + 600_000
-
-
-def warm(paths: list[Path]) -> None:
-    for d in paths:
-        for f in d.rglob("*"):
-            if f.is_file():
-                f.read_bytes()
 
 
 def jobs_of(spark: Any, engines: Sequence[SparkEngine | SparkPartitions]) -> tuple[int, int, int]:
@@ -58,7 +52,7 @@ def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
         generate(broker, GeneratorConfig(data_dirs=2, topics=4, partitions_per_topic=4, total_bytes=size,
                                          segment_bytes=1 << 20, faults=0, seed=7))
     dirs = [str(d) for d in sorted(broker.glob("data-*"))]
-    warm([broker])
+    make_warm([broker])
     pool = LoaderConfig(num_segment_loading_threads_per_data_dir=2, dry_run=True)
     spark_engine = lambda st, pr: SparkEngine(spark, st, pr)  # noqa: E731
     runs: dict[str, Any] = {
@@ -95,7 +89,7 @@ def fleet_run(spark: Any, root: Path, brokers: int, say: Any) -> None:
                                      segment_bytes=16 * 1024, faults=2 if b % 4 == 0 else 0, node_id=b + 1,
                                      seed=100 + b))
     dirs = [str(d) for d in sorted(fleet_root.glob("broker-*/data-*"))]
-    warm([fleet_root])
+    make_warm([fleet_root])
     segments = sum(1 for _ in fleet_root.rglob("*.log"))
     nbytes = sum(f.stat().st_size for f in fleet_root.rglob("*.log"))
     say("")
