@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 
 MB = 1_000_000
@@ -224,15 +225,7 @@ def find_oracle(arg: str | None) -> str | None:
 
 
 def machine() -> str:
-    model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"nproc {os.cpu_count()}, CPU model {model!r}, Python {platform.python_version()}"
+    return f"nproc {os.cpu_count()}, CPU model {cpu_model()!r}, Python {platform.python_version()}"
 
 
 def main() -> int:

@@ -42,18 +42,9 @@ from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside
 
 import mploader.scan.walk as walk  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
+from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import SegmentTask, scan_segment  # noqa: E402
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_segment(out: Path, size: int, batch_bytes: int, transactional: float) -> Path:
@@ -160,7 +151,7 @@ def main() -> None:
 
     compiled = walk._compiled
     impl = compiled.crc_implementation() if compiled is not None else "not built"
-    say(f"`python perf/walk.py {' '.join(sys.argv[1:])}` on {cpu_name()} ({psutil.cpu_count()} CPUs), "
+    say(f"`python perf/walk.py {' '.join(sys.argv[1:])}` on {cpu_model()} ({psutil.cpu_count()} CPUs), "
         f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; one process, warm page cache, "
         f"best of {args.repeat} rounds; compiled walk: {impl} CRC-32C")
     try:
