@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -31,6 +31,7 @@ from mploader.recovery.index_check import IndexCheck, full_problems, rebuild_ind
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.resume import Recovered, recovered_before
 from mploader.recovery.segment import (
+    LogSegments,
     Segment,
     check_index_fits,
     log_size,
@@ -41,6 +42,7 @@ from mploader.recovery.segment import (
     walk_from,
 )
 from mploader.recovery.segment_recovery import InvalidOffsetError, OffsetOverflowError, recover_segment
+from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.result import LoadedLog, SegmentInfo
 from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Stop, plan
 
@@ -89,7 +91,7 @@ class LogLoader:
         self.disk = ctx.disk
         self.dir = ctx.dir
         self.cfg = ctx.cfg
-        self.segments: dict[int, Segment] = {}
+        self.segments = LogSegments()
         self.epochs: LeaderEpochCache | None = None
         self._scans = _ScanCache()
         self._floor_pin: str | None = None  # see _pin_for_recover_log
@@ -104,8 +106,12 @@ class LogLoader:
         if self.disk.delete(self.path(name)):
             self.ctx.deleted_files.append(name)
 
-    def _sorted_segments(self) -> list[Segment]:
-        return [self.segments[b] for b in sorted(self.segments)]
+    def _producer_state_manager(self) -> ProducerStateManager:
+        """A new manager, as Kafka makes one for the log and one per recovered segment."""
+        return ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms, self._snapshot_files)
+
+    def _sorted_segments(self) -> Sequence[Segment]:
+        return self.segments.ascending()
 
     def full_scan(self, seg: Segment) -> SegmentScan:
         """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
@@ -149,7 +155,8 @@ class LogLoader:
         self._check_cancelled()
         self._open_epoch_cache()
         self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, self.disk.list_files(self.dir))
-        self.psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
+        self._snapshot_files = SnapshotFiles.listed(self.disk, self.dir)  # kept true by every manager below
+        self.psm = self._producer_state_manager()
         swaps = self._remove_temp_files_and_collect_swap_files()
         self._complete_swaps(swaps)
         self._retry_on_overflow(self._load_segment_files)
@@ -262,9 +269,8 @@ class LogLoader:
                 new = split_overflowed_segment(self.disk, old, self.cfg, in_map, deleted=self.ctx.deleted_files)
                 self._scans.drop({old.log_path, *(s.log_path for s in new)})
                 for base in replace_in_segment_map(self.segments, old, new, in_map):
-                    if base in self.psm.snapshots:  # deleteProducerSnapshotsAsync
-                        self._note_deleted(self.psm.snapshots[base])
-                    self.psm.mark_snapshot_deleted(base)
+                    if (snapshot := self.psm.mark_snapshot_deleted(base)) is not None:  # deleteProducerSnapshotsAsync
+                        self._note_deleted(snapshot)
 
     # ---- §6.1 temp files and swaps ------------------------------------------------------------
 
@@ -404,7 +410,7 @@ class LogLoader:
         Kafka's) recovers it again and not only what was left (docs/crash-safety.md)."""
         self._check_cancelled()
         self._note_log_end_before()
-        psm = ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms)
+        psm = self._producer_state_manager()
         self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
         scan = self.full_scan(seg)
@@ -497,9 +503,8 @@ class LogLoader:
     def _delete_segment(self, seg: Segment) -> None:
         """deleteSegmentFiles (async in Kafka: *.deleted now, removed after file.delete.delay.ms)."""
         self._delete_segment_files(seg)
-        if seg.base_offset in self.psm.snapshots:
-            self._note_deleted(self.psm.snapshots[seg.base_offset])
-        self.psm.mark_snapshot_deleted(seg.base_offset)
+        if (snapshot := self.psm.mark_snapshot_deleted(seg.base_offset)) is not None:
+            self._note_deleted(snapshot)
 
     def _delete_segment_files(self, seg: Segment) -> None:
         """The segment's own files (its snapshot is the caller's), once."""
@@ -537,7 +542,7 @@ class LogLoader:
 
     # ---- §6.14 rebuildProducerState ---------------------------------------------------------------
 
-    def rebuild_producer_state(self, psm: ProducerStateManager, segments: list[Segment], log_start: int,
+    def rebuild_producer_state(self, psm: ProducerStateManager, segments: Sequence[Segment], log_start: int,
                                last_offset: int, *, reload_from_clean_shutdown: bool) -> None:
         to_snapshot: list[int | None] = []
         if segments:

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mploader.disk.base import Disk
-from mploader.errors import CorruptSnapshotError, InvalidFileNameError, StartupFailedError
+from mploader.errors import CorruptSnapshotError, StartupFailedError
 from mploader.format import names
 from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order
 from mploader.format.records import java_int, last_sequence
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
+from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.result import ProducerInfo
 from mploader.scan import Marker
 
@@ -157,7 +158,12 @@ class AppendInfo:
 
 
 class ProducerStateManager:
-    def __init__(self, disk: Disk, log_dir: str, producer_id_expiration_ms: int):
+    def __init__(self, disk: Disk, log_dir: str, producer_id_expiration_ms: int,
+                 on_disk: SnapshotFiles | None = None):
+        """``on_disk``: the partition's snapshot files as they are on disk, shared by its managers
+        (:mod:`mploader.recovery.snapshot_files`); listed from the directory when not given.  This manager's
+        view starts as a copy of it (Kafka's constructor lists the files) and goes stale as Kafka's does;
+        ``on_disk`` follows every change this manager makes."""
         self.disk = disk
         self.dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
@@ -167,40 +173,34 @@ class ProducerStateManager:
         self.unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
         self.map_end_offset = 0
         self.last_snap_offset = 0
-        self.snapshots: dict[int, str] = self._list_snapshots()
+        self.on_disk = on_disk if on_disk is not None else SnapshotFiles.listed(disk, log_dir)
+        self.snapshots = self.on_disk.copy()
 
     # ---- snapshot files ------------------------------------------------------------------
 
-    def _list_snapshots(self) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for name in self.disk.list_files(self.dir):
-            if name.endswith(names.SNAPSHOT_SUFFIX):
-                try:
-                    out[names.offset_from_file_name(name)] = name
-                except InvalidFileNameError as e:  # new SnapshotFile(file): Long.parseLong -> start-up fails
-                    raise StartupFailedError(os.path.join(self.dir, name), "NumberFormatException", str(e)) from e
-        return dict(sorted(out.items()))
-
     def latest_snapshot_offset(self) -> int | None:
-        return max(self.snapshots) if self.snapshots else None
+        return self.snapshots.latest()
 
-    def _delete_snapshot(self, offset: int) -> None:
-        name = self.snapshots.pop(offset, None)
+    def _delete_snapshot(self, offset: int) -> str | None:
+        """removeAndDeleteSnapshot: the file goes if this manager knows of it; its name, or None."""
+        name = self.snapshots.pop(offset)
         if name is not None:
+            self.on_disk.pop(offset)
             self.disk.delete(os.path.join(self.dir, name))
+        return name
 
     def take_snapshot(self) -> None:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
             data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in self._table.order()])
             self.disk.write(os.path.join(self.dir, name), data, durable=True, truncate=False)
-            self.snapshots[self.map_end_offset] = name
-            self.snapshots = dict(sorted(self.snapshots.items()))
+            self.snapshots.add(self.map_end_offset, name)
+            self.on_disk.add(self.map_end_offset, name)
             self.last_snap_offset = self.map_end_offset
 
     def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
         bases = set(segment_base_offsets)
-        self.snapshots = self._list_snapshots()
+        self.snapshots = self.on_disk.copy()  # Kafka lists the directory again
         stray: int | None = None
         for off in list(self.snapshots):
             if off not in bases:
@@ -210,9 +210,9 @@ class ProducerStateManager:
         if stray is not None and bases and stray < max(bases):
             self._delete_snapshot(stray)
 
-    def mark_snapshot_deleted(self, base_offset: int) -> None:
-        """removeAndMarkSnapshotForDeletion (segment deletion): the file goes."""
-        self._delete_snapshot(base_offset)
+    def mark_snapshot_deleted(self, base_offset: int) -> str | None:
+        """removeAndMarkSnapshotForDeletion (segment deletion): the file goes; its name, or None."""
+        return self._delete_snapshot(base_offset)
 
     # ---- producer map ----------------------------------------------------------------------
 
@@ -237,9 +237,8 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
     def truncate_and_reload(self, log_start: int, log_end: int, now_ms: int) -> None:
-        for off in list(self.snapshots):
-            if off > log_end or off <= log_start:
-                self._delete_snapshot(off)
+        for off in self.snapshots.outside(log_start, log_end):
+            self._delete_snapshot(off)
         if log_end != self.map_end_offset:
             self._clear()
             self._load_from_snapshot(log_start, now_ms)
@@ -252,8 +251,7 @@ class ProducerStateManager:
             self.last_snap_offset = log_start if latest is None else latest
 
     def _load_from_snapshot(self, log_start: int, now_ms: int) -> None:
-        while self.snapshots:
-            off = max(self.snapshots)
+        while (off := self.snapshots.latest()) is not None:
             path = os.path.join(self.dir, self.snapshots[off])
             try:
                 entries = parse_snapshot(self.disk.read(path), path)

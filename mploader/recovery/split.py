@@ -31,6 +31,7 @@ import logging
 import os
 import struct
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -495,7 +496,7 @@ def _replace_segments(disk: Disk, old: Segment, new: list[Segment], in_segment_m
     disk.sync_dir(old.dir)
 
 
-def replace_in_segment_map(segments: dict[int, Segment], old: Segment, new: list[Segment],
+def replace_in_segment_map(segments: MutableMapping[int, Segment], old: Segment, new: list[Segment],
                            in_segment_map: bool) -> list[int]:
     """The segment-map side of replaceSegments; returns the bases whose producer snapshot Kafka
     then marks for deletion (old segments that were in the map and whose base is no new base).

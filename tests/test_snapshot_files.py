@@ -1,0 +1,115 @@
+"""The partition's snapshot set shared by its producer-state managers, and the segment map's kept order: what
+made recovery quadratic in a partition's recovered segments (perf/README.md, "Limits") and what replaced it."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mploader.api import load_logs
+from mploader.config import LoaderConfig
+from mploader.disk.real import RealDisk
+from mploader.format import names
+from mploader.generate import GeneratorConfig, generate
+from mploader.recovery.producer_state import ProducerStateManager
+from mploader.recovery.segment import LogSegments, Segment
+from mploader.recovery.snapshot_files import SnapshotFiles
+
+ops = st.lists(st.tuples(st.sampled_from(["add", "pop", "outside"]), st.integers(0, 40), st.integers(0, 40)),
+               max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=ops)
+def test_snapshot_files_behave_as_a_sorted_map(ops: list[tuple[str, int, int]]) -> None:
+    files, model = SnapshotFiles(), {}
+    for op, a, b in ops:
+        if op == "add":
+            files.add(a, f"{a}.snapshot")
+            model[a] = f"{a}.snapshot"
+        elif op == "pop":
+            assert files.pop(a) == model.pop(a, None)
+        else:  # Kafka's truncateAndReload condition, each offset once even where the range is empty
+            assert files.outside(a, b) == [o for o in sorted(model) if o <= a or o > b]
+        assert list(files) == sorted(model) and len(files) == len(model)
+        assert files.latest() == (max(model) if model else None)
+        assert all(files[o] == model[o] and o in files for o in model)
+    copy = files.copy()
+    copy.add(99, "x")
+    assert 99 not in files  # a copy is its own
+
+
+def _snapshot(directory: Path, offset: int) -> None:
+    (directory / names.segment_file_name(offset, names.SNAPSHOT_SUFFIX)).write_bytes(b"")
+
+
+def test_a_manager_sees_what_was_on_disk_when_made_and_the_shared_set_follows_every_change(tmp_path: Path) -> None:
+    for off in (10, 20):
+        _snapshot(tmp_path, off)
+    disk = RealDisk()
+    on_disk = SnapshotFiles.listed(disk, str(tmp_path))
+    old = ProducerStateManager(disk, str(tmp_path), 86_400_000, on_disk)
+    new = ProducerStateManager(disk, str(tmp_path), 86_400_000, on_disk)
+    new.map_end_offset = 30
+    new.take_snapshot()  # written by the newer manager: the older one does not know it, as in Kafka
+    assert list(old.snapshots) == [10, 20] and list(new.snapshots) == [10, 20, 30]
+    assert old.mark_snapshot_deleted(30) is None and (tmp_path / names.segment_file_name(30, ".snapshot")).exists()
+    assert old.mark_snapshot_deleted(10) == names.segment_file_name(10, ".snapshot")
+    assert list(new.snapshots) == [10, 20, 30]  # stale, as Kafka's map would be
+    newest = ProducerStateManager(disk, str(tmp_path), 86_400_000, on_disk)
+    assert list(newest.snapshots) == [20, 30] == list(SnapshotFiles.listed(RealDisk(), str(tmp_path)))
+
+
+def test_a_snapshot_name_without_an_offset_fails_start_up_naming_the_file(tmp_path: Path) -> None:
+    from mploader.errors import StartupFailedError
+
+    (tmp_path / "abc.snapshot").write_bytes(b"")
+    with pytest.raises(StartupFailedError) as e:
+        SnapshotFiles.listed(RealDisk(), str(tmp_path))
+    assert e.value.kafka_exception == "NumberFormatException" and "abc.snapshot" in str(e.value)
+
+
+def test_log_segments_keep_their_order_through_every_change() -> None:
+    segs = LogSegments()
+    rng = random.Random(7)
+    model: dict[int, Segment] = {}
+    for _ in range(300):
+        base = rng.randrange(50)
+        if rng.random() < 0.6:
+            segs[base] = model[base] = Segment("/d", base)
+        elif rng.random() < 0.5:
+            assert segs.pop(base, None) is model.pop(base, None)
+        elif base in model:
+            del segs[base], model[base]
+        order = segs.ascending()
+        assert [s.base_offset for s in order] == sorted(model) and all(s is model[s.base_offset] for s in order)
+        assert segs.ascending() is order  # no sort again while nothing changed
+    segs.clear()
+    assert list(segs.ascending()) == []
+
+
+def test_recovering_a_partition_parses_each_snapshot_name_a_bounded_number_of_times(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Every recovered segment gets a new manager; each used to list and parse every snapshot of the partition
+    (one per segment recovered before it: ~N**2/2 parses).  Now the names are parsed when listed, once."""
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1,
+                                                          total_bytes=1_500_000, segment_bytes=8 * 1024,
+                                                          batch_bytes=1024, faults=0, seed=3))
+    d = tmp_path / "d"
+    shutil.copytree(out.data_dirs[0], d)
+    (d / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    parsed: list[str] = []
+    original = names.offset_from_file_name
+    monkeypatch.setattr(names, "offset_from_file_name", lambda n: parsed.append(n) or original(n))
+
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+
+    (log,) = result.all_logs()
+    recovered = len(log.recovered_segments)
+    assert recovered > 150
+    snapshot_parses = sum(n.endswith(names.SNAPSHOT_SUFFIX) for n in parsed)
+    assert snapshot_parses <= 3 * recovered, (snapshot_parses, recovered)
