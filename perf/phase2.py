@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Phase 2 per recovered segment, as a partition's segment count grows: is recovery linear in it?
+
+One data dir of one partition of N small segments (``mploader generate``: 10 KB segments of ~1 KB batches, seed
+3, no faults), every segment recovered (``recovery-point-offset-checkpoint`` = 0), for each N of
+``--segments``.  Per round, in an order that changes from round to round (perf/kafka_compare.py's
+``round_order``), the whole process of each contender runs on a fresh ``cp -a`` copy (warm page cache):
+
+* ``mploader``: this tree, ``mploader load --json --workers 1`` (the scans run inline in the parent);
+* ``mploader at REV`` (``--base REV``): the same command on a git worktree of REV (its compiled walk built
+  there), the before of a change, side by side;
+* ``Kafka 1 thread``: Kafka's own LogLoader (``oracle datadir DIR --threads 1``), when the oracle of
+  ../shared/kafka-oracle is built (``$KAFKA_ORACLE`` or ``~/.cache/kafka-oracle/oracle``).
+
+Reported, medians of the rounds: wall seconds of the process, and for mploader Phase 2 per recovered segment,
+``(stats.seconds.total - stats.scan_seconds) / recovered segments`` (the load without its scans, the process's
+start excluded).  Every run's partition (offsets, segments, epochs) is checked against Kafka's first run (or
+this tree's when Kafka is absent); a difference exits 1.
+
+Usage: perf/phase2.py [--segments 300,600,1200,2400] [--rounds 3] [--base REV] [--report perf/README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from perf.kafka_compare import (  # noqa: E402
+    Contender,
+    Failed,
+    Run,
+    compare,
+    find_oracle,
+    machine,
+    mploader_argv,
+    oracle_argv,
+    round_order,
+    run_once,
+)
+from perf.report import Lines, replace_section  # noqa: E402
+
+_ROOT = Path(__file__).resolve().parents[1]
+SEGMENT_BYTES = 10_000
+
+
+def worktree_of(rev: str, root: Path) -> Path:
+    """A git worktree of ``rev`` with its compiled walk built in place (as scripts/_venv.sh builds it)."""
+    wt = root / "base"
+    if wt.exists():
+        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
+    subprocess.run(["git", "-C", str(_ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, check=True,
+                   capture_output=True)
+    return wt
+
+
+def at_revision(rev: str, wt: Path) -> Contender:
+    command = ["load", "--json", "--no-progress", "--workers", "1"]
+    return Contender(f"mploader at {rev}", "mploader",
+                     # -P: not the working directory (this tree) before PYTHONPATH on sys.path
+                     lambda d: ["env", f"PYTHONPATH={wt}", sys.executable, "-P", "-m", "mploader", *command, d])
+
+
+def make_partition(n: int, root: Path) -> str:
+    out = root / f"gen-{n}"
+    if out.exists():
+        shutil.rmtree(out)
+    g = generate(str(out), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1, faults=0, seed=3,
+                                           total_bytes=n * SEGMENT_BYTES * 96 // 100, segment_bytes=SEGMENT_BYTES,
+                                           batch_bytes=1024))
+    d = g.data_dirs[0]
+    Path(d, "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    return d
+
+
+def per_segment_ms(run: Run) -> float:
+    return (run.stats["seconds"]["total"] - run.stats["scan_seconds"]) / max(1, run.stats["segments_recovered"]) * 1e3
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--segments", default="300,600,1200,2400", help="segment counts of the partition, comma-separated")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--base", help="also time this git revision of mploader (a worktree), side by side")
+    ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
+    ap.add_argument("--work", default="/tmp/mploader-phase2", help="scratch directory (deleted at the end)")
+    ap.add_argument("--report", type=Path, help="write the table into this README (section phase2)")
+    args = ap.parse_args()
+    root = Path(args.work)
+    root.mkdir(parents=True, exist_ok=True)
+    oracle = find_oracle(args.oracle)
+    contenders = [Contender("mploader", "mploader", mploader_argv("1"))]
+    if args.base:
+        contenders.append(at_revision(args.base, worktree_of(args.base, root)))
+    if oracle:
+        contenders.append(Contender("Kafka 1 thread", "kafka", oracle_argv(oracle, 1)))
+    out = Lines()
+    cmd = " ".join(["perf/phase2.py", *sys.argv[1:]])
+    out.say(f"`{cmd}`, {time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f} at the start; "
+            f"{machine()}; Kafka: {'the oracle' if oracle else 'not built (skipped)'}")
+    out.say("")
+    head = [f"{c.name} s" for c in contenders] + [f"{c.name} Phase 2 ms/segment" for c in contenders
+                                                  if c.kind == "mploader"]
+    out.say("| segments recovered | " + " | ".join(head) + " |")
+    out.say("|---:|" + "---:|" * len(head))
+    bad = 0
+    for n in (int(x) for x in args.segments.split(",")):
+        template = make_partition(n, root)
+        runs: dict[str, list[Run]] = {c.name: [] for c in contenders}
+        for r in range(args.rounds):
+            for c in round_order(contenders, r):
+                try:
+                    runs[c.name].append(run_once(c, template, root / "run"))
+                except Failed as e:
+                    print(f"  !!! FAILED: {c.name}: {e}", flush=True)
+                    bad += 1
+        ref_runs = runs[contenders[-1].name if oracle else contenders[0].name]  # Kafka's, where it ran
+        ref = ref_runs[0].partitions if ref_runs else {}
+        for name, rs in runs.items():
+            for run in rs:
+                if diffs := compare(ref, run.partitions):
+                    print(f"  !!! MISMATCH: {name}: {diffs}", flush=True)
+                    bad += 1
+        first = runs[contenders[0].name]
+        recovered = first[0].stats["segments_recovered"] if first else 0
+        cells = [f"{statistics.median(r.seconds for r in runs[c.name]):.2f}" if runs[c.name] else "-"
+                 for c in contenders]
+        cells += [f"{statistics.median(per_segment_ms(r) for r in runs[c.name]):.3f}" if runs[c.name] else "-"
+                  for c in contenders if c.kind == "mploader"]
+        out.say(f"| {recovered:,} | " + " | ".join(cells) + " |")
+        shutil.rmtree(Path(template).parent)
+    if args.base:
+        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(root / "base")], check=False)
+    shutil.rmtree(root, ignore_errors=True)
+    if args.report and not bad:
+        replace_section(args.report, "phase2", out.lines)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
