@@ -59,7 +59,8 @@ def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
         "verify, pool 2/dir": lambda: verify_logs(dirs, pool, predict=False),
         "verify, Spark local[2]": lambda: verify_logs(dirs, pool, predict=False, engine=spark_engine),
         "load --dry-run, pool 2/dir": lambda: load_logs(dirs, pool, NOW),
-        "load --dry-run, Spark local[2]": lambda: load_logs(dirs, pool, NOW, engine=spark_engine),
+        # as `mploader spark load` does: each partition loaded (Phase 1 and 2) by a Spark task
+        "load --dry-run, Spark local[2]": lambda: load_logs(dirs, pool, NOW, partitions=SparkPartitions(spark)),
     }
     times: dict[str, list[float]] = {name: [] for name in runs}
     scanned: dict[str, int] = {}

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BROKERS_AT_ONCE = 4  # brokers whose Phase 2 runs side by side in the driver (their Phase 1 jobs share the cluster)
+BROKERS_AT_ONCE = 4  # brokers handled side by side by the driver (their Spark jobs share the cluster)
 
 
 def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
