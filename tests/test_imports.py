@@ -35,3 +35,14 @@ def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
              "mploader.recovery.segment_recovery", "mploader.recovery.producer_state", "mploader.engine.select",
              "mploader.disk", "mploader.generate", "mploader.cli"}
     assert not loaded & heavy, sorted(loaded & heavy)
+
+
+def test_mploader_load_imports_no_verification_unless_asked() -> None:
+    """``mploader load`` without ``--verify-after`` imports neither the verify command nor the verification
+    (~40 ms of every load's start-up, perf/README.md)."""
+    code = ("import sys, mploader.cli.main, mploader.cli.load; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('mploader'))))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "mploader.manager" in loaded
+    assert not {m for m in loaded if m.startswith(("mploader.verify", "mploader.cli.verify"))}, sorted(loaded)

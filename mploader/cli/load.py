@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mploader.cli.display import terminal_display
 from mploader.cli.logs import WarningCollector
@@ -22,7 +22,6 @@ from mploader.cli.units import (
     parse_size,
     parse_workers,
 )
-from mploader.cli.verify import partition_lines
 from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format import checkpoint, names
@@ -30,8 +29,9 @@ from mploader.manager import load_logs, written_dirs
 from mploader.metrics import MetricsRegistry
 from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
 from mploader.result import LoadedLog, LoadResult
-from mploader.verify import VerifyReport
-from mploader.verify.background import BackgroundVerification
+
+if TYPE_CHECKING:  # --verify-after's modules are imported when it is asked for (start-up time of every load)
+    from mploader.verify import VerifyReport
 
 log = logging.getLogger("mploader.cli")
 
@@ -306,6 +306,8 @@ def run_load(args: argparse.Namespace) -> int:
 
 def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfig) -> VerifyReport:
     """``--verify-after``: the inactive segments audited in the background, waited for with a progress display."""
+    from mploader.verify.background import BackgroundVerification
+
     display = terminal_display(args)
     background = BackgroundVerification(result, cfg, progress=display)
     try:
@@ -322,6 +324,8 @@ def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfi
 
 
 def _verification_lines(result: LoadResult, report: VerifyReport) -> list[str]:
+    from mploader.cli.verify import partition_lines
+
     segments = sum(len(p.segments) for p in report.partitions)
     took = result.stats.seconds.get("total", 0.0)
     lines = [f"verified after the load: {segments} segments the load did not read, {format_bytes(report.bytes)} "
