@@ -46,3 +46,17 @@ def test_mploader_load_imports_no_verification_unless_asked() -> None:
                                 check=True).stdout.split())
     assert "mploader.manager" in loaded
     assert not {m for m in loaded if m.startswith(("mploader.verify", "mploader.cli.verify"))}, sorted(loaded)
+
+
+def test_a_load_imports_the_optional_codecs_and_psutil_only_when_it_uses_them() -> None:
+    """Every process that loads (the CLI, each pool worker) would pay ~30 ms for packages most loads never use:
+    the codecs register on the first decompression, psutil is imported by the read-ahead thread."""
+    optional = ("psutil", "lz4", "zstandard", "cramjam")
+    code = ("import sys, mploader.cli.main, mploader.cli.load, mploader.engine.worker; "
+            f"print(' '.join(m for m in {optional!r} if m in sys.modules)); "
+            "from mploader.format import compression; compression.decompress(compression.LZ4, "
+            "compression.compress(compression.LZ4, b'x')); "
+            f"print(' '.join(m for m in {optional!r} if m in sys.modules))")
+    before, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                   check=True).stdout.split("\n")[:2]
+    assert before == "" and "lz4" in after.split()

@@ -210,9 +210,12 @@ def test_read_ahead_bytes_is_auto_or_a_size() -> None:
 def test_auto_window_is_the_busy_scans_plus_a_margin_within_a_quarter_of_free_memory(
         monkeypatch, available_mib: int, workers: int, largest_mib: int, expected_mib: int) -> None:
     MiB = 1024 * 1024
-
-    class Memory:
-        available = available_mib * MiB
-
-    monkeypatch.setattr(readahead.psutil, "virtual_memory", lambda: Memory())
+    monkeypatch.setattr(readahead, "_available_memory", lambda: available_mib * MiB)
     assert readahead.auto_window(workers, largest_mib * MiB) == expected_mib * MiB
+
+
+def test_available_memory_is_what_psutil_says() -> None:
+    import psutil
+
+    ours, theirs = readahead._available_memory(), psutil.virtual_memory().available
+    assert abs(ours - theirs) < 64 * 1024 * 1024  # read a moment apart

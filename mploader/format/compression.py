@@ -8,6 +8,7 @@ tests do.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import zlib
 from collections.abc import Callable
@@ -60,50 +61,54 @@ _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_decompress}
 _HEAD: dict[int, Callable[[bytes, int], bytes]] = {GZIP: _gzip_head}  # the first N bytes only
 
-try:  # snappy-java's framing, as Kafka's SnappyCompression writes and reads it for every magic
-    from mploader.format import xerial_snappy as _snappy
+@functools.cache  # not locked: a thread that calls while another registers registers the same again, harmlessly
+def _optional_codecs() -> None:
+    """Register snappy, lz4 and zstd on the first (de)compression: importing their packages costs every
+    process ~10 ms at start-up (the CLI, each pool worker), and most loads never decompress anything."""
+    try:  # snappy-java's framing, as Kafka's SnappyCompression writes and reads it for every magic
+        from mploader.format import xerial_snappy as _snappy
 
-    _COMPRESS[SNAPPY] = _snappy.compress
-    _DECOMPRESS[SNAPPY] = _snappy.decompress
-    _HEAD[SNAPPY] = _snappy.decompress_head
-except ImportError:  # pragma: no cover - optional
-    pass
+        _COMPRESS[SNAPPY] = _snappy.compress
+        _DECOMPRESS[SNAPPY] = _snappy.decompress
+        _HEAD[SNAPPY] = _snappy.decompress_head
+    except ImportError:  # pragma: no cover - optional
+        pass
 
-try:  # lz4 frame format, as Kafka's KafkaLZ4BlockOutputStream writes for v2 batches
-    import lz4.frame as _lz4f
+    try:  # lz4 frame format, as Kafka's KafkaLZ4BlockOutputStream writes for v2 batches
+        import lz4.frame as _lz4f
 
-    _COMPRESS[LZ4] = lambda d: _lz4f.compress(d)
+        _COMPRESS[LZ4] = lambda d: _lz4f.compress(d)
 
-    def _lz4_decompress(data: bytes) -> bytes:
-        # not lz4.frame.decompress: it allocates the frame's declared content size first (8 bytes of header asking
-        # for 2**62 raise MemoryError; for 1 GiB, 1 GiB is reserved before a byte is read)
-        frame = _lz4f.LZ4FrameDecompressor()
-        out: bytes = frame.decompress(data)
-        if not frame.eof:
-            raise CompressedDataError("lz4: frame incomplete")
-        return out
+        def _lz4_decompress(data: bytes) -> bytes:
+            # not lz4.frame.decompress: it allocates the frame's declared content size first (8 bytes of header
+            # asking for 2**62 raise MemoryError; for 1 GiB, 1 GiB is reserved before a byte is read)
+            frame = _lz4f.LZ4FrameDecompressor()
+            out: bytes = frame.decompress(data)
+            if not frame.eof:
+                raise CompressedDataError("lz4: frame incomplete")
+            return out
 
-    _DECOMPRESS[LZ4] = _lz4_decompress
-    _HEAD[LZ4] = lambda d, limit: _lz4f.LZ4FrameDecompressor().decompress(d, max_length=limit)
-except ImportError:  # pragma: no cover - optional
-    pass
+        _DECOMPRESS[LZ4] = _lz4_decompress
+        _HEAD[LZ4] = lambda d, limit: _lz4f.LZ4FrameDecompressor().decompress(d, max_length=limit)
+    except ImportError:  # pragma: no cover - optional
+        pass
 
-try:
-    import zstandard as _zstd
+    try:
+        import zstandard as _zstd
 
-    _COMPRESS[ZSTD] = lambda d: _zstd.ZstdCompressor().compress(d)
-    _DECOMPRESS[ZSTD] = lambda d: _zstd.ZstdDecompressor().decompressobj().decompress(d)
+        _COMPRESS[ZSTD] = lambda d: _zstd.ZstdCompressor().compress(d)
+        _DECOMPRESS[ZSTD] = lambda d: _zstd.ZstdDecompressor().decompressobj().decompress(d)
 
-    def _zstd_head(data: bytes, limit: int) -> bytes:
-        out = bytearray()
-        with _zstd.ZstdDecompressor().stream_reader(data) as reader:
-            while len(out) < limit and (chunk := reader.read(limit - len(out))):
-                out += chunk
-        return bytes(out)
+        def _zstd_head(data: bytes, limit: int) -> bytes:
+            out = bytearray()
+            with _zstd.ZstdDecompressor().stream_reader(data) as reader:
+                while len(out) < limit and (chunk := reader.read(limit - len(out))):
+                    out += chunk
+            return bytes(out)
 
-    _HEAD[ZSTD] = _zstd_head
-except ImportError:  # pragma: no cover - optional
-    pass
+        _HEAD[ZSTD] = _zstd_head
+    except ImportError:  # pragma: no cover - optional
+        pass
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -153,10 +158,12 @@ def lz4_frame_of_magic_0(data: bytes) -> bytes:
 
 def available_codecs() -> list[str]:
     """Names of the codecs this installation can write."""
+    _optional_codecs()
     return ["none"] + [CODEC_NAMES[c] for c in sorted(_COMPRESS)]
 
 
 def codec_id(name: str) -> int:
+    _optional_codecs()
     for cid, cname in CODEC_NAMES.items():
         if cname == name:
             if cid != NONE and cid not in _COMPRESS:
@@ -169,6 +176,7 @@ def codec_id(name: str) -> int:
 def compress(codec: int, data: bytes) -> bytes:
     if codec == NONE:
         return data
+    _optional_codecs()
     try:
         return _COMPRESS[codec](data)
     except KeyError:
@@ -183,6 +191,7 @@ def decompress_head(codec: int, data: bytes, limit: int) -> bytes:
     thousands to one) cost ``limit`` bytes, not gigabytes."""
     if codec == NONE:
         return data[:limit]
+    _optional_codecs()
     head_of = _HEAD.get(codec)
     if head_of is None:
         return decompress(codec, data)  # unknown or not installed: its error
@@ -198,6 +207,7 @@ def decompress_head(codec: int, data: bytes, limit: int) -> bytes:
 def decompress(codec: int, data: bytes) -> bytes:
     if codec == NONE:
         return data
+    _optional_codecs()
     try:
         fn = _DECOMPRESS[codec]
     except KeyError:
