@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The fixed cost of a load's process: ``mploader load`` of an empty data dir, this tree against a git revision.
+
+Each round runs the whole process once per tree, in alternating order (this machine is shared: only the side by
+side figures count): ``python -P -m mploader load --no-progress EMPTY_DIR`` with ``PYTHONPATH`` on the tree
+(``-P``: the working directory does not come first).  The revision is a git worktree with its compiled walk built
+(perf/phase2.py's ``worktree_of``).  Reported: the minimum and the median wall seconds of each, and the modules
+the load imports.
+
+Usage: perf/startup.py --base REV [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from perf.phase2 import worktree_of  # noqa: E402
+
+_ROOT = Path(__file__).resolve().parents[1]
+IMPORTS = "import sys, mploader.cli.main, mploader.cli.load; print(len(sys.modules))"
+
+
+def one_run(tree: Path, empty: Path) -> float:
+    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-P", "-m", "mploader", "load", "--no-progress", str(empty)], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the git revision to compare with")
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mploader-startup-") as work:
+        root = Path(work)
+        trees = {"this tree": _ROOT, args.base: worktree_of(args.base, root)}
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        for r in range(args.rounds):
+            for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                times[name].append(one_run(trees[name], Path(tempfile.mkdtemp(dir=root))))  # a fresh empty dir
+        print(f"`perf/startup.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d %H:%M')}:")
+        for name, tree in trees.items():
+            modules = subprocess.run([sys.executable, "-P", "-c", IMPORTS], env={"PYTHONPATH": str(tree)},
+                                     capture_output=True, text=True, check=True).stdout.strip()
+            ts = times[name]
+            print(f"  {name:>12}: min {min(ts):.3f} s, median {statistics.median(ts):.3f} s, {modules} modules "
+                  f"imported by mploader load")
+        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(root / "base")], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
