@@ -126,6 +126,45 @@ def test_every_kill_point_of_a_clean_empty_log_whose_snapshot_the_replay_deletes
     assert report.by_op.get("fsync", 0) >= 2, "no journal written: the data set no longer has the case"
 
 
+def _interrupted_swap(data: Path, moved: bool) -> Path:
+    """A compaction's swap left by a killed broker, in the first partition: its two middle segments rewritten as
+    ``.swap`` files (here byte-equal copies), the old segments still there (``moved=False``: not yet deleted)
+    or gone (``moved=True``: every file of the two renamed).  Returns the partition directory."""
+    part = sorted(p for p in data.iterdir() if p.is_dir())[0]
+    bases = sorted(p.name[:20] for p in part.glob("*.log"))
+    assert len(bases) >= 4, f"{part}: too few segments for a swap of two"
+    for base in bases[len(bases) // 2 - 1 : len(bases) // 2 + 1]:
+        for f in part.glob(f"{base}.*"):
+            if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                if moved:
+                    f.rename(f.with_name(f.name + ".swap"))
+                else:
+                    copy_tree(f, f.with_name(f.name + ".swap"))
+    return part
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+@pytest.mark.parametrize("moved", [False, True], ids=["old-segments-kept", "old-segments-gone"])
+def test_every_kill_point_of_completing_an_interrupted_swap(tmp_path: Path, clean: bool, moved: bool) -> None:
+    """LogLoader.load completes a swap (compaction, split) that a killed broker left: it deletes the segment files
+    in the swapped range, then renames every ``.swap``.  The ``.log.swap`` go first: an index renamed before its
+    ``.log`` lies in the range of the ``.log.swap`` still there, and the next load deletes and rebuilds it (a
+    rebuilt index differs from the swapped one).  Every point of the swapped partition is killed."""
+    data = small_broker(tmp_path / "pristine", seed=3, clean=clean, faults=0)
+    part = _interrupted_swap(data, moved)
+    report = enumerate_kill_points(f"swap of two segments, clean={clean}, moved={moved}", tmp_path / "pristine",
+                                   tmp_path / "work", _one_dir, INLINE, GEN_NOW,
+                                   select=lambda op, path: os.path.dirname(path).endswith(os.sep + part.name))
+    print(report.summary())
+    renames = report.by_op.get("rename", 0)
+    assert renames >= 6, f"{report.summary()}: the swap's renames are not there"
+    assert report.killed == report.tried >= renames, report.summary()
+    assert not report.nondeterministic, f"children took another path at points {report.nondeterministic[:10]}"
+    detail = "; ".join(f"point {m.point} ({m.op} {m.path}): {m.why}" for m in report.mismatches[:5])
+    assert not report.mismatches, f"{report.summary()}: {detail}"
+    assert not list((tmp_path / "work").rglob("*.swap")), "a completed load left a swap"
+
+
 def test_a_dry_run_writes_no_journal_and_a_stale_journal_is_dropped(tmp_path: Path) -> None:
     """The journal of Kafka's clean-start shortcut is never written by a dry run; one left under another
     marker (a broker ran since) is deleted and does not change the outcome."""

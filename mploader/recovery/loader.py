@@ -329,9 +329,12 @@ class LogLoader:
                 continue
             if min_swap <= off < max_swap:
                 self._delete(name)
-        for name in self.disk.list_files(self.dir):
-            if name.endswith(names.SWAP_SUFFIX):
-                self.disk.rename(self.path(name), self.path(name[: -len(names.SWAP_SUFFIX)]))
+        # Every .log.swap first (LogSegment.changeFileSuffixes renames a segment's .log first, as split.py does): a
+        # kill after them leaves only index swaps, which the next load renames, deleting nothing.  An index renamed
+        # before its .log lies in the range of the .log.swap still there: the next load deletes and rebuilds it.
+        remaining = [name for name in self.disk.list_files(self.dir) if name.endswith(names.SWAP_SUFFIX)]
+        for name in sorted(remaining, key=lambda n: not names.is_log_file(n[: -len(names.SWAP_SUFFIX)])):
+            self.disk.rename(self.path(name), self.path(name[: -len(names.SWAP_SUFFIX)]))
 
     # ---- §6.3 loadSegmentFiles --------------------------------------------------------------
 
