@@ -9,11 +9,14 @@
   with the partition named, and the partitions of the other data dir load; once there is room again, a load
   reaches exactly the outcome of a load that never ran out of space.  (Kafka's ``LogLoader.recoverLog`` takes
   an IOException of a recovery for corruption: it cuts the segment to its base offset and deletes the later
-  ones.  mploader does not, for a full disk: see ``mploader.recovery.loader.DISK_FULL``.)
+  ones.  mploader does not, for a full disk: see ``mploader.recovery.loader.DISK_FULL``.)  The same where the
+  full disk tears a load-time recovery's rebuilt ``.index`` (a mutation hook raising ENOSPC, any user): the torn
+  file is not put in place.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -25,8 +28,10 @@ from pathlib import Path
 import pytest
 
 from mploader import LoaderConfig, load_logs
+from mploader.disk.mutations import set_mutation_hook
 from mploader.generate import GeneratorConfig, generate
-from tests.fingerprint import tree_state
+from tests.crash_points import GEN_NOW, Recorder, copy_tree, final_outcome, outcome_difference, small_broker
+from tests.fingerprint import changed, tree_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -163,3 +168,49 @@ def test_a_full_disk_fails_the_partition_and_keeps_its_data(tmp_path: Path, smal
     assert again.offline_dirs == {}
     assert outcome(again) == outcome(expected)
     assert logs_of(full) == logs_of(reference / "data-0")
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+def test_a_full_disk_that_tears_a_rebuilt_index_leaves_its_segment_to_recover_again(tmp_path: Path,
+                                                                                  clean: bool) -> None:
+    """ENOSPC half-way through the write of a load-time recovery's rebuilt ``.index``, written under its pending
+    name (``<base>.index.deleted``, renamed into place last: docs/crash-safety.md), for every such recovery of a
+    broker with missing indexes: the partition fails and its dir goes offline, the torn index stays pending and
+    the segment has no ``.index``; the next load, with room, recovers the segment again and leaves every byte and
+    the outcome of a load that never ran out of space (for a clean dir, followed by the unclean load the deleted
+    marker makes of the next one).  Put in place, the torn index was trusted by that load.
+    The full disk is a mutation hook raising ENOSPC at the write's torn point (mploader.disk.mutations)."""
+    pristine, work = tmp_path / "pristine", tmp_path / "work"
+    small_broker(pristine, seed=5, clean=clean, faults=10)
+    config = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    copy_tree(pristine, work)
+    recorder = Recorder(None)
+    set_mutation_hook(recorder)
+    try:
+        expected = final_outcome(load_logs([str(work / "data-0")], config, now_ms=GEN_NOW))
+    finally:
+        set_mutation_hook(None)
+    if clean:  # the failed load deletes the marker (Kafka's outcome): the next load is unclean, as after a commit
+        expected = final_outcome(load_logs([str(work / "data-0")], config, now_ms=GEN_NOW))
+    expected_tree = tree_state(work)
+    pending = [os.path.relpath(path, work) for op, path in recorder.points
+               if op == "write:rest" and path.endswith(".index.deleted")]
+    assert len(pending) >= 2, "the broker has too few load-time recoveries"
+    for torn in pending:
+        copy_tree(pristine, work)
+
+        def full_disk(op: str, path: str, torn: str = str(work / torn)) -> None:
+            if op == "write:rest" and path == torn:
+                raise OSError(errno.ENOSPC, "No space left on device (a mutation hook)", path)
+
+        set_mutation_hook(full_disk)
+        try:
+            failed = load_logs([str(work / "data-0")], config, now_ms=GEN_NOW)
+        finally:
+            set_mutation_hook(None)
+        assert list(failed.offline_dirs) == [str(work / "data-0")], torn
+        assert "No space left on device" in failed.offline_dirs[str(work / "data-0")]
+        assert (work / torn).exists() and not (work / torn.removesuffix(".deleted")).exists(), torn
+        again = load_logs([str(work / "data-0")], config, now_ms=GEN_NOW)
+        assert changed(expected_tree, tree_state(work)) == [], torn
+        assert outcome_difference(expected, final_outcome(again)) is None, torn

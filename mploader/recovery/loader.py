@@ -423,8 +423,11 @@ class LogLoader:
         try:
             result = recover_segment(self.disk, seg, scan, psm, self.epochs, self.cfg, before_cut=before_cut,
                                      index_path=pending)
-        except BaseException:
-            if pending is not None and self.disk.exists(pending):  # what Kafka's exception leaves, in place
+        except (InvalidOffsetError, OffsetOverflowError, StartupFailedError):
+            # recover()'s own failures, as Kafka's: the index they leave (Kafka's), in place.  Any other exception
+            # (a full disk, an interrupt) may have torn the pending index: it stays a .deleted file, which the next
+            # load deletes, and the segment, with no .index, is recovered again
+            if pending is not None and self.disk.exists(pending):
                 self.disk.rename(pending, seg.index_path)
             raise
         self.ctx.recovered.append(seg.base_offset)
