@@ -8,6 +8,7 @@ checkpoint write, or a following Kafka-mode load, recovers only what was left.  
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -142,12 +143,23 @@ def test_a_load_killed_after_a_checkpoint_write_recovers_only_what_was_left(tmp_
     assert rerun.stats.bytes_read < full.stats.bytes_read
 
 
-def test_mploader_load_resumable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("resumable", [True, False], ids=["resumable", "kafka-mode"])
+def test_mploader_load_resumable(tmp_path: Path, resumable: bool) -> None:
+    """``mploader load --resumable`` leaves each partition's checkpoint entry at the log end offset its ``--json``
+    reports (and reports it as the recovery point); without the flag the checkpoint is left as it was, below."""
     data = small_broker(tmp_path / "a", seed=2, clean=False)
+    before = _checkpoint(data)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "mploader", "load", str(data), "--resumable", "--workers", "1",
+    flag = ["--resumable"] if resumable else []
+    proc = subprocess.run([sys.executable, "-m", "mploader", "load", str(data), *flag, "--workers", "1",
                            "--json", "--now-ms", str(GEN_NOW)], capture_output=True, text=True, env=env, cwd=_ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    entries = _checkpoint(data)
-    assert entries and all(entries[TopicPartition(p.name.rsplit("-", 1)[0], int(p.name.rsplit("-", 1)[1]))] > 0
-                           for p in data.iterdir() if p.is_dir())
+    logs = json.loads(proc.stdout)["logs"]
+    log_ends = {TopicPartition(lg["topic"], lg["partition"]): lg["log_end_offset"] for lg in logs}
+    assert len(log_ends) == sum(1 for p in data.iterdir() if p.is_dir()) == len(before)
+    assert any(before[tp] < end for tp, end in log_ends.items()), "every recovery point already at the log end"
+    if resumable:
+        assert _checkpoint(data) == log_ends
+        assert all(lg["recovery_point"] == lg["log_end_offset"] for lg in logs)
+    else:
+        assert _checkpoint(data) == before
