@@ -96,6 +96,28 @@ def test_every_kill_point_of_a_clean_broker_with_faults(tmp_path: Path) -> None:
     assert not list((tmp_path / "work").rglob(JOURNAL)), "a completed load left a journal behind"
 
 
+def test_a_load_time_recovery_fsyncs_its_indexes_before_renaming_the_index_into_place(tmp_path: Path) -> None:
+    """After a power loss the marker of a clean load not yet committed is still there, and the next load, clean,
+    trusts every ``.index`` it finds: a load-time recovery's rebuilt ``.index`` (pending) and ``.timeindex`` are
+    fsynced after their last write and before the rename that puts the ``.index`` in place."""
+    data = small_broker(tmp_path / "b", seed=3, clean=True, faults=8, drop_snapshots=2)
+    recorder = Recorder(None)
+    set_mutation_hook(recorder)
+    try:
+        load_logs([str(data)], INLINE, now_ms=GEN_NOW)
+    finally:
+        set_mutation_hook(None)
+    points = recorder.points
+    renames = [k for k, (op, path) in enumerate(points) if op == "rename" and path.endswith(".index")
+               and ("write", path + ".deleted") in points[:k]]
+    assert renames, "no load-time recovery: the data set no longer has the case"
+    for k in renames:
+        index = points[k][1]
+        for path in (index + ".deleted", index.removesuffix(".index") + ".timeindex"):
+            last_write = max(i for i, (op, p) in enumerate(points[:k]) if op == "write" and p == path)
+            assert ("fsync", path) in points[last_write:k], f"{path} is not durable before {index} is put in place"
+
+
 @pytest.mark.parametrize("name", ["SharaWeil__kafka-0.11.0/data", "williamjie__kafakainfo/data",
                                   "williamjie__kafakainfo/history/3a48fb7/data"])
 def test_every_kill_point_of_real_corpus_dirs(real_corpus: Path, tmp_path: Path, name: str) -> None:

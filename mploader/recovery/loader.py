@@ -410,7 +410,9 @@ class LogLoader:
         starts.  An existing ``.index`` is first renamed to a name every load deletes (``.deleted``), the
         rebuilt one is written there and renamed into place after the snapshot, as the last change: a load
         killed at any point in between leaves the segment without its ``.index``, so that the next load (or
-        Kafka's) recovers it again and not only what was left (docs/crash-safety.md)."""
+        Kafka's) recovers it again and not only what was left (docs/crash-safety.md).  The rebuilt indexes are
+        fsynced before that rename: after a power loss the segment has no ``.index`` or its whole rebuilt ones,
+        never a renamed one whose bytes were lost (the next load, clean or below the recovery point, trusts it)."""
         self._check_cancelled()
         self._note_log_end_before()
         psm = self._producer_state_manager()
@@ -422,7 +424,7 @@ class LogLoader:
             self.disk.rename(seg.index_path, pending)
         try:
             result = recover_segment(self.disk, seg, scan, psm, self.epochs, self.cfg, before_cut=before_cut,
-                                     index_path=pending)
+                                     index_path=pending, fsync=index_last)
         except (InvalidOffsetError, OffsetOverflowError, StartupFailedError):
             # recover()'s own failures, as Kafka's: the index they leave (Kafka's), in place.  Any other exception
             # (a full disk, an interrupt) may have torn the pending index: it stays a .deleted file, which the next

@@ -169,13 +169,16 @@ def plan_segment_indexes(seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) 
 
 def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerStateManager,
                     epochs: LeaderEpochCache | None, cfg: EffectiveConfig, *,
-                    before_cut: Callable[[], None] = lambda: None, index_path: str | None = None) -> SegmentRecovery:
+                    before_cut: Callable[[], None] = lambda: None, index_path: str | None = None,
+                    fsync: bool = False) -> SegmentRecovery:
     """LogSegment.recover(producerStateManager, leaderEpochCache) on a complete scan of ``seg``.
 
     Raises InvalidOffsetError (after leaving the files as Kafka would at that
     point), OffsetOverflowError, or StartupFailedError.  ``before_cut`` runs just before the ``.log`` is cut
     (the loader deletes the segments the cut condemns first: docs/crash-safety.md); ``index_path``: where it writes
-    the offset index (default: the segment's ``.index``).
+    the offset index (default: the segment's ``.index``); ``fsync``: each index written durable before this
+    returns (a load-time recovery: its ``.index`` is renamed into place next, and the load after a power loss
+    trusts an index it finds, docs/crash-safety.md).
     """
     path = seg.log_path
     index_path = index_path or seg.index_path
@@ -191,15 +194,15 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     _apply_batches(applied, draft.prefix(len(applied)), psm, epochs, txn_entries, path)
 
     if had_txn_index or txn_entries:
-        disk.write(seg.txn_index_path, txn_index_bytes(txn_entries))
+        disk.write(seg.txn_index_path, txn_index_bytes(txn_entries), fsync=fsync)
 
     if plan.failed_at_row is not None or throws_in_loop:
         # the exception leaves the .log as it was and the reset indexes at full size with the entries appended
         # so far; the first problem in batch order decides which exception it is
         _write_reset_index(disk, index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos),
-                           cfg.max_index_size, 8)
+                           cfg.max_index_size, 8, fsync)
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
-                           cfg.max_index_size, 12)
+                           cfg.max_index_size, 12, fsync)
         if plan.failed_at_row is not None:
             at = int(rows_ok["position"][plan.failed_at_row])
             raise InvalidOffsetError(f"{path}: non-increasing offset at byte {at}")
@@ -211,9 +214,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
         if scan.valid_bytes < disk.size(path):
             before_cut()
             disk.set_size(path, scan.valid_bytes)
-        disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
+        disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos), fsync=fsync)
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
-                           cfg.max_index_size, 12)
+                           cfg.max_index_size, 12, fsync)
         raise InvalidOffsetError(f"{path}: time index offset goes backwards at the final entry")
 
     valid = scan.valid_bytes
@@ -221,15 +224,16 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     if valid < size:
         before_cut()
         disk.set_size(path, valid)
-    disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
-    disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel))
+    disk.write(index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos), fsync=fsync)
+    disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel), fsync=fsync)
     return SegmentRecovery(size - valid, valid, len(txn_entries))
 
 
-def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: int, entry: int) -> None:
+def _write_reset_index(disk: Disk, path: str, entries: bytes, max_index_size: int, entry: int,
+                       fsync: bool) -> None:
     """An index left by an exception after ``reset()``: reset only moves the write position and
     zero-extends the file, so the new entries overwrite the start of the old bytes and the rest stays."""
-    disk.write(path, entries, truncate=False)
+    disk.write(path, entries, truncate=False, fsync=fsync)
     disk.set_size(path, round_down(max_index_size, entry))
 
 
