@@ -434,7 +434,8 @@ def _commit_clean_dirs(states: list[_DirState], cfg: LoaderConfig, disk: Disk, o
         try:
             disk.delete(s.marker_to_delete)
             for lg in s.loaded:
-                journal.remove(disk, lg.dir)
+                if lg.journal:
+                    journal.remove(disk, lg.dir)
                 if lg.kind is not DirKind.DELETE:
                     active = Segment(lg.dir, lg.segments[-1].base_offset)
                     resize_indexes(disk, active, cfg.for_topic(lg.topic).max_index_size)

@@ -91,6 +91,8 @@ class LoadedLog:
     high_watermark: int | None = None
     # index_check other than "kafka": each index file that failed it, {"file", "problem", "action"}
     index_checks: list[dict[str, str]] = field(default_factory=list)
+    # a clean load's partition journal (mploader.recovery.journal) is in its directory, to delete at the commit
+    journal: bool = False
 
     @property
     def impact(self) -> Impact:

@@ -26,6 +26,7 @@ from mploader import LoaderConfig, load_logs
 from mploader.disk.mutations import set_mutation_hook
 from mploader.engine.cleanup import remove_orphaned_blocks
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+from mploader.recovery import journal
 from mploader.recovery.journal import JOURNAL
 from tests.conftest import corpus_data_dirs
 from tests.crash_points import (
@@ -206,6 +207,28 @@ def test_a_dry_run_writes_no_journal_and_a_stale_journal_is_dropped(tmp_path: Pa
     assert changed(tree_state(reference), tree_state(data)) == []
     diff = outcome_difference(_by_name(final_outcome(ref)), _by_name(final_outcome(got)))
     assert diff is None, diff
+
+
+@pytest.mark.parametrize("record_version", [2, 1])
+def test_the_commit_deletes_journals_only_where_the_load_wrote_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   record_version: int) -> None:
+    """Two of four partitions of a clean broker have no snapshot (the shortcut, journaled): the commit deletes
+    those two journals and looks in no other partition directory (a stat each, on every clean load).  With
+    record version 1 the producer-state rebuild writes the same snapshots whatever the choice: no journal."""
+    data = small_broker(tmp_path / "b", seed=3, clean=True, faults=0, drop_snapshots=2)
+    removed: list[str] = []
+    remove = journal.remove
+    monkeypatch.setattr(journal, "remove", lambda disk, d: (removed.append(d), remove(disk, d))[-1])
+    recorder = Recorder(None)
+    set_mutation_hook(recorder)
+    try:
+        result = load_logs([str(data)], INLINE.replace(record_version=record_version), now_ms=GEN_NOW)
+    finally:
+        set_mutation_hook(None)
+    written = sorted(os.path.dirname(p) for op, p in recorder.points if op == "write" and p.endswith(JOURNAL))
+    assert sorted(removed) == written == sorted(lg.dir for lg in result.all_logs() if lg.journal)
+    assert len(written) == (2 if record_version == 2 else 0) and len(result.logs) == 4
+    assert not list(data.rglob(JOURNAL))
 
 
 def _by_name(outcome: dict[str, Any]) -> dict[str, Any]:

@@ -43,12 +43,15 @@ def _marker_identity(data_dir: str) -> str | None:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{content.hex()}"
 
 
-def note_clean_start(disk: Disk, partition_dir: str, data_dir: str, shortcut: bool) -> None:
-    """Record, durably, whether this clean load rebuilds the producer state by Kafka's shortcut."""
+def note_clean_start(disk: Disk, partition_dir: str, data_dir: str, shortcut: bool) -> bool:
+    """Record, durably, whether this clean load rebuilds the producer state by Kafka's shortcut; whether a
+    journal was written (not where the marker is gone)."""
     marker = _marker_identity(data_dir)
-    if marker is not None:
-        data = json.dumps({"marker": marker, "shortcut": shortcut}).encode()
-        disk.write(os.path.join(partition_dir, JOURNAL), data, fsync=True)
+    if marker is None:
+        return False
+    data = json.dumps({"marker": marker, "shortcut": shortcut}).encode()
+    disk.write(os.path.join(partition_dir, JOURNAL), data, fsync=True)
+    return True
 
 
 def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) -> bool | None:
@@ -75,7 +78,8 @@ def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) ->
 
 
 def remove(disk: Disk, partition_dir: str) -> None:
-    """The load has committed: the journal is of no more use."""
+    """The load has committed: the journal is of no more use (called only where the load wrote or replayed one:
+    ``LoadedLog.journal``, so that a commit costs no look-up in every partition directory)."""
     disk.delete(os.path.join(partition_dir, JOURNAL))
 
 

@@ -96,6 +96,7 @@ class LogLoader:
         self._scans = _ScanCache()
         self._floor_pin: str | None = None  # see _pin_for_recover_log
         self._journaled: bool | None = None  # a killed clean load's producer-state choice (recovery.journal)
+        self._journal_kept = False  # a journal is in the directory (replayed or written), for the commit to delete
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -154,10 +155,12 @@ class LogLoader:
         ctx = self.ctx
         self._check_cancelled()
         self._open_epoch_cache()
-        self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, self.disk.list_files(self.dir))
+        listing = self.disk.list_files(self.dir)
+        self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, listing)
+        self._journal_kept = self._journaled is not None
         self._snapshot_files = SnapshotFiles.listed(self.disk, self.dir)  # kept true by every manager below
         self.psm = self._producer_state_manager()
-        swaps = self._remove_temp_files_and_collect_swap_files()
+        swaps = self._remove_temp_files_and_collect_swap_files(listing)
         self._complete_swaps(swaps)
         self._retry_on_overflow(self._load_segment_files)
         if ctx.kind is not DirKind.DELETE:
@@ -207,7 +210,7 @@ class LogLoader:
             leader_epochs=list(self.epochs.entries) if self.epochs is not None else None,
             producers=self.psm.producer_infos(), recovered_segments=list(dict.fromkeys(ctx.recovered)),
             truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
-            index_checks=[c.to_json() for c in ctx.index_checks],
+            index_checks=[c.to_json() for c in ctx.index_checks], journal=self._journal_kept,
         )
 
     def _clean_shortcut(self, log_start: int, log_end: int) -> bool:
@@ -217,12 +220,14 @@ class LogLoader:
         replay of an empty log (log end at its start) deletes every snapshot and writes none."""
         if self._journaled is not None:  # a killed load's choice, repeated
             return self._journaled
+        if self.cfg.record_version < 2:  # rebuild_producer_state writes the same snapshots either way
+            return True
         writes = log_end > self.psm.last_snap_offset  # what the shortcut would write
         if self.psm.latest_snapshot_offset() is None:
             if writes:
-                journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=True)
+                self._journal_kept = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=True)
         elif writes and log_end <= log_start:
-            journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=False)
+            self._journal_kept = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=False)
         return True
 
     def _check_indexes(self) -> None:
@@ -280,11 +285,12 @@ class LogLoader:
         except InvalidFileNameError as e:
             raise StartupFailedError(self.path(name), "NumberFormatException", str(e)) from e
 
-    def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
+    def _remove_temp_files_and_collect_swap_files(self, listing: list[str]) -> list[str]:
+        """``listing``: the directory's files as the load found them (the journal's replay, before, deletes only
+        names this pass does not act on: the journal and snapshots)."""
         swaps: list[str] = []
         cleaned: list[str] = []
         min_cleaned = INT64_MAX
-        listing = self.disk.list_files(self.dir)
         links = self.disk.symlinks(self.dir)
         for name in listing:
             if name in links:
@@ -340,7 +346,7 @@ class LogLoader:
 
     def _load_segment_files(self) -> None:
         self.segments.clear()
-        listing = sorted(self.disk.list_files(self.dir))
+        listing = self.disk.list_files(self.dir)  # sorted
         present = set(listing)  # what exists, kept up to date by this pass (saves a stat per question)
         for name in listing:
             if names.is_index_file(name):
