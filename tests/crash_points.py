@@ -123,6 +123,7 @@ class Enumeration:
     after_commit: int = 0  # points after the clean-shutdown marker's deletion (compared with a second load)
     mismatches: list[Mismatch] = field(default_factory=list)
     nondeterministic: list[int] = field(default_factory=list)  # points whose child took another path
+    trace: list[tuple[str, str]] = field(default_factory=list)  # the uninterrupted load's points (op, path)
 
     def summary(self) -> str:
         ops = ", ".join(f"{op} {n}" for op, n in sorted(self.by_op.items()))
@@ -202,6 +203,7 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
         committed = final_outcome(load_logs(data_dirs(work), config, now_ms=now_ms))
         committed_tree = tree_state(work)
     report.points = len(points)
+    report.trace = list(points)
     report.by_op = dict(collections.Counter(op for op, _ in points))
     log_path = work.parent / f"{work.name}.points"
     for k, (op, path) in enumerate(points, start=1):

@@ -161,7 +161,6 @@ class RecoveryPointWriter:
             for lg in batch.values():
                 lg.recovery_point = lg.log_end_offset
 
-
     def _record(self, lg: LoadedLog) -> Recovered:
         base = lg.segments[-1].base_offset
         path = os.path.join(lg.dir, names.segment_file_name(base, names.LOG_SUFFIX))
