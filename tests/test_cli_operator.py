@@ -192,3 +192,13 @@ def test_cleanup_removes_what_a_dead_load_left(capsys) -> None:
     finally:
         for p in (left, live):
             p.unlink(missing_ok=True)
+
+
+def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
+    """The loader logs a truncation in the past tense whether or not it is a dry run: the dry run marks them."""
+    d, _ = _lossy_broker(tmp_path)
+    dry = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
+    warns = [line for line in dry.stderr.splitlines() if " WARN " in line]
+    assert warns and all(" WARN (dry run, not done) " in line for line in warns), dry.stderr
+    real = cli_json.run("load", "--now-ms", str(NOW), str(d))
+    assert real.returncode == 0 and " WARN " in real.stderr and "dry run" not in real.stderr

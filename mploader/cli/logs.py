@@ -17,11 +17,19 @@ _LEVEL = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
 
 
 class KafkaFormatter(logging.Formatter):
-    """``[2025-01-31 12:00:00,123] WARN message (mploader.recovery.loader)``, Kafka's log4j layout."""
+    """``[2025-01-31 12:00:00,123] WARN message (mploader.recovery.loader)``, Kafka's log4j layout.  In a dry run
+    mploader's warnings say what the load would do in the past tense, as the code that logs them runs the same
+    either way: they are marked ``(dry run, not done)``."""
+
+    def __init__(self, dry_run: bool = False) -> None:
+        super().__init__()
+        self.dry_run = dry_run
 
     def format(self, record: logging.LogRecord) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created)) + f",{int(record.msecs):03d}"
-        line = f"[{when}] {_LEVEL.get(record.levelno, record.levelname)} {record.getMessage()} ({record.name})"
+        mark = "(dry run, not done) " if self.dry_run and record.levelno == logging.WARNING and \
+            record.name.startswith("mploader.") else ""
+        line = f"[{when}] {_LEVEL.get(record.levelno, record.levelname)} {mark}{record.getMessage()} ({record.name})"
         if record.exc_info and logging.getLogger().isEnabledFor(logging.DEBUG):
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -30,15 +38,16 @@ class KafkaFormatter(logging.Formatter):
 _handler: logging.StreamHandler[TextIO] | None = None
 
 
-def setup_logging(verbosity: int, stream: TextIO | None = None) -> None:
+def setup_logging(verbosity: int, stream: TextIO | None = None, dry_run: bool = False) -> None:
     """0: warnings and errors; 1: INFO (what a broker prints while loading); 2 or more: DEBUG.  Replaces the
-    handler an earlier call installed (the command may run more than once in a process, e.g. in tests)."""
+    handler an earlier call installed (the command may run more than once in a process, e.g. in tests).
+    ``dry_run``: the command changes nothing (see :class:`KafkaFormatter`)."""
     global _handler
     root = logging.getLogger()
     if _handler is not None:
         root.removeHandler(_handler)
     _handler = logging.StreamHandler(stream or sys.stderr)
-    _handler.setFormatter(KafkaFormatter())
+    _handler.setFormatter(KafkaFormatter(dry_run))
     root.addHandler(_handler)
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     root.setLevel(level)
