@@ -112,3 +112,70 @@ def test_recovering_a_partition_parses_each_snapshot_name_a_bounded_number_of_ti
     assert recovered > 150
     snapshot_parses = sum(n.endswith(names.SNAPSHOT_SUFFIX) for n in parsed)
     assert snapshot_parses <= 3 * recovered, (snapshot_parses, recovered)
+
+
+def _literal_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's own way: every manager, and the stray-snapshot pass, lists the directory (through the disk, whose
+    listing follows every change)."""
+    init, strays = ProducerStateManager.__init__, ProducerStateManager.remove_stray_snapshots
+
+    def listing_init(self, disk, log_dir, expiration_ms, on_disk=None):  # type: ignore[no-untyped-def]
+        init(self, disk, log_dir, expiration_ms, on_disk)
+        self.snapshots = SnapshotFiles.listed(disk, log_dir)
+
+    def listing_strays(self, bases):  # type: ignore[no-untyped-def]
+        self.on_disk = SnapshotFiles.listed(self.disk, self.dir)
+        strays(self, bases)
+
+    monkeypatch.setattr(ProducerStateManager, "__init__", listing_init)
+    monkeypatch.setattr(ProducerStateManager, "remove_stray_snapshots", listing_strays)
+
+
+def _swap_with_recovery_point_inside(root: Path) -> Path:
+    """A compaction's swap of two middle segments left by a killed broker, their old files gone, their snapshots
+    still there (the swap pass deletes them by name), and the recovery point inside the swapped range: the
+    first recovered segment's manager must not see the snapshots the swap pass deleted."""
+    from tests.crash_points import small_broker
+    from tests.test_crash_safety import _interrupted_swap
+
+    data = small_broker(root, seed=3, clean=False, faults=0, everything_unflushed=True)
+    part = _interrupted_swap(data, moved=True)
+    swapped = sorted(int(p.name[:20]) for p in part.glob("*.log.swap"))
+    (data / "recovery-point-offset-checkpoint").write_text(f"0\n1\n{part.name.rsplit('-', 1)[0]} "
+                                                           f"{part.name.rsplit('-', 1)[1]} {swapped[-1] + 1}\n")
+    return data
+
+
+def _unclean_with_faults(root: Path) -> Path:
+    from tests.crash_points import small_broker
+
+    return small_broker(root, seed=4, clean=False, faults=6, everything_unflushed=True)
+
+
+def _clean_without_snapshots(root: Path) -> Path:
+    from tests.crash_points import small_broker
+
+    return small_broker(root, seed=5, clean=True, faults=3, drop_snapshots=2)
+
+
+@pytest.mark.parametrize("make", [_swap_with_recovery_point_inside, _unclean_with_faults, _clean_without_snapshots])
+def test_the_shared_snapshot_set_loads_as_kafkas_listing_per_manager(tmp_path: Path, make, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Differential: the partition's one listing, kept by the managers and the loader, against a listing of the
+    directory per manager as Kafka does it: the same files, byte for byte, and the same outcome."""
+    from tests.crash_points import copy_tree, final_outcome, tree_state
+
+    pristine = make(tmp_path / "pristine")
+    config = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    results, trees = [], []
+    work = tmp_path / "work"  # one path: the outcome names the directories
+    for literal in (False, True):
+        copy_tree(pristine, work)
+        with monkeypatch.context() as m:
+            if literal:
+                _literal_listing(m)
+            result = load_logs([str(work)], config, now_ms=1_730_000_600_000)
+        assert not result.offline_dirs, result.offline_dirs
+        results.append(final_outcome(result))
+        trees.append(tree_state(work))
+    assert results[0] == results[1]
+    assert trees[0] == trees[1]

@@ -97,6 +97,7 @@ class LogLoader:
         self._floor_pin: str | None = None  # see _pin_for_recover_log
         self._journaled: bool | None = None  # a killed clean load's producer-state choice (recovery.journal)
         self._journal_kept = False  # a journal is in the directory (replayed or written), for the commit to delete
+        self._snapshot_files = SnapshotFiles()  # the directory's snapshots, listed when the load starts (_load)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -106,6 +107,7 @@ class LogLoader:
     def _delete(self, name: str) -> None:
         if self.disk.delete(self.path(name)):
             self.ctx.deleted_files.append(name)
+            self._snapshot_files.note(name, present=False)  # a snapshot in a swapped range, say
 
     def _producer_state_manager(self) -> ProducerStateManager:
         """A new manager, as Kafka makes one for the log and one per recovered segment."""
@@ -158,7 +160,8 @@ class LogLoader:
         listing = self.disk.list_files(self.dir)
         self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, listing)
         self._journal_kept = self._journaled is not None
-        self._snapshot_files = SnapshotFiles.listed(self.disk, self.dir)  # kept true by every manager below
+        # kept true by every manager's change and the loader's own (recovery/snapshot_files.py)
+        self._snapshot_files = SnapshotFiles.listed(self.disk, self.dir)
         self.psm = self._producer_state_manager()
         swaps = self._remove_temp_files_and_collect_swap_files(listing)
         self._complete_swaps(swaps)
@@ -341,6 +344,7 @@ class LogLoader:
         remaining = [name for name in self.disk.list_files(self.dir) if name.endswith(names.SWAP_SUFFIX)]
         for name in sorted(remaining, key=lambda n: not names.is_log_file(n[: -len(names.SWAP_SUFFIX)])):
             self.disk.rename(self.path(name), self.path(name[: -len(names.SWAP_SUFFIX)]))
+            self._snapshot_files.note(name[: -len(names.SWAP_SUFFIX)], present=True)
 
     # ---- §6.3 loadSegmentFiles --------------------------------------------------------------
 

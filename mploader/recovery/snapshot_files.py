@@ -7,8 +7,9 @@ segment's base offset, so a partition of N recovered segments lists up to N snap
 and parsing them anew made a load quadratic in its recovered segments (perf/README.md, "Limits").
 
 Here the partition's loader lists the files once (:meth:`SnapshotFiles.listed`) and keeps that set true to
-the disk: every snapshot is written and deleted by a manager, and every manager applies its change to it as
-well as to its own view.  A new manager's view is a copy of it, which is what Kafka's listing would return.
+the disk: every manager applies its writes and deletes to it as well as to its own view, and the loader its
+own changes of snapshot files (:meth:`SnapshotFiles.note`: the swap pass deletes the files in a swapped range
+by name, and renames any ``.swap``).  A new manager's view is a copy of it, which is what Kafka's listing would return.
 Lookups are by bisection of the sorted offsets, so a change, the latest offset and the offsets outside a
 range cost no walk over the map.
 """
@@ -78,6 +79,18 @@ class SnapshotFiles:
         if name is not None:
             del self._offsets[bisect.bisect_left(self._offsets, offset)]
         return name
+
+    def note(self, name: str, present: bool) -> None:
+        """A change the loader made itself, not a manager: a file deleted (the swap and temporary-file passes
+        delete by name) or created by a rename (a ``.snapshot.swap`` completed).  Kafka's next manager lists
+        the directory and sees it; so must the next copy of this set."""
+        if not name.endswith(names.SNAPSHOT_SUFFIX):
+            return
+        offset = names.offset_from_file_name(name)  # a name the loader passed on: one the listing could parse
+        if present:
+            self.add(offset, name)
+        else:
+            self.pop(offset)
 
     def outside(self, start: int, end: int) -> list[int]:
         """The offsets at or below ``start`` and those above ``end``, ascending."""
