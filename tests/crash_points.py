@@ -59,6 +59,35 @@ class Recorder:
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
+def recorded_load(dirs: list[str], config: LoaderConfig, now_ms: int) -> tuple[LoadResult, list[tuple[str, str]]]:
+    """One uninterrupted load of ``dirs`` and the mutation points it passed, in order."""
+    recorder = Recorder(None)
+    previous = set_mutation_hook(recorder)
+    try:
+        return load_logs(dirs, config, now_ms=now_ms), recorder.points
+    finally:
+        set_mutation_hook(previous)
+
+
+def load_killed_at(k: int, dirs: list[str], config: LoaderConfig, now_ms: int, log_path: Path | None = None) -> bool:
+    """Load ``dirs`` in a forked child that SIGKILLs itself at point ``k`` (``log_path``: where it writes the points
+    it passes); whether it died of that signal."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) if log_path is not None else None
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: load until the kill; reaching the end is a failure of the caller's enumeration
+            try:
+                set_mutation_hook(Recorder(fd, kill_at=k))
+                load_logs(dirs, config, now_ms=now_ms)
+            finally:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
 def final_outcome(result: LoadResult) -> dict[str, Any]:
     """What a load reports about the state it leaves, and nothing about what it did to get there.
 
@@ -186,15 +215,10 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     after each point (progress for long runs)."""
     report = Enumeration(name)
     copy_tree(pristine, work)
-    recorder = Recorder(None)
-    previous = set_mutation_hook(recorder)
-    try:
-        reference = load_logs(data_dirs(work), config, now_ms=now_ms)
-    finally:
-        set_mutation_hook(previous)
+    reference, points = recorded_load(data_dirs(work), config, now_ms)
     expected_tree = tree_state(work)
     expected = final_outcome(reference)
-    points = recorder.points[:limit] if limit is not None else recorder.points
+    points = points[:limit] if limit is not None else points
     commit = max((k for k, (op, path) in enumerate(points, start=1)
                   if op == "delete" and os.path.basename(path) == CLEAN_SHUTDOWN_MARKER), default=None)
     if not commit_rule:
@@ -211,7 +235,7 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
             continue
         report.tried += 1
         copy_tree(pristine, work)
-        died = _load_killed_at(k, log_path, data_dirs(work), config, now_ms)
+        died = load_killed_at(k, data_dirs(work), config, now_ms, log_path)
         recorded = [tuple(line.split(" ", 1)) for line in log_path.read_text().splitlines()]
         if died:
             report.killed += 1
@@ -229,24 +253,6 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     return report
 
 
-def _load_killed_at(k: int, log_path: Path, dirs: list[str], config: LoaderConfig, now_ms: int) -> bool:
-    """Load ``dirs`` in a forked child that SIGKILLs itself at point ``k``; whether it died of that signal."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        pid = os.fork()
-        if pid == 0:  # the child: load until the kill; reaching the end is a failure of the enumeration
-            code = 3
-            try:
-                set_mutation_hook(Recorder(fd, kill_at=k))
-                load_logs(dirs, config, now_ms=now_ms)
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-
-
 def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms: int,
                       expected_tree: dict[str, tuple[int, str]], expected: dict[str, Any],
                       ignore: tuple[str, ...]) -> str | None:
@@ -262,4 +268,5 @@ def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms:
 
 
 __all__ = ["CLEAN_FAULTS", "GEN_NOW", "SMALL_BROKER", "Enumeration", "Mismatch", "Recorder", "copy_tree",
-           "enumerate_kill_points", "final_outcome", "outcome_difference", "small_broker"]
+           "enumerate_kill_points", "final_outcome", "load_killed_at", "outcome_difference", "recorded_load",
+           "small_broker"]

@@ -23,7 +23,6 @@ import psutil
 import pytest
 
 from mploader import LoaderConfig, load_logs
-from mploader.disk.mutations import set_mutation_hook
 from mploader.engine.cleanup import remove_orphaned_blocks
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
 from mploader.recovery import journal
@@ -31,11 +30,12 @@ from mploader.recovery.journal import JOURNAL
 from tests.conftest import corpus_data_dirs
 from tests.crash_points import (
     GEN_NOW,
-    Recorder,
     copy_tree,
     enumerate_kill_points,
     final_outcome,
+    load_killed_at,
     outcome_difference,
+    recorded_load,
     small_broker,
 )
 from tests.fingerprint import changed, tree_state
@@ -67,20 +67,15 @@ def test_every_kill_point_of_an_unclean_broker_with_faults(tmp_path: Path) -> No
     _assert_every_point_safe(report, 100)
     # the order, from the uninterrupted load's points: a .log cut comes after every deletion of a later .log
     copy_tree(tmp_path / "pristine", tmp_path / "work")
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        load_logs(_one_dir(tmp_path / "work"), INLINE, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
+    _, points = recorded_load(_one_dir(tmp_path / "work"), INLINE, GEN_NOW)
     cuts_with_deletions = 0
-    for i, (op, path) in enumerate(recorder.points):
+    for i, (op, path) in enumerate(points):
         if op != "set-size" or not path.endswith(".log"):
             continue
         base = int(os.path.basename(path)[:20])
-        later = [p for o, p in recorder.points if o == "delete" and p.endswith(".log")
+        later = [p for o, p in points if o == "delete" and p.endswith(".log")
                  and os.path.dirname(p) == os.path.dirname(path) and int(os.path.basename(p)[:20]) > base]
-        after = [p for o, p in recorder.points[i:] if o == "delete" and p in later]
+        after = [p for o, p in points[i:] if o == "delete" and p in later]
         assert not after, f"{path} was cut before the later segments {after} were deleted (a kill leaves a hole)"
         cuts_with_deletions += bool(later)
     assert cuts_with_deletions, "no cut deleted later segments: the data set no longer tests that order"
@@ -102,13 +97,7 @@ def test_a_load_time_recovery_fsyncs_its_indexes_before_renaming_the_index_into_
     trusts every ``.index`` it finds: a load-time recovery's rebuilt ``.index`` (pending) and ``.timeindex`` are
     fsynced after their last write and before the rename that puts the ``.index`` in place."""
     data = small_broker(tmp_path / "b", seed=3, clean=True, faults=8, drop_snapshots=2)
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        load_logs([str(data)], INLINE, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
-    points = recorder.points
+    _, points = recorded_load([str(data)], INLINE, GEN_NOW)
     renames = [k for k, (op, path) in enumerate(points) if op == "rename" and path.endswith(".index")
                and ("write", path + ".deleted") in points[:k]]
     assert renames, "no load-time recovery: the data set no longer has the case"
@@ -220,13 +209,8 @@ def test_the_commit_deletes_journals_only_where_the_load_wrote_them(tmp_path: Pa
     removed: list[str] = []
     remove = journal.remove
     monkeypatch.setattr(journal, "remove", lambda disk, d: (removed.append(d), remove(disk, d))[-1])
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        result = load_logs([str(data)], INLINE.replace(record_version=record_version), now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
-    written = sorted(os.path.dirname(p) for op, p in recorder.points if op == "write" and p.endswith(JOURNAL))
+    result, points = recorded_load([str(data)], INLINE.replace(record_version=record_version), GEN_NOW)
+    written = sorted(os.path.dirname(p) for op, p in points if op == "write" and p.endswith(JOURNAL))
     assert sorted(removed) == written == sorted(lg.dir for lg in result.all_logs() if lg.journal)
     assert len(written) == (2 if record_version == 2 else 0) and len(result.logs) == 4
     assert not list(data.rglob(JOURNAL))
@@ -241,28 +225,15 @@ def test_a_killed_clean_load_keeps_the_marker_and_the_rerun_is_clean(tmp_path: P
     """Kafka deletes the marker when it reads it (KAFKA-10471): killed during a clean start, it recovers on the
     next.  mploader deletes it last: killed at the first partition's first change, the marker is there."""
     data = small_broker(tmp_path / "b", seed=3, clean=True, faults=0)
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        copy_tree(data, tmp_path / "probe")
-        load_logs([str(tmp_path / "probe")], INLINE, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
-    first_partition_change = next(k for k, (_, path) in enumerate(recorder.points, start=1)
+    copy_tree(data, tmp_path / "probe")
+    _, points = recorded_load([str(tmp_path / "probe")], INLINE, GEN_NOW)
+    first_partition_change = next(k for k, (_, path) in enumerate(points, start=1)
                                   if os.path.dirname(path) != str(tmp_path / "probe"))
-    marker_at = [k for k, (op, path) in enumerate(recorder.points, start=1)
+    marker_at = [k for k, (op, path) in enumerate(points, start=1)
                  if op == "delete" and path.endswith(CLEAN_SHUTDOWN_MARKER)]
-    assert marker_at and marker_at[0] > max(k for k, (_, path) in enumerate(recorder.points, start=1)
+    assert marker_at and marker_at[0] > max(k for k, (_, path) in enumerate(points, start=1)
                                             if path.endswith(".snapshot")), "the marker goes before the last write"
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            set_mutation_hook(Recorder(None, kill_at=first_partition_change))
-            load_logs([str(data)], INLINE, now_ms=GEN_NOW)
-        finally:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert load_killed_at(first_partition_change, [str(data)], INLINE, GEN_NOW)
     assert (data / CLEAN_SHUTDOWN_MARKER).exists()
     rerun = load_logs([str(data)], INLINE, now_ms=GEN_NOW)
     assert rerun.clean_shutdown == {str(data): True}

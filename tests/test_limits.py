@@ -30,7 +30,7 @@ import pytest
 from mploader import LoaderConfig, load_logs
 from mploader.disk.mutations import set_mutation_hook
 from mploader.generate import GeneratorConfig, generate
-from tests.crash_points import GEN_NOW, Recorder, copy_tree, final_outcome, outcome_difference, small_broker
+from tests.crash_points import GEN_NOW, copy_tree, final_outcome, outcome_difference, recorded_load, small_broker
 from tests.fingerprint import changed, tree_state
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,16 +184,12 @@ def test_a_full_disk_that_tears_a_rebuilt_index_leaves_its_segment_to_recover_ag
     small_broker(pristine, seed=5, clean=clean, faults=10)
     config = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
     copy_tree(pristine, work)
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        expected = final_outcome(load_logs([str(work / "data-0")], config, now_ms=GEN_NOW))
-    finally:
-        set_mutation_hook(None)
+    reference, points = recorded_load([str(work / "data-0")], config, GEN_NOW)
+    expected = final_outcome(reference)
     if clean:  # the failed load deletes the marker (Kafka's outcome): the next load is unclean, as after a commit
         expected = final_outcome(load_logs([str(work / "data-0")], config, now_ms=GEN_NOW))
     expected_tree = tree_state(work)
-    pending = [os.path.relpath(path, work) for op, path in recorder.points
+    pending = [os.path.relpath(path, work) for op, path in points
                if op == "write:rest" and path.endswith(".index.deleted")]
     assert len(pending) >= 2, "the broker has too few load-time recoveries"
     for torn in pending:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from mploader import LoaderConfig, TopicPartition, load_logs
-from mploader.disk.mutations import set_mutation_hook
 from mploader.format.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from mploader.recovery import resume
-from tests.crash_points import GEN_NOW, Recorder, copy_tree, enumerate_kill_points, small_broker
+from tests.crash_points import GEN_NOW, copy_tree, enumerate_kill_points, load_killed_at, recorded_load, small_broker
 from tests.fingerprint import changed, tree_state
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -102,29 +100,16 @@ def test_a_load_killed_after_a_checkpoint_write_recovers_only_what_was_left(tmp_
     data = small_broker(tmp_path / "pristine", seed=1, clean=False, everything_unflushed=True)
     copy_tree(tmp_path / "pristine", tmp_path / "ref")
     full = load_logs([str(tmp_path / "ref" / "data-0")], RESUMABLE, now_ms=GEN_NOW)
-    recorder = Recorder(None)
-    set_mutation_hook(recorder)
-    try:
-        copy_tree(tmp_path / "pristine", tmp_path / "probe")
-        load_logs([str(tmp_path / "probe" / "data-0")], RESUMABLE, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
-    renames = [k for k, (op, path) in enumerate(recorder.points, start=1)
+    copy_tree(tmp_path / "pristine", tmp_path / "probe")
+    _, points = recorded_load([str(tmp_path / "probe" / "data-0")], RESUMABLE, GEN_NOW)
+    renames = [k for k, (op, path) in enumerate(points, start=1)
                if op == "rename" and path.endswith(RECOVERY_POINT_CHECKPOINT)]
     assert len(renames) == len(full.logs)  # one write per partition here
-    records = [k for k, (op, path) in enumerate(recorder.points, start=1)
+    records = [k for k, (op, path) in enumerate(points, start=1)
                if op == "write" and path.endswith(resume.RECOVERED)]
-    after_second = next(k for k, (_, path) in enumerate(recorder.points, start=1)
+    after_second = next(k for k, (_, path) in enumerate(points, start=1)
                         if k > records[1] and not path.endswith(resume.RECOVERED))
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            set_mutation_hook(Recorder(None, kill_at=after_second))
-            load_logs([str(data)], RESUMABLE, now_ms=GEN_NOW)
-        finally:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert load_killed_at(after_second, [str(data)], RESUMABLE, GEN_NOW)
     advanced = {tp for tp, rp in _checkpoint(data).items() if rp > 0}
     assert len(advanced) == 2
     copy_tree(tmp_path / "pristine", tmp_path / "kafka-mode")
