@@ -113,9 +113,6 @@ class LogLoader:
         """A new manager, as Kafka makes one for the log and one per recovered segment."""
         return ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms, self._snapshot_files)
 
-    def _sorted_segments(self) -> Sequence[Segment]:
-        return self.segments.ascending()
-
     def full_scan(self, seg: Segment) -> SegmentScan:
         """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
         size = self.disk.size(seg.log_path)
@@ -168,7 +165,7 @@ class LogLoader:
         self._retry_on_overflow(self._load_segment_files)
         if ctx.kind is not DirKind.DELETE:
             new_rp, next_offset = self._retry_on_overflow(self._recover_log)
-            active = self._sorted_segments()[-1]
+            active = self.segments.ascending()[-1]
             # Kafka resizes the active indexes here, keeping their entry count, so lookups made later in
             # the load never see the zero tail; we grow the files after those lookups (same end state).
             # Only the failing resize (an index longer than segment.index.bytes) must happen now.
@@ -188,13 +185,13 @@ class LogLoader:
         if self.epochs is not None:
             self.epochs.truncate_from_start(ctx.log_start_checkpoint)
         self.psm.remove_stray_snapshots(sorted(self.segments))
-        self.rebuild_producer_state(self.psm, self._sorted_segments(), new_log_start, next_offset,
+        self.rebuild_producer_state(self.psm, self.segments.ascending(), new_log_start, next_offset,
                                     reload_from_clean_shutdown=ctx.clean_shutdown and self._clean_shortcut(
                                         new_log_start, next_offset))
         if ctx.kind is not DirKind.DELETE and not ctx.clean_shutdown:
             # a clean dir's are grown by the manager once its marker is gone (manager._commit_clean_dirs): a
             # clean reload reads the log end offset through them, and a kill must leave it what this load read
-            resize_indexes(self.disk, self._sorted_segments()[-1], self.cfg.max_index_size)
+            resize_indexes(self.disk, self.segments.ascending()[-1], self.cfg.max_index_size)
         self._write_epoch_cache()
         # UnifiedLog constructor (initializeTopicId, keepPartitionMetadataFile in KRaft): an existing
         # partition.metadata is read after loading; its IOException takes the dir offline, a bad UUID fails start-up
@@ -203,7 +200,7 @@ class LogLoader:
             checkpoint.read_partition_metadata(metadata)
         local_start = max(new_log_start, first_base)
         log_start = new_log_start if self.cfg.remote_storage else local_start
-        segments = [SegmentInfo(s.base_offset, log_size(self.disk, s), 0) for s in self._sorted_segments()]
+        segments = [SegmentInfo(s.base_offset, log_size(self.disk, s), 0) for s in self.segments.ascending()]
         nexts = [s.base_offset for s in segments[1:]] + [next_offset]
         return LoadedLog(
             topic_partition=ctx.tp, dir=self.dir, data_dir=ctx.data_dir, kind=ctx.kind,
@@ -237,7 +234,7 @@ class LogLoader:
         """``index_check`` (:mod:`mploader.recovery.index_check`) over the segments this load did not recover."""
         ctx = self.ctx
         recovered = set(ctx.recovered)
-        for seg in self._sorted_segments():
+        for seg in self.segments.ascending():
             if seg.base_offset in recovered:
                 continue
             scan = self.full_scan(seg) if ctx.index_check == "full" else None
@@ -426,7 +423,7 @@ class LogLoader:
         self._check_cancelled()
         self._note_log_end_before()
         psm = self._producer_state_manager()
-        self.rebuild_producer_state(psm, self._sorted_segments(), self.ctx.log_start_checkpoint, seg.base_offset,
+        self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
         scan = self.full_scan(seg)
         pending = seg.index_path + names.DELETED_SUFFIX if index_last else None
@@ -488,7 +485,7 @@ class LogLoader:
         if ctx.clean_shutdown and leo is not None:
             return leo, leo
         if leo is None:
-            leo = read_next_offset(self.disk, self._sorted_segments()[-1])
+            leo = read_next_offset(self.disk, self.segments.ascending()[-1])
         return min(rp, leo), leo
 
     def _recovered_before(self) -> bool:
@@ -546,12 +543,12 @@ class LogLoader:
     def _delete_segments_if_log_start_greater_than_log_end(self) -> int | None:
         if not self.segments:
             return None
-        leo = read_next_offset(self.disk, self._sorted_segments()[-1])
+        leo = read_next_offset(self.disk, self.segments.ascending()[-1])
         if leo >= self.ctx.log_start_checkpoint:
             return leo
         log.warning("%s: log end offset %d is below the log start offset %d; deleting every segment", self.dir,
                     leo, self.ctx.log_start_checkpoint)
-        for seg in self._sorted_segments():
+        for seg in self.segments.ascending():
             self._delete_segment(seg)
         if self.epochs is not None:
             self.epochs.clear()

@@ -94,8 +94,8 @@ class SnapshotFiles:
 
     def outside(self, start: int, end: int) -> list[int]:
         """The offsets at or below ``start`` and those above ``end``, ascending."""
-        return self._offsets[: bisect.bisect_right(self._offsets, start)] + \
-            self._offsets[max(bisect.bisect_right(self._offsets, end), bisect.bisect_right(self._offsets, start)):]
+        low = bisect.bisect_right(self._offsets, start)
+        return self._offsets[:low] + self._offsets[max(low, bisect.bisect_right(self._offsets, end)):]
 
 
 __all__ = ["SnapshotFiles"]
