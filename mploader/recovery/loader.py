@@ -157,8 +157,9 @@ class LogLoader:
         listing = self.disk.list_files(self.dir)
         self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, listing)
         self._journal_kept = self._journaled is not None
-        # kept true by every manager's change and the loader's own (recovery/snapshot_files.py)
-        self._snapshot_files = SnapshotFiles.listed(self.disk, self.dir)
+        # kept true by every manager's change and the loader's own (recovery/snapshot_files.py); from the listing
+        # just taken: a replayed shortcut deleted every snapshot in it, nothing else in the replay touches one
+        self._snapshot_files = SnapshotFiles.of(self.dir, () if self._journaled else listing)
         self.psm = self._producer_state_manager()
         swaps = self._remove_temp_files_and_collect_swap_files(listing)
         self._complete_swaps(swaps)
@@ -493,7 +494,7 @@ class LogLoader:
         segment (the one Kafka reads again, holding the recovery point) needs no second recovery."""
         if self.ctx.resumed_from is None or not self.segments:
             return False
-        last = self.segments[max(self.segments)]
+        last = self.segments.ascending()[-1]
         return recovered_before(self.disk, self.ctx.resumed_from, self.ctx.recovery_point_checkpoint,
                                 last.log_path, last.base_offset)
 

@@ -69,8 +69,9 @@ def recovered_before(disk: Disk, record: Recovered | None, recovery_point: int, 
     if record is None:
         return False
     leo, base, size, mtime = record
-    return (leo == recovery_point and base == last_base and disk.exists(last_log) and disk.size(last_log) == size
-            and mtime is not None and disk.mtime_ms(last_log) == mtime)
+    # mtime_ms first: None for a missing file (or one this load changed), before size would raise on it
+    return (leo == recovery_point and base == last_base and mtime is not None and disk.mtime_ms(last_log) == mtime
+            and disk.size(last_log) == size)
 
 
 def forget(disk: Disk, data_dir: str) -> None:
@@ -143,7 +144,7 @@ class RecoveryPointWriter:
             if not batch or self._failed:
                 return
             entries = {**self.entries, **{tp: lg.log_end_offset for tp, lg in batch.items()}}
-            ordered = dict(sorted(entries.items(), key=lambda e: (e[0].topic, e[0].partition)))
+            ordered = dict(sorted(entries.items()))  # TopicPartition orders by topic, then partition
             recovered = {**self.recovered, **{tp: self._record(lg) for tp, lg in batch.items()}}
             try:
                 self.disk.sync(self.data_dir)  # the partitions' recovered files durable before their entries

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from mploader.disk.base import Disk
 from mploader.errors import InvalidFileNameError, StartupFailedError
@@ -36,10 +36,15 @@ class SnapshotFiles:
 
     @classmethod
     def listed(cls, disk: Disk, directory: str) -> SnapshotFiles:
-        """The ``.snapshot`` files of ``directory`` (ProducerStateManager.loadSnapshots): a name that does not
-        start with a decimal offset fails start-up (``new SnapshotFile``: ``Long.parseLong``)."""
+        """The ``.snapshot`` files of ``directory`` (ProducerStateManager.loadSnapshots)."""
+        return cls.of(directory, disk.list_files(directory))
+
+    @classmethod
+    def of(cls, directory: str, listing: Iterable[str]) -> SnapshotFiles:
+        """The ``.snapshot`` files among ``directory``'s ``listing``: a name that does not start with a decimal
+        offset fails start-up (``new SnapshotFile``: ``Long.parseLong``)."""
         files: dict[int, str] = {}
-        for name in disk.list_files(directory):
+        for name in listing:
             if name.endswith(names.SNAPSHOT_SUFFIX):
                 try:
                     files[names.offset_from_file_name(name)] = name
