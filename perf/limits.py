@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Limits of the host, measured: open files against the number of segments, memory against their bytes.
 
-* ``files``: a broker of ``--segments`` tiny segments (100,000 by default), every one recovered (its
-  recovery-point checkpoint removed), loaded by a child process whose soft limit on open files is
+* ``files``: a broker of ``--segments`` tiny segments (100,000 by default), every one recovered (recovery
+  point 0: ``mploader.experiments.run.make_unclean``), loaded by a child process whose soft limit on open files is
   ``--open-files`` (1,024), with ``--workers`` Phase 1 workers (which inherit the limit).  Sampled every 50 ms:
   the descriptors each process of the load holds (the parent, each worker).
 * ``memory``: brokers whose descriptors (batches) and bytes vary apart, each loaded the same way (every segment
@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from mploader.cli.units import format_bytes, parse_size  # noqa: E402
+from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from perf.report import publish  # noqa: E402
 
@@ -128,9 +129,9 @@ def load_in_child(dirs: list[str], workers: int, open_files: int = 0) -> tuple[d
 
 
 def _recover_everything(root: Path) -> list[str]:
-    for cp in root.glob("data-*/recovery-point-offset-checkpoint"):
-        cp.unlink()
-    return sorted(str(d) for d in root.glob("data-*"))
+    dirs = sorted(root.glob("data-*"))
+    make_unclean(dirs)
+    return [str(d) for d in dirs]
 
 
 def files(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -209,7 +210,8 @@ def report(figures: dict[str, Any], args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("parts", nargs="*", choices=["files", "memory"], default=["files", "memory"])
+    ap.add_argument("parts", nargs="*", choices=["files", "memory"], default=[],
+                    help="which parts to run (default: both)")  # a list default is checked against choices
     ap.add_argument("--segments", type=int, default=100_000)
     ap.add_argument("--open-files", type=int, default=1024)
     ap.add_argument("--size", default="10GB", help="the big broker's .log bytes (default 10GB)")

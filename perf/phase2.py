@@ -23,16 +23,20 @@ Usage: perf/phase2.py [--segments 300,600,1200,2400] [--rounds 3] [--base REV] [
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from perf.kafka_compare import (  # noqa: E402
     Contender,
@@ -52,16 +56,19 @@ _ROOT = Path(__file__).resolve().parents[1]
 SEGMENT_BYTES = 10_000
 
 
-def worktree_of(rev: str, root: Path) -> Path:
-    """A git worktree of ``rev`` with its compiled walk built in place (as scripts/_venv.sh builds it)."""
+@contextlib.contextmanager
+def worktree_of(rev: str, root: Path) -> Iterator[Path]:
+    """A git worktree of ``rev`` under ``root`` with its compiled walk built in place (as scripts/_venv.sh builds
+    it), removed from git's list on the way out, whatever happened."""
     wt = root / "base"
-    if wt.exists():
-        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
     subprocess.run(["git", "-C", str(_ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
                    capture_output=True)
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, check=True,
-                   capture_output=True)
-    return wt
+    try:
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, check=True,
+                       capture_output=True)
+        yield wt
+    finally:
+        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
 
 
 def at_revision(rev: str, wt: Path) -> Contender:
@@ -78,9 +85,8 @@ def make_partition(n: int, root: Path) -> str:
     g = generate(str(out), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1, faults=0, seed=3,
                                            total_bytes=n * SEGMENT_BYTES * 96 // 100, segment_bytes=SEGMENT_BYTES,
                                            batch_bytes=1024))
-    d = g.data_dirs[0]
-    Path(d, "recovery-point-offset-checkpoint").write_text("0\n0\n")
-    return d
+    make_unclean([Path(g.data_dirs[0])])  # every segment recovered
+    return g.data_dirs[0]
 
 
 def per_segment_ms(run: Run) -> float:
@@ -93,15 +99,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--base", help="also time this git revision of mploader (a worktree), side by side")
     ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
-    ap.add_argument("--work", default="/tmp/mploader-phase2", help="scratch directory (deleted at the end)")
+    ap.add_argument("--work", type=Path, help="where the scratch directory goes (default: the system's temporary "
+                    "directory; the scratch directory is deleted at the end, the --work directory is not)")
     ap.add_argument("--report", type=Path, help="write the table into this README (section phase2)")
     args = ap.parse_args()
-    root = Path(args.work)
-    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mploader-phase2-", dir=args.work) as work, contextlib.ExitStack() as stack:
+        return run(args, Path(work), stack.enter_context(worktree_of(args.base, Path(work))) if args.base else None)
+
+
+def run(args: argparse.Namespace, root: Path, base_tree: Path | None) -> int:
     oracle = find_oracle(args.oracle)
     contenders = [Contender("mploader", "mploader", mploader_argv("1"))]
-    if args.base:
-        contenders.append(at_revision(args.base, worktree_of(args.base, root)))
+    if base_tree is not None:
+        contenders.append(at_revision(args.base, base_tree))
     if oracle:
         contenders.append(Contender("Kafka 1 thread", "kafka", oracle_argv(oracle, 1)))
     out = Lines()
@@ -139,9 +149,6 @@ def main() -> int:
                   for c in contenders if c.kind == "mploader"]
         out.say(f"| {recovered:,} | " + " | ".join(cells) + " |")
         shutil.rmtree(Path(template).parent)
-    if args.base:
-        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(root / "base")], check=False)
-    shutil.rmtree(root, ignore_errors=True)
     if args.report and not bad:
         replace_section(args.report, "phase2", out.lines)
     return 1 if bad else 0

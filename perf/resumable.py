@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mploader.cli.units import format_bytes, parse_size  # noqa: E402
 from mploader.experiments.cache import make_cold  # noqa: E402
+from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.format.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from perf.report import Lines, replace_section  # noqa: E402
@@ -151,10 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         summary = generate(tmp / "pristine", GeneratorConfig(total_bytes=args.size, segment_bytes=16 << 20,
                                                              faults=6, seed=16))
-        for d in summary.data_dirs:
-            (Path(d) / RECOVERY_POINT_CHECKPOINT).unlink()  # every segment unflushed: the most recovery
+        make_unclean([Path(d) for d in summary.data_dirs])  # every segment unflushed: the most recovery
         out.say(f"broker: {format_bytes(summary.log_bytes)} of log, {summary.partitions} partitions, "
-                f"{summary.segments} segments, 2 data dirs, unclean, no recovery-point checkpoint, 6 faults")
+                f"{summary.segments} segments, 2 data dirs, unclean, recovery point 0 everywhere, 6 faults")
         work = tmp / "work"
         rows: dict[str, dict[str, float]] = {}
         for _ in range(args.repeat):
@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             f"the Kafka-mode load after the kill scanned {kafka_after['bytes_read'] / rows['kafka']['bytes_read']:.0%} "
             f"of what an uninterrupted Kafka-mode load scans.  --resumable against Kafka mode, uninterrupted: "
             f"{u['seconds'] / rows['kafka']['seconds']:.2f}x the time (best of {args.repeat} each, alternating).")
-    out.say(f"\n`perf/resumable.py --size {format_bytes(args.size)} --workers {args.workers} --repeat {args.repeat}`, "
+    out.say(f"\n`perf/resumable.py --size {format_bytes(args.size).replace(' ', '')} --workers {args.workers} "
+            f"--kill-at {args.kill_at} --repeat {args.repeat}`, "
             f"cold page cache (fadvise) before each load")
     if args.report is not None:
         replace_section(args.report, "resumable", out.lines)

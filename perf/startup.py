@@ -41,9 +41,9 @@ def main() -> int:
     ap.add_argument("--base", required=True, help="the git revision to compare with")
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mploader-startup-") as work:
+    with tempfile.TemporaryDirectory(prefix="mploader-startup-") as work, worktree_of(args.base, Path(work)) as base:
         root = Path(work)
-        trees = {"this tree": _ROOT, args.base: worktree_of(args.base, root)}
+        trees = {"this tree": _ROOT, args.base: base}
         times: dict[str, list[float]] = {name: [] for name in trees}
         for r in range(args.rounds):
             for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
@@ -55,7 +55,6 @@ def main() -> int:
             ts = times[name]
             print(f"  {name:>12}: min {min(ts):.3f} s, median {statistics.median(ts):.3f} s, {modules} modules "
                   f"imported by mploader load")
-        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(root / "base")], check=False)
     return 0
 
 
