@@ -165,7 +165,8 @@ def soak_one(seed: int, work: Path) -> Round:
 
         before = Footprint.now()
         if summary.clean_shutdown:  # the load that finds the marker deletes it: from there on, loads are unclean
-            r.clean_load = _load(dirs, random_loader(rng)) is not None
+            _load(dirs, random_loader(rng))  # its outcome is not compared: the loads after it are
+            r.clean_load = True
             _settled(before, f"{where}: the clean load")
         first = _load(dirs, first_cfg)
         _settled(before, f"{where}: the first load")
