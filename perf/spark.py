@@ -1,8 +1,9 @@
 """Spark local[2] against the process pool on the same data, and a fleet-shaped run (issue 15).
 
-1. One broker (2 data dirs, --size bytes, unclean, page cache warm), Phase 1 on the pool (2 workers per dir)
-   and on Spark local[2], alternating rounds (A B A B ...), medians: ``verify_logs`` without the prediction
-   (an audit of every byte: Phase 1 only) and a dry-run ``load_logs`` (the segments above the recovery point).
+1. One broker (2 data dirs, --size bytes, unclean, page cache warm), on the pool (2 workers per dir) and on
+   Spark local[2], alternating rounds (A B A B ...), medians: ``verify_logs`` without the prediction (an audit
+   of every byte: Phase 1 only, as Spark tasks) and a dry-run ``load_logs`` (the segments above the recovery
+   point; on Spark each partition loaded whole, Phase 1 and 2, by a task, as ``mploader spark load`` does).
 2. A fleet: --brokers generated brokers (one dir each, 16 KiB segments: 10k+ segments), ``mploader.spark``'s
    verify (audits + a dry-run load per broker) and dry-run load on local[2]: wall time, Spark jobs, stages,
    tasks (SparkContext.statusTracker), segments and bytes per second.

@@ -131,8 +131,6 @@ class _Pending:
     chunks: list[_Chunk] = field(default_factory=list)  # those submitted, in order (before every todo one)
 
 
-
-
 class PoolEngine(Engine):
     """Phase 1 in N loky worker processes per data dir.
 

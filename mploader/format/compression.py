@@ -61,6 +61,7 @@ _COMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_compress}
 _DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {GZIP: _gzip_decompress}
 _HEAD: dict[int, Callable[[bytes, int], bytes]] = {GZIP: _gzip_head}  # the first N bytes only
 
+
 @functools.cache  # not locked: a thread that calls while another registers registers the same again, harmlessly
 def _optional_codecs() -> None:
     """Register snappy, lz4 and zstd on the first (de)compression: importing their packages costs every

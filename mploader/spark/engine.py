@@ -68,7 +68,6 @@ log = logging.getLogger(__name__)
 WAVE_BYTES = 1 << 30
 
 
-
 @dataclass(slots=True)
 class _Planned:
     stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
