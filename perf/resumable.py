@@ -106,7 +106,7 @@ def _run(dirs: list[Path], workers: str, resumable: bool, tmp: Path, kill_at: fl
     progress, out = tmp / "progress.json", tmp / "out.json"
     for p in (progress, out):
         p.unlink(missing_ok=True)
-    spec = {"dirs": [str(d) for d in dirs], "workers": workers if workers == "auto" else int(workers),
+    spec = {"dirs": [str(d) for d in dirs], "workers": workers if workers in ("auto", "adaptive") else int(workers),
             "resumable": resumable, "now": NOW, "progress": str(progress), "out": str(out)}
     env = dict(os.environ, PYTHONPATH=str(_ROOT))
     t0 = time.perf_counter()
