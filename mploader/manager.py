@@ -152,6 +152,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 forget_recovered(disk, s.path)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
+        stats.write_seconds = disk.change_seconds
         return result
     finally:
         for s in states:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,20 @@ class TestRealDisk(DiskConformance):
         disk.delete(str(part / "a.txt"))
         assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other")])
 
+    def test_it_clocks_its_changes_and_not_its_reads(self, part: Path, monkeypatch) -> None:
+        """``change_seconds``: the time the file system took to change files, what Phase 2's figures set apart."""
+        disk = self.make()
+        real_remove = os.remove
+        monkeypatch.setattr(os, "remove", lambda p: (time.sleep(0.05), real_remove(p)))  # a slow file system
+        disk.read(str(part / "a.txt"))
+        disk.list_files(str(part))
+        assert disk.change_seconds == 0.0
+        disk.delete(str(part / "a.txt"))
+        assert 0.05 <= disk.change_seconds < 1.0
+        before = disk.change_seconds
+        disk.write_atomically(str(part / "cp"), b"1\n")  # its write, rename and directory sync, counted once
+        assert before < disk.change_seconds < before + 1.0
+
 
 class TestDryRunDisk(DiskConformance):
     def make(self) -> Disk:
@@ -197,6 +212,7 @@ class TestDryRunDisk(DiskConformance):
         disk.delete(str(part / "a.txt"))
         assert disk.changed_dirs() == []
         assert tree_state(part) == before and not (part / "x").exists()
+        assert disk.change_seconds == 0.0
 
     def test_a_missing_data_dir_is_not_created(self, tmp_path: Path) -> None:
         with pytest.raises(FileNotFoundError):
@@ -286,3 +302,4 @@ def test_a_load_lists_each_partition_directory_once_and_syncs_once(tmp_path: Pat
     assert listed.count(str(pb.path)) == 2
     assert len(synced) == 1 and os.stat(synced[0]).st_dev == os.stat(pb.path).st_dev
     assert len(fsynced) <= 2  # the leader-epoch checkpoint's tmp file and its directory only
+    assert 0 < result.stats.write_seconds < result.stats.seconds["total"]

@@ -16,6 +16,10 @@ from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
 
 class Disk(abc.ABC):
+    #: Seconds spent changing files (creating, writing, truncating, renaming, deleting them, syncing a directory),
+    #: summed over the threads that changed them; :meth:`flush`'s sync apart.  Nothing changes on a dry run: 0.
+    change_seconds: float = 0.0
+
     # ---- reading -----------------------------------------------------------------------
 
     @abc.abstractmethod
