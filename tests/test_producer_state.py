@@ -11,7 +11,7 @@ from mploader.disk import RealDisk
 from mploader.errors import StartupFailedError
 from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery.segment_recovery import _apply_batches
-from mploader.scan import BATCH_TABLE, BatchColumns, Marker, draft_recovery
+from mploader.scan import BATCH_TABLE, BatchColumns, Field, Marker, draft_recovery
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data
@@ -42,8 +42,8 @@ def _apply(table, psm, txn_entries):  # type: ignore[no-untyped-def]
 
 def _reference(rows, psm, txn_entries):  # type: ignore[no-untyped-def]
     """Kafka's loop: prepareUpdate, append, update, then LSO / txn index / completeTxn, one batch at a time."""
-    for r in rows:
-        info = psm.prepare_update(int(r["producer_id"]))
+    for r in rows.tolist():
+        info = psm.prepare_update(r[Field.PRODUCER_ID])
         completed = info.append(r, "x")
         psm.update(info)
         if completed is not None:

@@ -64,6 +64,48 @@ def test_a_manager_sees_what_was_on_disk_when_made_and_the_shared_set_follows_ev
     assert list(newest.snapshots) == [20, 30] == list(SnapshotFiles.listed(RealDisk(), str(tmp_path)))
 
 
+def test_the_entries_written_last_are_known_until_the_file_changes(tmp_path: Path) -> None:
+    """A manager's snapshot is what the next recovered segment's manager loads: the shared set keeps its entries
+    (read back from memory), but only while they are what the file holds."""
+    from mploader.format.snapshot import ProducerSnapshotEntry
+
+    entries = [ProducerSnapshotEntry(7, 0, 4, 104, 4, 1_700_000_000_000, -1, -1)]
+    name = names.segment_file_name(30, names.SNAPSHOT_SUFFIX)
+    files = SnapshotFiles({10: names.segment_file_name(10, names.SNAPSHOT_SUFFIX)})
+    files.wrote(30, name, entries)
+    assert files.written(30, name) == entries and 30 in files and files.latest() == 30
+    assert files.written(30, "30.snapshot") is None  # another file of the same offset holds other bytes
+    assert files.copy().written(30, name) is None  # a manager's view holds no bytes
+    files.wrote(10, names.segment_file_name(10, names.SNAPSHOT_SUFFIX), entries)  # over an older file: its tail
+    assert files.written(10, names.segment_file_name(10, names.SNAPSHOT_SUFFIX)) is None  # stays: read it
+    assert files.written(30, name) is None  # the latest only
+    for change in (lambda: files.pop(30), lambda: files.note(name, present=True), lambda: files.add(30, name)):
+        files.pop(30)
+        files.wrote(30, name, entries)
+        change()
+        assert files.written(30, name) is None
+
+
+def test_recovery_reads_back_no_snapshot_it_wrote(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each recovered segment's manager loads the snapshot the one before wrote: from memory, not the disk."""
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1,
+                                                          total_bytes=300_000, segment_bytes=8 * 1024,
+                                                          batch_bytes=1024, faults=0, seed=3))
+    d = tmp_path / "d"
+    shutil.copytree(out.data_dirs[0], d)
+    (d / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    read: list[str] = []
+    original = RealDisk.read
+    monkeypatch.setattr(RealDisk, "read", lambda self, p, *a: read.append(p) or original(self, p, *a))
+
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+
+    (log,) = result.all_logs()
+    assert len(log.recovered_segments) > 30 and log.producers
+    snapshots_read = [p for p in read if p.endswith(names.SNAPSHOT_SUFFIX)]
+    assert len(snapshots_read) <= 1, snapshots_read  # the first recovered segment's, left by the broker
+
+
 def test_a_snapshot_name_without_an_offset_fails_start_up_naming_the_file(tmp_path: Path) -> None:
     from mploader.errors import StartupFailedError
 
@@ -116,7 +158,7 @@ def test_recovering_a_partition_parses_each_snapshot_name_a_bounded_number_of_ti
 
 def _literal_listing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kafka's own way: every manager, and the stray-snapshot pass, lists the directory (through the disk, whose
-    listing follows every change)."""
+    listing follows every change), and reads the snapshot it loads from the file."""
     init, strays = ProducerStateManager.__init__, ProducerStateManager.remove_stray_snapshots
 
     def listing_init(self, disk, log_dir, expiration_ms, on_disk=None):  # type: ignore[no-untyped-def]
@@ -129,6 +171,7 @@ def _literal_listing(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(ProducerStateManager, "__init__", listing_init)
     monkeypatch.setattr(ProducerStateManager, "remove_stray_snapshots", listing_strays)
+    monkeypatch.setattr(SnapshotFiles, "written", lambda self, offset, name: None)  # every snapshot read from disk
 
 
 def _swap_with_recovery_point_inside(root: Path) -> Path:

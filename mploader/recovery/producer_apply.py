@@ -36,7 +36,7 @@ from mploader.recovery.producer_state import (
     ProducerEntry,
     ProducerStateManager,
 )
-from mploader.scan import BatchColumns, Marker
+from mploader.scan import BatchColumns, Field, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset
 
@@ -51,7 +51,9 @@ def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, by_pro
     """Apply the batches ``by_producer`` of ``rows`` (v2 batches with a producer id, none INVALID or FATAL,
     sorted by producer id and log order: :func:`mploader.scan.draft.producer_order`) to ``psm``; the aborted
     transactions' index entries are appended to ``txn_entries``."""
-    if not len(by_producer):
+    if len(by_producer) < REPLAY_BELOW:  # Kafka's loop enters the producers in order of appearance itself
+        if len(by_producer):
+            replay(psm, rows.table[np.sort(by_producer)], txn_entries, path)
         return
     pid = rows["producer_id"][by_producer]
     head = np.ones(len(pid), bool)
@@ -67,8 +69,8 @@ def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, by_pro
 
 def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnIndexEntry], path: str) -> None:
     """Kafka's loop, one batch at a time."""
-    for row in rows:
-        info = psm.prepare_update(int(row["producer_id"]))
+    for row in rows.tolist():
+        info = psm.prepare_update(row[Field.PRODUCER_ID])
         completed = info.append(row, path)
         psm.update(info)
         if completed is not None:

@@ -26,10 +26,11 @@ from mploader.format.records import java_int, last_sequence
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.result import ProducerInfo
-from mploader.scan import Marker
+from mploader.scan import Field, Marker
 
 log = logging.getLogger(__name__)
 
+Row = tuple[int, ...]  # a batch-table row as a tuple (``table.tolist()``), its fields at :class:`~mploader.scan.Field`
 NUM_BATCHES_TO_RETAIN = 5
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
@@ -133,26 +134,27 @@ class AppendInfo:
         self.entry = current.copy_without_batches()
         self.started: list[tuple[int, int]] = []  # (first offset, producer id)
 
-    def append(self, row: np.void, path: str) -> CompletedTxn | None:
-        attributes = int(row["attributes"])
-        epoch = int(row["producer_epoch"])
+    def append(self, row: Row, path: str) -> CompletedTxn | None:
+        """One batch: a row of the batch table as a tuple (:class:`~mploader.scan.Field`)."""
+        attributes = row[Field.ATTRIBUTES]
+        epoch = row[Field.PRODUCER_EPOCH]
         if attributes & ATTR_CONTROL:
-            marker = int(row["marker"])
+            marker = row[Field.MARKER]
             if marker == Marker.EMPTY_CONTROL:
                 return None
             if marker not in (Marker.ABORT, Marker.COMMIT):  # INVALID/FATAL are handled by the caller
                 raise AssertionError(f"unexpected marker {marker}")
-            offset = int(row["base_offset"])
+            offset = row[Field.BASE_OFFSET]
             first = self.entry.current_txn_first_offset
             completed = None if first is None else CompletedTxn(self.producer_id, first, offset, marker == Marker.ABORT)
             self.entry.maybe_update_epoch(epoch)
-            self.entry.coordinator_epoch = int(row["coordinator_epoch"])
+            self.entry.coordinator_epoch = row[Field.COORDINATOR_EPOCH]
             self.entry.current_txn_first_offset = None
-            self.entry.last_timestamp = int(row["marker_timestamp"])
+            self.entry.last_timestamp = row[Field.MARKER_TIMESTAMP]
             return completed
-        first_offset = int(row["base_offset"])
-        if self.entry.append_data(epoch, first_offset, int(row["last_offset"]), int(row["base_sequence"]),
-                                  int(row["max_timestamp"]), bool(attributes & ATTR_TRANSACTIONAL), path):
+        first_offset = row[Field.BASE_OFFSET]
+        if self.entry.append_data(epoch, first_offset, row[Field.LAST_OFFSET], row[Field.BASE_SEQUENCE],
+                                  row[Field.MAX_TIMESTAMP], bool(attributes & ATTR_TRANSACTIONAL), path):
             self.started.append((first_offset, self.producer_id))
         return None
 
@@ -192,10 +194,10 @@ class ProducerStateManager:
     def take_snapshot(self) -> None:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
-            data = snapshot_bytes([self.producers[pid].snapshot_entry() for pid in self._table.order()])
-            self.disk.write(os.path.join(self.dir, name), data, durable=True, truncate=False)
+            entries = [self.producers[pid].snapshot_entry() for pid in self._table.order()]
+            self.disk.write(os.path.join(self.dir, name), snapshot_bytes(entries), durable=True, truncate=False)
             self.snapshots.add(self.map_end_offset, name)
-            self.on_disk.add(self.map_end_offset, name)
+            self.on_disk.wrote(self.map_end_offset, name, entries)
             self.last_snap_offset = self.map_end_offset
 
     def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
@@ -252,12 +254,15 @@ class ProducerStateManager:
 
     def _load_from_snapshot(self, log_start: int, now_ms: int) -> None:
         while (off := self.snapshots.latest()) is not None:
-            path = os.path.join(self.dir, self.snapshots[off])
-            try:
-                entries = parse_snapshot(self.disk.read(path), path)
+            name = self.snapshots[off]
+            path = os.path.join(self.dir, name)
+            try:  # the file the previous recovered segment's manager just wrote is known without reading it
+                entries = self.on_disk.written(off, name)
+                if entries is None:
+                    entries = parse_snapshot(self.disk.read(path), path)
             except CorruptSnapshotError as corrupt:  # ProducerStateManager.loadFromSnapshot: WARN, delete, next
                 log.warning("%s: deleting the corrupt producer snapshot %s and loading an older one (%s)", self.dir,
-                            self.snapshots[off], corrupt)
+                            name, corrupt)
                 self._delete_snapshot(off)
                 continue
             for e in entries:
@@ -311,11 +316,11 @@ class ProducerStateManager:
         """loadProducersFromRecords (§8.4): per-segment working copies, applied in HashMap order."""
         working: dict[int, AppendInfo] = {}
         completed: list[CompletedTxn] = []
-        for row in rows[rows["producer_id"] >= 0]:
-            if row["magic"] < 2:
+        for row in rows[rows["producer_id"] >= 0].tolist():
+            if row[Field.MAGIC] < 2:
                 continue
             check_marker(row, path)
-            pid = int(row["producer_id"])
+            pid = row[Field.PRODUCER_ID]
             info = working.get(pid)
             if info is None:
                 info = working[pid] = self.prepare_update(pid)
@@ -331,12 +336,12 @@ class ProducerStateManager:
         return {pid: e.info() for pid, e in self.producers.items()}
 
 
-def check_marker(row: np.void, path: str) -> None:
+def check_marker(row: Row, path: str) -> None:
     """Outside segment recovery nothing catches a control batch Kafka cannot interpret: start-up fails."""
-    marker = int(row["marker"])
+    marker = row[Field.MARKER]
     if marker == Marker.FATAL:
         raise StartupFailedError(path, "IllegalArgumentException",
-                                 f"control batch at byte {int(row['position'])} is not a transaction marker")
+                                 f"control batch at byte {row[Field.POSITION]} is not a transaction marker")
     if marker == Marker.INVALID:
         raise StartupFailedError(path, "InvalidRecordException",
-                                 f"control batch at byte {int(row['position'])} holds an invalid record")
+                                 f"control batch at byte {row[Field.POSITION]} holds an invalid record")

@@ -191,7 +191,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     txn_entries: list[TxnIndexEntry] = []
     had_txn_index = disk.exists(seg.txn_index_path)
 
-    _apply_batches(applied, draft.prefix(len(applied)), psm, epochs, txn_entries, path)
+    _apply_batches(applied, draft if len(applied) == len(rows) else draft.prefix(len(applied)), psm, epochs,
+                   txn_entries, path)
 
     if had_txn_index or txn_entries:
         disk.write(seg.txn_index_path, txn_index_bytes(txn_entries), fsync=fsync)
@@ -251,8 +252,7 @@ def _apply_batches(rows: BatchColumns, draft: RecoveryDraft, psm: ProducerStateM
             epochs.assign(e, offset)
     # producer state stops at the first invalid or fatal control batch of a producer (InvalidRecordException,
     # caught by recover after the epoch assignment, or an exception that fails start-up)
-    marker = rows["marker"]
-    rejected = np.flatnonzero((marker == Marker.INVALID) | (marker == Marker.FATAL))
+    rejected = np.flatnonzero(rows["marker"] >= Marker.INVALID)  # INVALID or FATAL, the highest two
     by_producer = draft.producer_rows
     if rejected.size:
         stop = np.intersect1d(rejected, by_producer)

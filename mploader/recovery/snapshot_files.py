@@ -12,27 +12,33 @@ own changes of snapshot files (:meth:`SnapshotFiles.note`: the swap pass deletes
 by name, and renames any ``.swap``).  A new manager's view is a copy of it, which is what Kafka's listing would return.
 Lookups are by bisection of the sorted offsets, so a change, the latest offset and the offsets outside a
 range cost no walk over the map.
+
+The set also keeps the entries of the snapshot a manager wrote last (:meth:`SnapshotFiles.wrote`), when that
+file did not exist before: the next recovered segment's manager loads exactly that file, and reads it back
+from memory (what the file holds, byte for byte) instead of opening and parsing it again.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from mploader.disk.base import Disk
 from mploader.errors import InvalidFileNameError, StartupFailedError
 from mploader.format import names
+from mploader.format.snapshot import ProducerSnapshotEntry
 
 
 class SnapshotFiles:
     """Snapshot file names by offset, iterated in ascending offset order."""
 
-    __slots__ = ("_names", "_offsets")
+    __slots__ = ("_names", "_offsets", "_written")
 
     def __init__(self, files: dict[int, str] | None = None) -> None:
         self._names: dict[int, str] = dict(files or {})
         self._offsets: list[int] = sorted(self._names)
+        self._written: tuple[int, str, Sequence[ProducerSnapshotEntry]] | None = None
 
     @classmethod
     def listed(cls, disk: Disk, directory: str) -> SnapshotFiles:
@@ -53,6 +59,7 @@ class SnapshotFiles:
         return cls(files)
 
     def copy(self) -> SnapshotFiles:
+        """The files, without the entries :meth:`wrote` keeps (a manager's view holds no bytes)."""
         other = SnapshotFiles()
         other._names = self._names.copy()
         other._offsets = self._offsets.copy()
@@ -77,9 +84,30 @@ class SnapshotFiles:
         if offset not in self._names:
             bisect.insort(self._offsets, offset)
         self._names[offset] = name
+        self._forget_written(offset)
+
+    def wrote(self, offset: int, name: str, entries: Sequence[ProducerSnapshotEntry]) -> None:
+        """A manager wrote ``entries`` as the snapshot ``name`` at ``offset``.  They are kept (the latest
+        only) when no file was there: an older, longer file keeps its tail under the new bytes (Kafka's write
+        does not truncate), so its content is only known by reading it."""
+        new = offset not in self._names
+        self.add(offset, name)
+        self._written = (offset, name, entries) if new else None
+
+    def written(self, offset: int, name: str) -> Sequence[ProducerSnapshotEntry] | None:
+        """The entries the file ``name`` at ``offset`` holds, when :meth:`wrote` kept them and nothing changed
+        it since; else None."""
+        if self._written is not None and self._written[:2] == (offset, name):
+            return self._written[2]
+        return None
+
+    def _forget_written(self, offset: int) -> None:
+        if self._written is not None and self._written[0] == offset:
+            self._written = None
 
     def pop(self, offset: int) -> str | None:
         """Forget ``offset``; its file name, or None where there was none."""
+        self._forget_written(offset)
         name = self._names.pop(offset, None)
         if name is not None:
             del self._offsets[bisect.bisect_left(self._offsets, offset)]

@@ -10,8 +10,8 @@ Nothing here writes, renames or deletes: a scan may run anywhere, in any order, 
 """
 
 from mploader.scan.draft import RecoveryDraft, draft_recovery
-from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
+from mploader.scan.table import BATCH_TABLE, BatchColumns, Field, Marker
 from mploader.scan.walk import ScanSource, SegmentScan, SegmentTask, Stop, scan_buffer, scan_segment
 
-__all__ = ["BATCH_TABLE", "BatchColumns", "Marker", "RecoveryDraft", "ScanSource", "SegmentScan", "SegmentTask", "Stop",
-           "draft_recovery", "scan_buffer", "scan_segment"]
+__all__ = ["BATCH_TABLE", "BatchColumns", "Field", "Marker", "RecoveryDraft", "ScanSource", "SegmentScan",
+           "SegmentTask", "Stop", "draft_recovery", "scan_buffer", "scan_segment"]

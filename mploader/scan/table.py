@@ -29,6 +29,17 @@ BATCH_TABLE = np.dtype([
 ])
 
 
+class Field:
+    """Where each field sits in a row of the table taken as a tuple (``table.tolist()``: one call for many rows,
+    where each field of a numpy row is a look-up of its own; Phase 2's batch-at-a-time loops read them so)."""
+
+    (POSITION, SIZE, MAGIC, ATTRIBUTES, BASE_OFFSET, LAST_OFFSET, MAX_TIMESTAMP, PARTITION_LEADER_EPOCH, PRODUCER_ID,
+     PRODUCER_EPOCH, BASE_SEQUENCE, RECORDS_COUNT, MARKER, COORDINATOR_EPOCH, MARKER_TIMESTAMP) = range(15)
+
+
+assert BATCH_TABLE.names == tuple(n.lower() for n in Field.__dict__ if n.isupper())
+
+
 class Marker(enum.IntEnum):
     """What a batch is for producer state (column ``marker`` of the batch table)."""
 
