@@ -86,14 +86,20 @@ def test_the_entries_written_last_are_known_until_the_file_changes(tmp_path: Pat
         assert files.written(30, name) is None
 
 
-def test_recovery_reads_back_no_snapshot_it_wrote(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Each recovered segment's manager loads the snapshot the one before wrote: from memory, not the disk."""
+def _one_unclean_partition(tmp_path: Path, size: int) -> Path:
+    """A data dir of one partition of 8 KB segments (~1 KB batches, producers), every segment to recover."""
     out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1,
-                                                          total_bytes=300_000, segment_bytes=8 * 1024,
+                                                          total_bytes=size, segment_bytes=8 * 1024,
                                                           batch_bytes=1024, faults=0, seed=3))
     d = tmp_path / "d"
     shutil.copytree(out.data_dirs[0], d)
     (d / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    return d
+
+
+def test_recovery_reads_back_no_snapshot_it_wrote(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each recovered segment's manager loads the snapshot the one before wrote: from memory, not the disk."""
+    d = _one_unclean_partition(tmp_path, 300_000)
     read: list[str] = []
     original = RealDisk.read
     monkeypatch.setattr(RealDisk, "read", lambda self, p, *a: read.append(p) or original(self, p, *a))
@@ -137,12 +143,7 @@ def test_log_segments_keep_their_order_through_every_change() -> None:
 def test_recovering_a_partition_parses_each_snapshot_name_a_bounded_number_of_times(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
     """Every recovered segment gets a new manager; each used to list and parse every snapshot of the partition
     (one per segment recovered before it: ~N**2/2 parses).  Now the names are parsed when listed, once."""
-    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1,
-                                                          total_bytes=1_500_000, segment_bytes=8 * 1024,
-                                                          batch_bytes=1024, faults=0, seed=3))
-    d = tmp_path / "d"
-    shutil.copytree(out.data_dirs[0], d)
-    (d / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    d = _one_unclean_partition(tmp_path, 1_500_000)
     parsed: list[str] = []
     original = names.offset_from_file_name
     monkeypatch.setattr(names, "offset_from_file_name", lambda n: parsed.append(n) or original(n))
