@@ -410,14 +410,14 @@ class EngineConformance:
                 return engine
 
             monkeypatch.setattr(manager_mod, "make_engine", make)
-        real_cuts = pool_mod.chunk_boundaries
+        real_cuts = chunks_mod.chunk_boundaries
 
         def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> list[int]:
             out = real_cuts(log_path, base_offset, size, chunk_bytes)
             seen["cuts"][os.path.relpath(log_path, root)] = out
             return out
 
-        monkeypatch.setattr(pool_mod, "chunk_boundaries", cuts)
+        monkeypatch.setattr(chunks_mod, "chunk_boundaries", cuts)
         real_chunk_result = PoolEngine._chunk_result
 
         def chunk_result(engine: PoolEngine, data_dir: str, chunk: Any) -> Any:

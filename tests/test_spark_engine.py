@@ -31,21 +31,20 @@ class TestSparkEngine(EngineConformance):
 
     def check(self, ds: DataSet, datasets: DataSets, request: pytest.FixtureRequest,
               monkeypatch: pytest.MonkeyPatch, *, defer_stats: bool = False) -> tuple[Outcome, Outcome, dict[str, Any]]:
-        import mploader.spark.engine as spark_engine_mod
         from mploader.spark.engine import SparkEngine
 
         session = request.getfixturevalue("spark")
         ref = datasets.reference(ds, request)
         root, groups = datasets.fresh_copy(ds, request, "spark")
         seen: dict[str, Any] = {"cuts": {}, "engines": []}
-        real_cuts = spark_engine_mod.chunk_boundaries
+        real_cuts = chunks_mod.chunk_boundaries
 
         def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> list[int]:
             out = real_cuts(log_path, base_offset, size, chunk_bytes)
             seen["cuts"][os.path.relpath(log_path, root)] = out
             return out
 
-        monkeypatch.setattr(spark_engine_mod, "chunk_boundaries", cuts)
+        monkeypatch.setattr(chunks_mod, "chunk_boundaries", cuts)
 
         def make(cfg: Any, dirs: Any, stats: Any, metrics: Any = None, progress: Any = None, **_: Any) -> SparkEngine:
             engine = SparkEngine(session, stats, progress, chunk_bytes=ds.chunk_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -130,7 +131,32 @@ def task_key(task: SegmentTask) -> TaskKey:
     return (task.path, task.start, task.end, task.check_crc, task.parse_markers)
 
 
-def file_stat(path: str) -> tuple[int, int, int]:
+FileStat = tuple[int, int, int]  # file_stat(): size, mtime_ns, inode
+
+
+def file_stat(path: str) -> FileStat:
     """Size, mtime and inode: a file planned for a scan is still that file if they are unchanged."""
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def plan_cuts(tasks: Iterable[SegmentTask], workers: int, chunk_bytes: int | None = None,
+              max_piece: int | None = None, head_bytes: int | None = None,
+              ) -> tuple[list[tuple[SegmentTask, FileStat]], list[tuple[SegmentTask, FileStat, list[int]]]]:
+    """A dir's planned scans as Phase 1 hands them out: each task with its file's stat (one that cannot be
+    stat'ed is left out: Phase 2's own scan raises its error); the first tasks whose sizes add up to at most
+    ``head_bytes`` kept whole (none when None); the rest with their cuts (0, :func:`chunk_boundaries`, the size)
+    at ``chunk_bytes`` or :func:`piece_bytes` of the dir's bytes, at most ``max_piece``."""
+    stated: list[tuple[SegmentTask, FileStat]] = []
+    for task in tasks:
+        try:
+            stated.append((task, file_stat(task.path)))
+        except OSError:
+            continue
+    cut_at = chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), workers)
+    if max_piece is not None:
+        cut_at = min(cut_at, max_piece)
+    n = 0 if head_bytes is None else int(np.count_nonzero(np.cumsum([st[0] for _, st in stated]) <= head_bytes))
+    cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
+           for task, st in stated[n:]]
+    return stated[:n], cut

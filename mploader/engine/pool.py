@@ -59,18 +59,17 @@ from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING
 
-import numpy as np
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     MIN_ENTRY_BYTES,
+    FileStat,
     TaskKey,
-    chunk_boundaries,
     chunk_tasks,
     file_stat,
-    piece_bytes,
+    plan_cuts,
     stitch_whole,
     task_key,
 )
@@ -126,7 +125,7 @@ class _Chunk:
 
 @dataclass(slots=True)
 class _Pending:
-    stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
+    stat: FileStat  # at planning time
     todo: list[SegmentTask]  # its chunks not yet submitted, in order
     chunks: list[_Chunk] = field(default_factory=list)  # those submitted, in order (before every todo one)
 
@@ -260,25 +259,15 @@ class PoolEngine(Engine):
         for plan in dirs:
             planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
-            tasks = [t for _, ts in planned for t in ts]
-            stated: list[tuple[SegmentTask, tuple[int, int, int]]] = []
-            for task in tasks:
-                try:
-                    stated.append((task, file_stat(task.path)))
-                except OSError:
-                    continue
-            cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
-            head_bytes = self.parent_head_bytes
             budget = self.budget(plan.data_dir)
-            if budget is not None:  # every scan in pieces of the budget, at its turn: none whole in the parent
-                cut_at, head_bytes = min(cut_at, budget.piece_bytes), 0
+            # with a budget every scan is in pieces of it, at its turn: none whole in the parent
+            head, cut = plan_cuts((t for _, ts in planned for t in ts), self.workers_per_dir, self.chunk_bytes,
+                                  max_piece=None if budget is None else budget.piece_bytes,
+                                  head_bytes=self.parent_head_bytes if budget is None else 0)
             if self.adaptive is not None:
                 self.adaptive.begin(plan.data_dir)
-            head = np.cumsum([st[0] for _, st in stated]) <= head_bytes
-            self._kept.update(task_key(task) for (task, _), kept in zip(stated, head) if kept)  # scan() scans them
-            ranges = [(task.path, 0, st[0]) for (task, st), kept in zip(stated, head) if kept]
-            cut = [(task, st, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
-                   for (task, st), kept in zip(stated, head) if not kept]
+            self._kept.update(task_key(task) for task, _ in head)  # scan() scans them
+            ranges = [(task.path, 0, st[0]) for task, st in head]
             ranges += [(task.path, a, b) for task, _, cuts in cut for a, b in zip(cuts, cuts[1:])]
             self.start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
             with self.lock:
@@ -368,8 +357,7 @@ class PoolEngine(Engine):
         if self._closed.is_set():
             raise LoadInterrupted("the load was interrupted")
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
-            wait_turn(chunk.not_before - time.monotonic(), self._closed)  # (at its turn in the dir's read budget)
-            return self._scan_in_parent(chunk.task)
+            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         try:
             result = chunk.future.result()
         except (BrokenProcessPool, CancelledError) as e:
@@ -384,12 +372,11 @@ class PoolEngine(Engine):
         if isinstance(result, ReadFailed):
             raise OSError(result.errno, result.strerror, result.filename)
         if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
-            return self._scan_in_parent(chunk.task)
+            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
             log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d); scanning it in the parent",
                      data_dir, result.nbytes, chunk.task.path, result.pid)
-            wait_turn(chunk.not_before - time.monotonic(), self._closed)  # no block made: its turn may be ahead
-            return self._scan_in_parent(chunk.task)
+            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         assert chunk.block is not None  # a worker scanned it into its block
         table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)
         t = chunk.task
@@ -442,9 +429,11 @@ class PoolEngine(Engine):
                 self.stats.inline_fallbacks += 1
             return audit_segment(task)
 
-    def _scan_in_parent(self, task: SegmentTask, fallback: bool = False) -> SegmentScan:
+    def _scan_in_parent(self, task: SegmentTask, fallback: bool = False, not_before: float = 0.0) -> SegmentScan:
         """Scan ``task`` here; counted as a scan the parent took over, or (``fallback``) as the last resort
-        after a retry died too."""
+        after a retry died too.  ``not_before``: the chunk's turn in the dir's read budget (``time.monotonic()``),
+        booked when it was submitted; a worker that did not read it leaves the parent to wait for it."""
+        wait_turn(not_before - time.monotonic(), self._closed)
         t0 = time.perf_counter()
         scan = scan_segment(task)
         with self.lock:
@@ -471,12 +460,11 @@ class PoolEngine(Engine):
                 self._free(retry.block)
         log.warning("%s: the retry of %s failed too (%s: %s); scanning it in the parent", data_dir,
                     chunk.task.path, type(error).__name__, error)
-        return self._scan_in_parent(chunk.task, fallback=True)
+        return self._scan_in_parent(chunk.task, fallback=True, not_before=chunk.not_before)
 
     def close(self, kill: bool = False) -> None:
         if self._closed.is_set():  # closed already (a Ctrl-C closes it before the loading threads end)
             return
-        self._closed.set()
         try:
             super().close(kill)  # the read-ahead first: nothing more to read for this load
             for pend in list(self._pending.values()):

@@ -157,11 +157,13 @@ def _first(mask: np.ndarray) -> int | None:
 
 
 def _written(path: str, dtype: np.dtype) -> np.ndarray | str:
-    """The index's written entries, or why its length is wrong (a torn or cut file)."""
+    """The index's written entries; else its verdict: why its length is wrong (a torn or cut file), or OK when
+    it holds none (nothing to check)."""
     length = os.path.getsize(path)
     if length % dtype.itemsize:
         return f"length {length} is not a multiple of {dtype.itemsize} (a torn or cut file)"
-    return idx.written_entries(idx.map_entries(path, dtype))
+    entries = idx.written_entries(idx.map_entries(path, dtype))
+    return entries if len(entries) else OK
 
 
 def _goes_back(what: str, values: np.ndarray, strictly: bool) -> str | None:
@@ -175,8 +177,8 @@ def _goes_back(what: str, values: np.ndarray, strictly: bool) -> str | None:
 
 def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
     entries = _written(path, idx.OFFSET_ENTRY)
-    if isinstance(entries, str) or not len(entries):
-        return entries if isinstance(entries, str) else OK
+    if isinstance(entries, str):
+        return entries
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
     pos = entries["position"].astype(np.int64)
     problem = _goes_back("offset", offsets, True) or _goes_back("position", pos, True)
@@ -203,8 +205,8 @@ def offset_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
 
 def time_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
     entries = _written(path, idx.TIME_ENTRY)
-    if isinstance(entries, str) or not len(entries):
-        return entries if isinstance(entries, str) else OK
+    if isinstance(entries, str):
+        return entries
     ts = entries["timestamp"].astype(np.int64)
     offsets = entries["relative_offset"].astype(np.int64) + task.base_offset
     problem = _goes_back("timestamp", ts, False) or _goes_back("offset", offsets, False)

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
+    FileStat,
     TaskKey,
-    chunk_boundaries,
     chunk_tasks,
     file_stat,
-    piece_bytes,
+    plan_cuts,
     stitch_whole,
     task_key,
 )
@@ -70,7 +70,7 @@ WAVE_BYTES = 1 << 30
 
 @dataclass(slots=True)
 class _Planned:
-    stat: tuple[int, int, int]  # size, mtime_ns, inode at planning time
+    stat: FileStat  # at planning time
     pieces: list[int]  # its pieces' ids, in order
 
 
@@ -116,16 +116,10 @@ class SparkEngine(Engine):
         for plan in dirs:
             planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
-            stated = []
-            for task in (t for _, ts in planned for t in ts):
-                try:
-                    stated.append((task, file_stat(task.path)))
-                except OSError:
-                    continue  # Phase 2's own scan raises it, as an inline scan would
-            cut_at = self.chunk_bytes or piece_bytes(sum(st[0] for _, st in stated), self.workers_per_dir)
+            _, cut = plan_cuts((t for _, ts in planned for t in ts), self.workers_per_dir, self.chunk_bytes)
             pieces: list[Piece] = []
-            for task, st in stated:
-                chunks = chunk_tasks(task, [0, *chunk_boundaries(task.path, task.base_offset, st[0], cut_at), st[0]])
+            for task, st, cuts in cut:
+                chunks = chunk_tasks(task, cuts)
                 ids = [next(self._ids) for _ in chunks]
                 self._planned[task_key(task)] = _Planned(st, ids)
                 for pid, chunk in zip(ids, chunks):
@@ -227,7 +221,6 @@ class SparkEngine(Engine):
         """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""
         if self._closed.is_set():
             return
-        self._closed.set()
         super().close(kill)
         thread = self._thread
         if thread is not None and thread.is_alive():
