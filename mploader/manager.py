@@ -548,7 +548,8 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             for (path, _, _), fut in zip(s.partitions, futures):
                 error = fut.exception()
                 if error is not None:  # Kafka waits for every job, then rethrows
-                    first_fatal = first_fatal or _failed(s, path, error, offline)
+                    failure = _failed(s, path, error, offline)  # each: a later OSError still takes its dir offline
+                    first_fatal = first_fatal or failure
                 elif (lg := fut.result()) is not None:
                     loaded.append(lg)
             pool.shutdown()
@@ -650,7 +651,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     first_fatal: BaseException | None = None
     for (s, job), outcome in zip(jobs, outcomes, strict=True):
         if isinstance(outcome, BaseException):
-            first_fatal = first_fatal or _failed(s, job.dir, outcome, offline)
+            failure = _failed(s, job.dir, outcome, offline)
+            first_fatal = first_fatal or failure
         else:
             lg, scanned = outcome
             _warn_deleted(lg)

@@ -314,6 +314,28 @@ def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, mo
     assert str(d) in r.offline_dirs and "00000000000000000010.log" in r.offline_dirs[str(d)]
 
 
+def test_a_dir_goes_offline_after_another_partition_failed_the_load(tmp_path: Path, monkeypatch, caplog) -> None:
+    """Kafka waits for every partition, then rethrows the first fatal error: a partition whose IOException came
+    after it still takes its dir offline (logged; --resumable then writes no recovery point there)."""
+    import logging
+
+    import mploader.manager as manager_mod
+
+    d1, d2 = data_dir(tmp_path / "one", clean=False), data_dir(tmp_path / "two", clean=False)
+    PartitionBuilder(d1, topic="a").std3()
+    PartitionBuilder(d2, topic="b").std3()
+
+    def failing(job, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if job.dir.startswith(str(d1)):
+            raise RuntimeError("a bug")
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(manager_mod, "load_partition", failing)
+    with caplog.at_level(logging.ERROR, logger="mploader.manager"), pytest.raises(RuntimeError, match="a bug"):
+        load_logs([str(d1), str(d2)], LoaderConfig(num_recovery_threads_per_data_dir=1), now_ms=NOW)
+    assert any(f"{d2} goes offline" in r.getMessage() for r in caplog.records), caplog.text
+
+
 class _CountScans:
     """A Progress that counts Phase 1 scans per segment file (every scan reports here)."""
 
