@@ -181,6 +181,22 @@ class TestRealDisk(DiskConformance):
         disk.delete(str(part / "a.txt"))
         assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other")])
 
+    def test_a_failed_write_leaves_its_file_listed(self, part: Path, monkeypatch) -> None:
+        """The file a write created stays, and stays listed, when the write itself fails (EIO, a full disk):
+        what a later listing of the directory finds is what is on disk."""
+        disk = self.make()
+        disk.list_files(str(part))
+
+        def eio(fd: int, data: bytes) -> int:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "write", eio)
+        with pytest.raises(OSError):
+            disk.write(str(part / "new.snapshot"), b"x" * 10)
+        monkeypatch.undo()
+        assert (part / "new.snapshot").exists()
+        assert disk.list_files(str(part)) == sorted(p.name for p in part.iterdir() if p.is_file())
+
     def test_it_clocks_its_changes_and_not_its_reads(self, part: Path, monkeypatch) -> None:
         """``change_seconds``: the time the file system took to change files, what Phase 2's figures set apart."""
         disk = self.make()

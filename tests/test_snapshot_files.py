@@ -64,6 +64,29 @@ def test_a_manager_sees_what_was_on_disk_when_made_and_the_shared_set_follows_ev
     assert list(newest.snapshots) == [20, 30] == list(SnapshotFiles.listed(RealDisk(), str(tmp_path)))
 
 
+def test_a_snapshot_whose_write_failed_is_known_to_the_next_manager(tmp_path: Path, monkeypatch) -> None:
+    """recoverLog goes on after an IOException: the file a failed snapshot write left is in the directory, so the
+    next manager (Kafka's lists it) knows it, while the manager that failed does not, and no entries are kept."""
+    import os
+
+    disk = RealDisk()
+    on_disk = SnapshotFiles.listed(disk, str(tmp_path))
+    psm = ProducerStateManager(disk, str(tmp_path), 86_400_000, on_disk)
+    psm.map_end_offset = 30
+
+    def eio(fd: int, data: bytes) -> int:
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", eio)
+        with pytest.raises(OSError):
+            psm.take_snapshot()
+    name = names.segment_file_name(30, names.SNAPSHOT_SUFFIX)
+    assert (tmp_path / name).exists() and 30 not in psm.snapshots
+    assert list(on_disk) == [30] == list(SnapshotFiles.listed(RealDisk(), str(tmp_path)))
+    assert on_disk.written(30, name) is None
+
+
 def test_the_entries_written_last_are_known_until_the_file_changes(tmp_path: Path) -> None:
     """A manager's snapshot is what the next recovered segment's manager loads: the shared set keeps its entries
     (read back from memory), but only while they are what the file holds."""

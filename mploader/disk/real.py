@@ -148,6 +148,7 @@ class RealDisk(Disk):
         point("write", path)
         created = hooked() and not os.path.lexists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._listed(path, True)  # there now, whatever happens to the write (a listing after a failure shows it)
         try:
             if created:
                 point("write:data", path)
@@ -163,7 +164,6 @@ class RealDisk(Disk):
                 self._note_unsynced(os.fstat(fd).st_dev, path)
         finally:
             os.close(fd)
-        self._listed(path, True)
 
     def _note_unsynced(self, device: int, path: str) -> None:
         if device not in self._unsynced:
@@ -192,13 +192,13 @@ class RealDisk(Disk):
         point("set-size", path)
         created = hooked() and size > 0 and not os.path.lexists(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._listed(path, True)
         try:
             if created:
                 point("set-size:data", path)
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
-        self._listed(path, True)
 
     @_timed
     def rename(self, src: str, dst: str) -> None:

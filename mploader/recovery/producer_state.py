@@ -195,7 +195,13 @@ class ProducerStateManager:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
             entries = [self.producers[pid].snapshot_entry() for pid in self._table.order()]
-            self.disk.write(os.path.join(self.dir, name), snapshot_bytes(entries), durable=True, truncate=False)
+            path = os.path.join(self.dir, name)
+            try:
+                self.disk.write(path, snapshot_bytes(entries), durable=True, truncate=False)
+            except BaseException:  # a failed write (recoverLog goes on after an IOException) may leave the file:
+                if self.disk.exists(path):  # the next manager's listing sees it, this one's map does not
+                    self.on_disk.add(self.map_end_offset, name)
+                raise
             self.snapshots.add(self.map_end_offset, name)
             self.on_disk.wrote(self.map_end_offset, name, entries)
             self.last_snap_offset = self.map_end_offset
