@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from perf.trees import mploader_argv  # noqa: E402
 
 MB = 1_000_000
 
@@ -93,12 +94,6 @@ class Run:
     cpu: float  # user + system seconds of the process and the children it waited for (workers, JVM threads)
     partitions: dict[str, dict[str, Any]]  # partition dir name -> the offsets compared
     stats: dict[str, Any] = field(default_factory=dict)
-
-
-def mploader_argv(workers: str) -> Callable[[str], list[str]]:
-    script = Path(sys.executable).with_name("mploader")
-    base = [str(script)] if script.exists() else [sys.executable, "-m", "mploader"]
-    return lambda d: [*base, "load", "--json", "--no-progress", "--workers", workers, d]
 
 
 def oracle_argv(oracle: str, threads: int) -> Callable[[str], list[str]]:

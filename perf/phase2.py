@@ -29,11 +29,9 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,37 +45,18 @@ from perf.kafka_compare import (  # noqa: E402
     compare,
     find_oracle,
     machine,
-    mploader_argv,
     oracle_argv,
     round_order,
     run_once,
 )
 from perf.report import Lines, replace_section  # noqa: E402
+from perf.trees import mploader_argv, worktree_of  # noqa: E402
 
-_ROOT = Path(__file__).resolve().parents[1]
 SEGMENT_BYTES = 10_000
 
 
-@contextlib.contextmanager
-def worktree_of(rev: str, root: Path) -> Iterator[Path]:
-    """A git worktree of ``rev`` under ``root`` with its compiled walk built in place (as scripts/_venv.sh builds
-    it), removed from git's list on the way out, whatever happened."""
-    wt = root / "base"
-    subprocess.run(["git", "-C", str(_ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
-                   capture_output=True)
-    try:
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, check=True,
-                       capture_output=True)
-        yield wt
-    finally:
-        subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
-
-
 def at_revision(rev: str, wt: Path) -> Contender:
-    command = ["load", "--json", "--no-progress", "--workers", "1"]
-    return Contender(f"mploader at {rev}", "mploader",
-                     # -P: not the working directory (this tree) before PYTHONPATH on sys.path
-                     lambda d: ["env", f"PYTHONPATH={wt}", sys.executable, "-P", "-m", "mploader", *command, d])
+    return Contender(f"mploader at {rev}", "mploader", mploader_argv("1", wt))
 
 
 def make_partition(n: int, root: Path) -> str:

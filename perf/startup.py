@@ -2,10 +2,10 @@
 """The fixed cost of a load's process: ``mploader load`` of an empty data dir, this tree against a git revision.
 
 Each round runs the whole process once per tree, in alternating order (this machine is shared: only the side by
-side figures count): ``python -P -m mploader load --no-progress EMPTY_DIR`` with ``PYTHONPATH`` on the tree
-(``-P``: the working directory does not come first).  The revision is a git worktree with its compiled walk built
-(perf/phase2.py's ``worktree_of``).  Reported: the minimum and the median wall seconds of each, and the modules
-the load imports.
+side figures count): ``python -P -m mploader load --json --no-progress --workers auto EMPTY_DIR`` with
+``PYTHONPATH`` on the tree (perf/trees.py's ``mploader_argv``, as perf/phase2.py runs a revision).  The revision is
+a git worktree with its compiled walk built (perf/trees.py's ``worktree_of``).  Reported: the minimum and the median
+wall seconds of each, and the modules the load imports.
 
 Usage: perf/startup.py --base REV [--rounds 15]
 """
@@ -22,17 +22,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perf.phase2 import worktree_of  # noqa: E402
+from perf.trees import mploader_argv, worktree_of  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
 IMPORTS = "import sys, mploader.cli.main, mploader.cli.load; print(len(sys.modules))"
 
 
 def one_run(tree: Path, empty: Path) -> float:
-    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}
+    argv = mploader_argv("auto", tree)(str(empty))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-P", "-m", "mploader", "load", "--no-progress", str(empty)], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
