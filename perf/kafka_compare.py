@@ -1,6 +1,7 @@
 """mploader against Kafka's own loader (the oracle of ../shared/kafka-oracle), whole process against whole process.
 
     .venv/bin/python perf/kafka_compare.py [--rounds 3] [--quick] [--sets a,b,...] [--oracle PATH] [--json-out F]
+        [--work DIR] [--keep]
 
 For each data set below (ONE data dir each, made with ``mploader.generate``, no faults; unclean with the
 recovery point forced to 0 unless said, so that every segment is recovered) it times, in alternating rounds
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from perf.trees import mploader_argv  # noqa: E402
+from perf.trees import mploader_argv, scratch_dir  # noqa: E402
 
 MB = 1_000_000
 
@@ -229,13 +230,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="one round, about a quarter of the data")
     ap.add_argument("--sets", default="a,b,c,d,e,z", help="which data sets (keys a..e, z: empty data dir)")
     ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
-    ap.add_argument("--work", default="/tmp/mploader-kafka-compare", help="scratch directory (deleted at the end)")
-    ap.add_argument("--keep", action="store_true", help="keep the generated data sets")
+    ap.add_argument("--work", type=Path, help="where the scratch directory goes (default: the system's temporary "
+                    "directory; the scratch directory is deleted at the end, the --work directory is not)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (the generated data sets) and "
+                    "print its path")
     ap.add_argument("--json-out", help="also write every timing and stat here")
     args = ap.parse_args()
+    with scratch_dir("mploader-kafka-compare-", args.work, args.keep) as root:
+        return run_sets(args, root)
+
+
+def run_sets(args: argparse.Namespace, root: Path) -> int:
+    """Every data set asked for, generated under ``root``: timed, checked, reported; 1 if a run failed or differed."""
     rounds = 1 if args.quick else args.rounds
-    root = Path(args.work)
-    root.mkdir(parents=True, exist_ok=True)
     oracle = find_oracle(args.oracle)
 
     contenders = [
@@ -363,8 +370,6 @@ def main() -> int:
                      for k, v in results.items()}}, indent=1))
     print(f"\n{time.perf_counter() - t_start:.0f} s in all; "
           + ("CORRECTNESS: all runs agree" if not mismatches else f"!!! {mismatches} MISMATCHED OR FAILED RUN(S) !!!"))
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
     return 1 if mismatches else 0
 
 

@@ -1,4 +1,4 @@
-"""Where the perf scripts run mploader from: this tree or a git revision's worktree.
+"""Where the perf scripts run mploader from (this tree or a git revision's worktree), and their scratch directory.
 
 One place for the command line of a load and for the worktree of a revision, so that a side-by-side figure
 (perf/phase2.py, perf/startup.py, perf/kafka_compare.py) runs both trees the same way and only the code differs.
@@ -7,8 +7,10 @@ One place for the command line of a load and for the worktree of a revision, so 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,3 +45,20 @@ def worktree_of(rev: str, root: Path) -> Iterator[Path]:
     finally:
         subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
 
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, parent: Path | None, keep: bool) -> Iterator[Path]:
+    """A new directory under ``parent`` (default: the system's temporary directory), deleted on the way out
+    unless ``keep`` (then its path is printed).  Only this directory is ever deleted: ``parent`` may be any
+    directory the user names (``/tmp``, the home directory) and keeps everything it held."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"kept: {path}", flush=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)

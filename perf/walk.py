@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import mmap
 import platform
-import shutil
 import sys
 import time
 from array import array
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
+from trees import scratch_dir  # noqa: E402 - perf/trees.py, beside this script
 
 import mploader.scan.walk as walk  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
@@ -140,12 +140,20 @@ def main() -> None:
     ap.add_argument("--size", type=parse_size, default=parse_size("256MB"))
     ap.add_argument("--batch-bytes", type=parse_size, default=1024)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "perf" / "out" / "walk"))
+    ap.add_argument("--out", type=Path, default=ROOT / "perf" / "out",
+                    help="where the scratch directory of the segments goes (default: perf/out; only the scratch "
+                    "directory is deleted at the end)")
     ap.add_argument("--report", default=None, help="write the tables into this Markdown file")
-    ap.add_argument("--keep", action="store_true", help="keep the generated segments")
+    ap.add_argument("--keep", action="store_true", help="keep the generated segments and print their directory")
     args = ap.parse_args()
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
+    with scratch_dir("walk-", args.out, args.keep) as out:
+        tables = run(args, out)
+    if args.report:
+        replace_section(Path(args.report), "walk", tables)
+
+
+def run(args: argparse.Namespace, out: Path) -> list[str]:
+    """Both segments generated under ``out`` and measured; the lines printed (the README's tables)."""
     printed = Lines()
     say, lines = printed.say, printed.lines
 
@@ -154,26 +162,21 @@ def main() -> None:
     say(f"`python perf/walk.py {' '.join(sys.argv[1:])}` on {cpu_model()} ({psutil.cpu_count()} CPUs), "
         f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; one process, warm page cache, "
         f"best of {args.repeat} rounds; compiled walk: {impl} CRC-32C")
-    try:
-        for label, transactional in (("plain", 0.0), ("mixed", 0.1)):
-            path = make_segment(out / label, args.size, args.batch_bytes, transactional)
-            best, n, nbytes, control = measure(path, args.repeat)
-            say("")
-            say(f"{label}: {n:,} batches in one segment of {nbytes / 1e6:.0f} MB ({nbytes / n:.0f} B a batch), "
-                f"{control:,} of them control batches")
-            say("")
-            say("| what | ms | ns/batch | GB/s |")
-            say("|---|---|---|---|")
-            for name, seconds in best.items():
-                say(f"| {name} | {seconds * 1e3:.1f} | {seconds / n * 1e9:.0f} | {nbytes / seconds / 1e9:.2f} |")
-            python, fast = best["scan_segment, Python walk"], best.get("scan_segment, compiled walk")
-            if fast is not None:
-                say(f"| **compiled scan vs Python scan** | | | **{python / fast:.2f}x as fast** |")
-    finally:
-        if not args.keep:
-            shutil.rmtree(out, ignore_errors=True)
-    if args.report:
-        replace_section(Path(args.report), "walk", lines)
+    for label, transactional in (("plain", 0.0), ("mixed", 0.1)):
+        path = make_segment(out / label, args.size, args.batch_bytes, transactional)
+        best, n, nbytes, control = measure(path, args.repeat)
+        say("")
+        say(f"{label}: {n:,} batches in one segment of {nbytes / 1e6:.0f} MB ({nbytes / n:.0f} B a batch), "
+            f"{control:,} of them control batches")
+        say("")
+        say("| what | ms | ns/batch | GB/s |")
+        say("|---|---|---|---|")
+        for name, seconds in best.items():
+            say(f"| {name} | {seconds * 1e3:.1f} | {seconds / n * 1e9:.0f} | {nbytes / seconds / 1e9:.2f} |")
+        python, fast = best["scan_segment, Python walk"], best.get("scan_segment, compiled walk")
+        if fast is not None:
+            say(f"| **compiled scan vs Python scan** | | | **{python / fast:.2f}x as fast** |")
+    return lines
 
 
 if __name__ == "__main__":
