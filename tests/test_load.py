@@ -237,6 +237,23 @@ def test_links_that_are_not_files_are_skipped_like_kafka(tmp_path: Path) -> None
     assert (pb.path / ".#leader-epoch-checkpoint").is_symlink() and list((tmp_path / "elsewhere").iterdir()) == []
 
 
+def test_a_write_never_follows_a_dangling_link_out_of_the_data_dir(tmp_path: Path) -> None:
+    """A dangling link is skipped like Kafka's isFile skips it, but a snapshot written by its name would create
+    the link's target outside the data dir: refused as a listed link is (start-up fails naming it); nothing
+    outside is touched and the segment being recovered is not cut."""
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d).segment(0, B(0)).segment(1, B(1))
+    outside = tmp_path / "outside" / "target"
+    outside.parent.mkdir()
+    link = pb.path / "00000000000000000001.snapshot"
+    link.symlink_to(outside)
+    with pytest.raises(StartupFailedError, match="dangling symbolic link") as e:
+        load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert e.value.path == str(link)
+    assert list(outside.parent.iterdir()) == []
+    assert pb.read("00000000000000000000.log") == B(0)
+
+
 def test_scans_kept_for_recover_log_are_only_those_it_recovers_again(tmp_path: Path, monkeypatch) -> None:
     """An unclean partition whose 20 segments all lack their .index: each is recovered in the load phase,
     and recoverLog recovers again only the floor segment of the recovery point (190).  The scans kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import functools
 import mmap
@@ -147,7 +148,7 @@ class RealDisk(Disk):
         # which made every rewrite of an existing index cost a disk write; the bytes are the same
         point("write", path)
         created = hooked() and not os.path.lexists(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = _open_for_writing(path)
         self._listed(path, True)  # there now, whatever happens to the write (a listing after a failure shows it)
         try:
             if created:
@@ -191,7 +192,7 @@ class RealDisk(Disk):
     def set_size(self, path: str, size: int) -> None:
         point("set-size", path)
         created = hooked() and size > 0 and not os.path.lexists(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = _open_for_writing(path)
         self._listed(path, True)
         try:
             if created:
@@ -235,6 +236,20 @@ class RealDisk(Disk):
             return False
         self._listed(path, False)
         return True
+
+
+def _open_for_writing(path: str) -> int:
+    """Open (creating) ``path`` for writing, never through a symbolic link.  The loader refuses links to files
+    when it lists a partition; a dangling one is skipped (as Kafka's isFile skips it), and a write by its name
+    would create its target outside the data dir.  That write is refused as the listed links are, failing start-up
+    (not an IOException: recoverLog would cut the segment it was recovering)."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise StartupFailedError(path, "KafkaException", "a file mploader writes is a dangling symbolic link; "
+                                 "mploader does not follow links out of a data dir: remove the link") from None
 
 
 def _write_all(fd: int, view: memoryview, path: str) -> None:
