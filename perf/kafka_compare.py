@@ -97,6 +97,43 @@ class Run:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+# ------------------------------------------------------------------ Phase 2 from a load's stats (--workers 1)
+
+
+def phase2_seconds(stats: dict[str, Any]) -> float:
+    """Phase 2 and the fixed costs around it: the load less its scans (which run inline with ``--workers 1``),
+    the process's start excluded."""
+    return float(stats["seconds"]["total"] - stats["scan_seconds"])
+
+
+def writing_seconds(stats: dict[str, Any]) -> float | None:
+    """Phase 2's time in the file system: its file changes (``write_seconds``: creates, writes, truncations,
+    renames, deletes) and the final sync (``seconds.flush``); None from a tree before ``write_seconds``."""
+    if "write_seconds" not in stats:
+        return None
+    return float(stats["write_seconds"] + stats["seconds"]["flush"])
+
+
+def beyond_writing_seconds(stats: dict[str, Any]) -> float | None:
+    """Phase 2 beyond writing its bytes (issue 11's target is per recovered segment of this)."""
+    writing = writing_seconds(stats)
+    return None if writing is None else phase2_seconds(stats) - writing
+
+
+def per_segment_ms(seconds: float | None, stats: dict[str, Any]) -> float | None:
+    """``seconds`` per recovered segment of the load, in milliseconds."""
+    return None if seconds is None else seconds / max(1, stats["segments_recovered"]) * 1e3
+
+
+def figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def median_cell(values: list[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return figure(statistics.median(known) if known else None)
+
+
 def oracle_argv(oracle: str, threads: int) -> Callable[[str], list[str]]:
     return lambda d: [oracle, "datadir", d, "--threads", str(threads)]
 
@@ -245,14 +282,14 @@ def run_sets(args: argparse.Namespace, root: Path) -> int:
     rounds = 1 if args.quick else args.rounds
     oracle = find_oracle(args.oracle)
 
-    contenders = [
+    listed = [
         Contender("mploader N=1", "mploader", mploader_argv("1")),
         Contender("Kafka 1 thread", "kafka", oracle_argv(oracle, 1)) if oracle else None,
         Contender("mploader N=2", "mploader", mploader_argv("2")),
         Contender("Kafka 2 threads", "kafka", oracle_argv(oracle, 2)) if oracle else None,
         Contender("mploader auto", "mploader", mploader_argv("auto")),
     ]
-    contenders = [c for c in contenders if c is not None]
+    contenders = [c for c in listed if c is not None]
     names = [c.name for c in contenders]
     cmd = " ".join(["python perf/kafka_compare.py", *sys.argv[1:]])
     print(f"`{cmd}`, {time.strftime('%Y-%m-%d %H:%M')}; {machine()}", flush=True)
@@ -340,7 +377,7 @@ def run_sets(args: argparse.Namespace, root: Path) -> int:
         if m1:
             tot = statistics.median(r.stats["seconds"]["total"] for r in m1)
             scan = statistics.median(r.stats["scan_seconds"] for r in m1)
-            flush = statistics.median(r.stats["seconds"].get("flush", 0.0) for r in m1)
+            flush = statistics.median(r.stats["seconds"]["flush"] for r in m1)
             line += f"mploader N=1: total {tot:.3f} s, scan {scan:.3f} s, flush {flush:.3f} s"
         k2r = results[ds.key].get("Kafka 2 threads") or []
         if k2r:
@@ -350,18 +387,16 @@ def run_sets(args: argparse.Namespace, root: Path) -> int:
 
     if "d" in results and results["d"].get("mploader N=1"):
         m1 = results["d"]["mploader N=1"]
-        shares = [(r.stats["seconds"]["total"] - r.stats["scan_seconds"]) / r.stats["seconds"]["total"] for r in m1]
-        p2 = statistics.median(r.stats["seconds"]["total"] - r.stats["scan_seconds"] for r in m1)
+        shares = [phase2_seconds(r.stats) / r.stats["seconds"]["total"] for r in m1]
+        p2 = statistics.median(phase2_seconds(r.stats) for r in m1)
         whole = statistics.median(r.seconds for r in m1)
         print(f"\n1,000-segment set, mploader N=1: Phase 2 (total - scan_seconds) = {p2:.3f} s, "
               f"{statistics.median(shares):.0%} of the load (stats total; runs: "
               f"{', '.join(f'{s:.0%}' for s in shares)}), {p2 / whole:.0%} of the whole process ({whole:.2f} s)")
-        writing = [r.stats["write_seconds"] + r.stats["seconds"].get("flush", 0.0) for r in m1]
-        beyond = [(r.stats["seconds"]["total"] - r.stats["scan_seconds"] - w) / max(1, r.stats["segments_recovered"])
-                  for r, w in zip(m1, writing)]
-        print(f"  of which writing files (stats write_seconds + seconds.flush) {statistics.median(writing):.3f} s; "
-              f"Phase 2 beyond writing {statistics.median(beyond) * 1e3:.3f} ms a recovered segment (runs: "
-              f"{', '.join(f'{b * 1e3:.3f}' for b in beyond)}; target 0.3 ms)")
+        beyond = [per_segment_ms(beyond_writing_seconds(r.stats), r.stats) for r in m1]
+        print(f"  of which writing files (stats write_seconds + seconds.flush) "
+              f"{median_cell([writing_seconds(r.stats) for r in m1])} s; Phase 2 beyond writing {median_cell(beyond)} "
+              f"ms a recovered segment (runs: {', '.join(figure(b) for b in beyond)}; target 0.3 ms)")
 
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({

@@ -42,12 +42,17 @@ from perf.kafka_compare import (  # noqa: E402
     Contender,
     Failed,
     Run,
+    beyond_writing_seconds,
     compare,
     find_oracle,
     machine,
+    median_cell,
     oracle_argv,
+    per_segment_ms,
+    phase2_seconds,
     round_order,
     run_once,
+    writing_seconds,
 )
 from perf.report import Lines, replace_section  # noqa: E402
 from perf.trees import mploader_argv, worktree_of  # noqa: E402
@@ -68,24 +73,6 @@ def make_partition(n: int, root: Path) -> str:
                                            batch_bytes=1024))
     make_unclean([Path(g.data_dirs[0])])  # every segment recovered
     return g.data_dirs[0]
-
-
-def per_segment_ms(run: Run) -> float:
-    return (run.stats["seconds"]["total"] - run.stats["scan_seconds"]) / max(1, run.stats["segments_recovered"]) * 1e3
-
-
-def writing_ms(run: Run) -> float | None:
-    """Phase 2's time in the file system per recovered segment: its file changes and the final sync (None from a
-    tree before ``stats.write_seconds``)."""
-    if "write_seconds" not in run.stats:
-        return None
-    spent = run.stats["write_seconds"] + run.stats["seconds"]["flush"]
-    return float(spent) / max(1, run.stats["segments_recovered"]) * 1e3
-
-
-def median_cell(values: list[float | None]) -> str:
-    known = [v for v in values if v is not None]
-    return f"{statistics.median(known):.3f}" if known else "-"
 
 
 def main() -> int:
@@ -142,10 +129,8 @@ def run(args: argparse.Namespace, root: Path, base_tree: Path | None) -> int:
         recovered = first[0].stats["segments_recovered"] if first else 0
         cells = [f"{statistics.median(r.seconds for r in runs[c.name]):.2f}" if runs[c.name] else "-"
                  for c in contenders]
-        cells += [median_cell([per_segment_ms(r) for r in runs[c.name]]) for c in ours]
-        cells += [median_cell([writing_ms(r) for r in runs[c.name]]) for c in ours]
-        cells += [median_cell([per_segment_ms(r) - w if (w := writing_ms(r)) is not None else None
-                               for r in runs[c.name]]) for c in ours]
+        for part in (phase2_seconds, writing_seconds, beyond_writing_seconds):
+            cells += [median_cell([per_segment_ms(part(r.stats), r.stats) for r in runs[c.name]]) for c in ours]
         out.say(f"| {recovered:,} | " + " | ".join(cells) + " |")
         shutil.rmtree(Path(template).parent)
     if args.report and not bad:
