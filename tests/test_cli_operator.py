@@ -194,11 +194,26 @@ def test_cleanup_removes_what_a_dead_load_left(capsys) -> None:
             p.unlink(missing_ok=True)
 
 
+def _warnings(stderr: str) -> tuple[list[str], list[str]]:
+    """The WARN lines of the load's changes (its recovery's and its manager's loggers), and the others."""
+    warns = [line for line in stderr.splitlines() if " WARN " in line]
+    changes = [line for line in warns if line.endswith(("(mploader.manager)", "(mploader.recovery.loader)"))]
+    return changes, [line for line in warns if line not in changes]
+
+
 def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
-    """The loader logs a truncation in the past tense whether or not it is a dry run: the dry run marks them."""
+    """The loader logs a truncation in the past tense whether or not it is a dry run: a dry run marks them, verify's
+    load (a dry run) too; the command's own advice (an empty data dir) is true as it stands and is not marked."""
     d, _ = _lossy_broker(tmp_path)
-    dry = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
-    warns = [line for line in dry.stderr.splitlines() if " WARN " in line]
-    assert warns and all(" WARN (dry run, not done) " in line for line in warns), dry.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    dry = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d), str(empty))
+    changes, others = _warnings(dry.stderr)
+    assert len(changes) == 3 and all(" WARN (dry run, not done) " in line for line in changes), dry.stderr
+    assert len(others) == 1 and "holds no partition directory" in others[0] and "dry run" not in others[0]
+    verify = cli_json.run("verify", "-v", "--no-progress", "--now-ms", str(NOW), str(d))
+    changes, _ = _warnings(verify.stderr)
+    assert any("truncated 432 invalid bytes" in line for line in changes), verify.stderr
+    assert all(" WARN (dry run, not done) " in line for line in changes), verify.stderr
     real = cli_json.run("load", "--now-ms", str(NOW), str(d))
     assert real.returncode == 0 and " WARN " in real.stderr and "dry run" not in real.stderr

@@ -16,10 +16,21 @@ _LEVEL = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
           logging.CRITICAL: "FATAL"}
 
 
+#: The loggers of the load's changes to the data dirs (truncations, deleted segments and files, rebuilt indexes,
+#: records lost).  The code that logs them runs the same in a dry run, so their past tense needs a mark there.
+CHANGE_LOGGERS = ("mploader.manager", "mploader.recovery")
+
+
+def _is_change_logger(name: str) -> bool:
+    """Whether the logger ``name`` is one of :data:`CHANGE_LOGGERS` or below one."""
+    return any(name == n or name.startswith(n + ".") for n in CHANGE_LOGGERS)
+
+
 class KafkaFormatter(logging.Formatter):
     """``[2025-01-31 12:00:00,123] WARN message (mploader.recovery.loader)``, Kafka's log4j layout.  In a dry run
-    mploader's warnings say what the load would do in the past tense, as the code that logs them runs the same
-    either way: they are marked ``(dry run, not done)``."""
+    the load's warnings about its changes (:data:`CHANGE_LOGGERS`) say what it would do in the past tense: they
+    are marked ``(dry run, not done)``.  Other warnings (the command's advice, a worker retried) are true as
+    they stand and are not marked."""
 
     def __init__(self, dry_run: bool = False) -> None:
         super().__init__()
@@ -28,7 +39,7 @@ class KafkaFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created)) + f",{int(record.msecs):03d}"
         mark = "(dry run, not done) " if self.dry_run and record.levelno == logging.WARNING and \
-            record.name.startswith("mploader.") else ""
+            _is_change_logger(record.name) else ""
         line = f"[{when}] {_LEVEL.get(record.levelno, record.levelname)} {mark}{record.getMessage()} ({record.name})"
         if record.exc_info and logging.getLogger().isEnabledFor(logging.DEBUG):
             line += "\n" + self.formatException(record.exc_info)

@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{e.parser.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     # -v before or after the sub-command: both count (the sub-command's own -v must not reset the global one)
-    # a dry run: mploader load --dry-run, and mploader spark load without --apply
+    # a dry run: mploader load --dry-run, mploader verify (its load's prediction), mploader spark load without --apply
     dry_run = bool(vars(args).get("dry_run")) or vars(args).get("apply") is False
     setup_logging(args.verbose + vars(args).get("sub_verbose", 0), dry_run=dry_run)
     try:

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from mploader.cli.display import terminal_display
+from mploader.cli.logs import CHANGE_LOGGERS
 from mploader.cli.output import error_document, print_document, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
@@ -23,9 +24,6 @@ from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
 from mploader.verify.report import segment_healthy
-
-# the loggers of the dry run that tells what a load would do: its warnings say what the report says already
-_DRY_RUN_LOGGERS = ("mploader.manager", "mploader.recovery")
 
 
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,6 +43,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     p.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
                    help="also log what the dry run's load logs (-vv: debug); same as mploader -v")
+    p.set_defaults(dry_run=True)  # what the load logs is what it would do: its warnings are marked (cli.logs)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -54,10 +53,10 @@ def run_verify(args: argparse.Namespace) -> int:
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
     quiet = logging.getLogger().getEffectiveLevel() > logging.INFO  # no -v: the report says it all
-    saved = {name: logging.getLogger(name).level for name in _DRY_RUN_LOGGERS}
+    saved = {name: logging.getLogger(name).level for name in CHANGE_LOGGERS}
     try:
         if quiet:
-            for name in _DRY_RUN_LOGGERS:
+            for name in CHANGE_LOGGERS:  # the dry run's warnings: the report says them already
                 logging.getLogger(name).setLevel(logging.ERROR)
         cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
         report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
