@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mploader.experiments.report import cpu_model  # noqa: E402
+from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from perf.trees import mploader_argv, scratch_dir  # noqa: E402
 
@@ -53,8 +54,9 @@ MB = 1_000_000
 class DataSet:
     key: str
     label: str
-    config: dict[str, Any]
-    recovery_point_zero: bool = True
+    config: dict[str, Any]  # GeneratorConfig's fields beyond one data dir, no faults
+    recovery_point_zero: bool = True  # made unclean after generation (make_unclean): every segment recovered
+    seed: int = 1
 
 
 def data_sets(quick: bool) -> list[DataSet]:
@@ -232,19 +234,19 @@ def round_order(contenders: list[Contender], r: int) -> list[Contender]:
 
 
 def make_template(ds: DataSet, root: Path) -> tuple[str, str]:
+    """The data set's one data dir, generated under ``root / gen-KEY`` (a new name in a fresh scratch directory),
+    and a line of facts about it."""
     out = root / f"gen-{ds.key}"
-    if out.exists():
-        shutil.rmtree(out)
     if not ds.config:  # the empty data dir
-        d = out / "data-0"
-        d.mkdir(parents=True)
-        return str(d), "empty"
-    cfg = GeneratorConfig(data_dirs=1, faults=0, seed=1, **ds.config)
+        empty = out / "data-0"
+        empty.mkdir(parents=True)
+        return str(empty), "empty"
+    cfg = GeneratorConfig(data_dirs=1, faults=0, seed=ds.seed, **ds.config)
     t0 = time.perf_counter()
     g = generate(str(out), cfg)
     d = g.data_dirs[0]
     if ds.recovery_point_zero:
-        Path(d, "recovery-point-offset-checkpoint").write_text("0\n0\n")
+        make_unclean([Path(d)])
     facts = (f"{g.partitions} partitions, {g.segments} segments, {g.batches:,} batches, {g.log_bytes / MB:.0f} MB "
              f"(generated in {time.perf_counter() - t0:.1f} s)")
     return d, facts

@@ -36,16 +36,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mploader.experiments.run import make_unclean  # noqa: E402
-from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from perf.kafka_compare import (  # noqa: E402
     Contender,
+    DataSet,
     Failed,
     Run,
     beyond_writing_seconds,
     compare,
     find_oracle,
     machine,
+    make_template,
     median_cell,
     oracle_argv,
     per_segment_ms,
@@ -65,14 +65,11 @@ def at_revision(rev: str, wt: Path) -> Contender:
 
 
 def make_partition(n: int, root: Path) -> str:
-    out = root / f"gen-{n}"
-    if out.exists():
-        shutil.rmtree(out)
-    g = generate(str(out), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1, faults=0, seed=3,
-                                           total_bytes=n * SEGMENT_BYTES * 96 // 100, segment_bytes=SEGMENT_BYTES,
-                                           batch_bytes=1024))
-    make_unclean([Path(g.data_dirs[0])])  # every segment recovered
-    return g.data_dirs[0]
+    """The data dir of one partition of about ``n`` segments of ``SEGMENT_BYTES``, every one to be recovered."""
+    config = dict(topics=1, partitions_per_topic=1, total_bytes=n * SEGMENT_BYTES * 96 // 100,
+                  segment_bytes=SEGMENT_BYTES, batch_bytes=1024)
+    template, _ = make_template(DataSet(str(n), f"{n} segments", config, seed=3), root)
+    return template
 
 
 def main() -> int:
