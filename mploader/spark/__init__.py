@@ -1,10 +1,12 @@
-"""mploader on a Spark cluster: the same two phases, both on the executors.
+"""mploader on a Spark cluster: a load's two phases on the executors (each partition by a Spark task); verify's
+audits there too, and the scans of its prediction (a dry-run load), whose Phase 2 runs in the driver.
 
 * :mod:`.session`  the session the jobs run in (``local[*]`` unless told; classic Spark, no speculation)
 * :mod:`.tasks`    pieces of work (segments, chunks of big ones) packed into Spark partitions by bytes
 * :mod:`.arrow`    a scan's batch table, its recovery draft and a segment audit as Arrow rows, both ways
 * :mod:`.phase1`   what the executors run: ``mapInArrow`` over pieces, reading the files through their paths
-* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits)
+* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits and the
+                   scans of its prediction)
 * :mod:`.phase2`   a load's partitions recovered by Spark tasks (the manager's ``partitions=`` runner)
 * :mod:`.fleet`    :func:`load` and :func:`verify` over many brokers' data dirs
 * :mod:`.output`   the Parquet segment inventory and per-partition summary
