@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Resumable recovery on a large unclean broker: a load killed at ~50% and rerun, against an uninterrupted one.
 
-A generated broker (every segment unflushed: its recovery-point checkpoint removed) is loaded from fresh copies
-(``cp --sparse``) in child processes, with a cold page cache for its files (``posix_fadvise(DONTNEED)``, not
-the whole machine's cache):
+A generated broker (every segment unflushed: no clean-shutdown marker and recovery point 0 for every partition,
+``mploader.experiments.run.make_unclean``) is loaded from fresh copies (``cp --sparse``) in child processes, with
+a cold page cache for its files (``posix_fadvise(DONTNEED)``, not the whole machine's cache):
 
 * ``uninterrupted``: ``--resumable`` and default (Kafka-mode) loads, alternating, ``--repeat`` of each (the best
   time of each is shown: this machine is shared);
@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mploader.cli.load import _workers  # noqa: E402 - mploader load's own parsing of --workers
 from mploader.cli.units import format_bytes, parse_size  # noqa: E402
 from mploader.experiments.cache import make_cold  # noqa: E402
 from mploader.experiments.run import make_unclean  # noqa: E402
@@ -101,12 +102,13 @@ def resident_log_bytes(dirs: list[Path]) -> int:
     return total
 
 
-def _run(dirs: list[Path], workers: str, resumable: bool, tmp: Path, kill_at: float | None = None) -> dict[str, float]:
+def _run(dirs: list[Path], workers: int | str, resumable: bool, tmp: Path,
+         kill_at: float | None = None) -> dict[str, float]:
     """One child load; with ``kill_at`` (a fraction) its process group is SIGKILLed when its progress passes it."""
     progress, out = tmp / "progress.json", tmp / "out.json"
     for p in (progress, out):
         p.unlink(missing_ok=True)
-    spec = {"dirs": [str(d) for d in dirs], "workers": workers if workers in ("auto", "adaptive") else int(workers),
+    spec = {"dirs": [str(d) for d in dirs], "workers": workers,
             "resumable": resumable, "now": NOW, "progress": str(progress), "out": str(out)}
     env = dict(os.environ, PYTHONPATH=str(_ROOT))
     t0 = time.perf_counter()
@@ -142,7 +144,8 @@ def _fresh(pristine: Path, work: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=parse_size, default=parse_size("2GB"))
-    ap.add_argument("--workers", default="auto")
+    ap.add_argument("--workers", type=_workers, default="auto", metavar="N|auto|adaptive",
+                    help="scan workers per data dir, as mploader load --workers takes them")
     ap.add_argument("--kill-at", type=float, default=0.5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--report", type=Path, default=None)
