@@ -11,6 +11,7 @@ from mploader.disk import RealDisk
 from mploader.errors import StartupFailedError
 from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.recovery.segment_recovery import _apply_batches
+from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.scan import BATCH_TABLE, BatchColumns, Field, Marker, draft_recovery
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
@@ -21,6 +22,11 @@ row = st.tuples(st.integers(0, 7), st.sampled_from([0, 0, 0, 1]), st.sampled_fro
 # producers known before the segment: (producer id, epoch, open transaction or not)
 known = st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0, 1]), st.booleans()), max_size=4)
 
+
+
+def _psm(directory: str) -> ProducerStateManager:
+    """A manager of ``directory`` with its own listing (Kafka's constructor)."""
+    return ProducerStateManager(RealDisk(), directory, 86_400_000, SnapshotFiles.listed(RealDisk(), directory))
 
 def _table(rows):  # type: ignore[no-untyped-def]
     t = np.zeros(len(rows), BATCH_TABLE)
@@ -88,7 +94,7 @@ def replays(monkeypatch):  # type: ignore[no-untyped-def]
 @given(rows=st.lists(row, min_size=1, max_size=60), before=known)
 def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, before):  # type: ignore[no-untyped-def]
     d = str(tmp_path_factory.mktemp("psm"))
-    a, b = (ProducerStateManager(RealDisk(), d, 86_400_000) for _ in range(2))
+    a, b = (_psm(d) for _ in range(2))
     before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
     for psm in (a, b):
         _known_producers(psm, before)
@@ -115,7 +121,7 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
 def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer, replayed):  # type: ignore[no-untyped-def]
     """A transaction in the ongoing map that no entry has open holds back the last stable offset as in Kafka;
     computed at once when its producer has no batch in the segment, replayed when it has."""
-    a, b = (ProducerStateManager(RealDisk(), str(tmp_path), 86_400_000) for _ in range(2))
+    a, b = (_psm(str(tmp_path)) for _ in range(2))
     for psm in (a, b):
         _known_producers(psm, [(1, 0, True), (3, 0, False)])
         psm.ongoing[5] = stray_producer
@@ -136,6 +142,6 @@ def test_a_small_segment_is_replayed_and_a_big_one_is_not(tmp_path, monkeypatch)
                         original(psm, rows, tx, path))
     small = producer_apply.REPLAY_BELOW - 1
     for n in (small, producer_apply.REPLAY_BELOW):
-        psm = ProducerStateManager(RealDisk(), str(tmp_path), 86_400_000)
+        psm = _psm(str(tmp_path))
         _apply(_table([(1 + i % 3, 0, PLAIN, 1, 0) for i in range(n)]), psm, [])
     assert calls == [small]

@@ -135,6 +135,21 @@ def test_recovery_reads_back_no_snapshot_it_wrote(tmp_path: Path, monkeypatch) -
     assert len(snapshots_read) <= 1, snapshots_read  # the first recovered segment's, left by the broker
 
 
+def test_a_recovered_segments_manager_copies_no_snapshot_set(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Its view is the shared set itself (nothing else changes a snapshot file while it lives): a copy each, of a
+    set holding a snapshot per segment recovered so far, made recovery quadratic again."""
+    d = _one_unclean_partition(tmp_path, 300_000)
+    copies: list[int] = []
+    original = SnapshotFiles.copy
+    monkeypatch.setattr(SnapshotFiles, "copy", lambda self: copies.append(len(self)) or original(self))
+
+    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+
+    (log,) = result.all_logs()
+    assert len(log.recovered_segments) > 30
+    assert len(copies) <= 3, copies  # the log's manager, its stray-snapshot pass
+
+
 def test_a_snapshot_name_without_an_offset_fails_start_up_naming_the_file(tmp_path: Path) -> None:
     from mploader.errors import StartupFailedError
 
@@ -185,7 +200,7 @@ def _literal_listing(monkeypatch: pytest.MonkeyPatch) -> None:
     listing follows every change), and reads the snapshot it loads from the file."""
     init, strays = ProducerStateManager.__init__, ProducerStateManager.remove_stray_snapshots
 
-    def listing_init(self, disk, log_dir, expiration_ms, on_disk=None):  # type: ignore[no-untyped-def]
+    def listing_init(self, disk, log_dir, expiration_ms, on_disk, own_view=True):  # type: ignore[no-untyped-def]
         init(self, disk, log_dir, expiration_ms, on_disk)
         self.snapshots = SnapshotFiles.listed(disk, log_dir)
 

@@ -109,9 +109,11 @@ class LogLoader:
             self.ctx.deleted_files.append(name)
             self._snapshot_files.note(name, present=False)  # a snapshot in a swapped range, say
 
-    def _producer_state_manager(self) -> ProducerStateManager:
-        """A new manager, as Kafka makes one for the log and one per recovered segment."""
-        return ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms, self._snapshot_files)
+    def _producer_state_manager(self, own_view: bool = True) -> ProducerStateManager:
+        """A new manager, as Kafka makes one for the log and one per recovered segment (``own_view=False``: no
+        other manager or pass changes a snapshot file while it lives, so its view is the shared set itself)."""
+        return ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms, self._snapshot_files,
+                                    own_view=own_view)
 
     def full_scan(self, seg: Segment) -> SegmentScan:
         """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
@@ -423,7 +425,7 @@ class LogLoader:
         never a renamed one whose bytes were lost (the next load, clean or below the recovery point, trusts it)."""
         self._check_cancelled()
         self._note_log_end_before()
-        psm = self._producer_state_manager()
+        psm = self._producer_state_manager(own_view=False)  # only it and the segment's own files change meanwhile
         self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
         scan = self.full_scan(seg)

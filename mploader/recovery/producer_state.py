@@ -160,12 +160,14 @@ class AppendInfo:
 
 
 class ProducerStateManager:
-    def __init__(self, disk: Disk, log_dir: str, producer_id_expiration_ms: int,
-                 on_disk: SnapshotFiles | None = None):
+    def __init__(self, disk: Disk, log_dir: str, producer_id_expiration_ms: int, on_disk: SnapshotFiles, *,
+                 own_view: bool = True):
         """``on_disk``: the partition's snapshot files as they are on disk, shared by its managers
-        (:mod:`mploader.recovery.snapshot_files`); listed from the directory when not given.  This manager's
-        view starts as a copy of it (Kafka's constructor lists the files) and goes stale as Kafka's does;
-        ``on_disk`` follows every change this manager makes."""
+        (:mod:`mploader.recovery.snapshot_files`, ``SnapshotFiles.listed`` outside a load).  This manager's view
+        starts as a copy of it (Kafka's constructor lists the files) and goes stale as Kafka's does; ``on_disk``
+        follows every change this manager makes.  ``own_view=False``: the view is ``on_disk`` itself, for a
+        manager during whose life only it changes snapshot files (a recovered segment's: a copy per segment
+        made recovery quadratic again, O(snapshots) each)."""
         self.disk = disk
         self.dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
@@ -175,8 +177,8 @@ class ProducerStateManager:
         self.unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
         self.map_end_offset = 0
         self.last_snap_offset = 0
-        self.on_disk = on_disk if on_disk is not None else SnapshotFiles.listed(disk, log_dir)
-        self.snapshots = self.on_disk.copy()
+        self.on_disk = on_disk
+        self.snapshots = on_disk.copy() if own_view else on_disk
 
     # ---- snapshot files ------------------------------------------------------------------
 
@@ -187,7 +189,7 @@ class ProducerStateManager:
         """removeAndDeleteSnapshot: the file goes if this manager knows of it; its name, or None."""
         name = self.snapshots.pop(offset)
         if name is not None:
-            self.on_disk.pop(offset)
+            self.on_disk.pop(offset)  # (nothing left to pop where the view is on_disk)
             self.disk.delete(os.path.join(self.dir, name))
         return name
 
@@ -202,8 +204,9 @@ class ProducerStateManager:
                 if self.disk.exists(path):  # the next manager's listing sees it, this one's map does not
                     self.on_disk.add(self.map_end_offset, name)
                 raise
-            self.snapshots.add(self.map_end_offset, name)
-            self.on_disk.wrote(self.map_end_offset, name, entries)
+            self.on_disk.wrote(self.map_end_offset, name, entries)  # first: wrote() keeps the entries of a new file
+            if self.snapshots is not self.on_disk:
+                self.snapshots.add(self.map_end_offset, name)
             self.last_snap_offset = self.map_end_offset
 
     def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
