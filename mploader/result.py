@@ -153,7 +153,9 @@ class LoadStats:
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
-    write_seconds: float = 0.0  # Phase 2 time spent changing files (Disk.change_seconds), the final sync apart
+    # Phase 2 time this process spent changing files (Disk.change_seconds), the final sync apart; partitions loaded
+    # elsewhere (loaded_by: Spark tasks) are not in it, as their scan_seconds are not
+    write_seconds: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
     loaded_by: str | None = None  # where the partitions were loaded when not here (e.g. "Spark local[2], 2 tasks")
