@@ -154,7 +154,7 @@ def scans_from_arrow(table: pa.Table, tasks: dict[int, SegmentTask]) -> dict[int
 
 # A SegmentAudit as an Arrow row: its fields by their annotations (a field verify adds later travels too)
 _AUDIT_TYPES = {"int": pa.int64(), "int | None": pa.int64(), "str": pa.string(), "str | None": pa.string(),
-                "float": pa.float64(), "list[tuple[int, int]]": pa.list_(pa.list_(pa.int64()))}
+                "list[tuple[int, int]]": pa.list_(pa.list_(pa.int64()))}
 AUDIT_SCHEMA = pa.schema([("piece", pa.int64())] + [(f.name, _AUDIT_TYPES[str(f.type)])
                                                      for f in dataclasses.fields(SegmentAudit)])
 
