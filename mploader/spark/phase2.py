@@ -20,6 +20,7 @@ is idempotent, a rerun completes what a killed one left (docs/architecture.md, "
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator
@@ -57,22 +58,32 @@ class _ScanHere:
 def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per task,
     synced once after its last partition: a task's answers count only when the whole job succeeds, and a sync
-    that fails fails the task, hence the job."""
+    that fails fails the task, hence the job.
+
+    mploader logs only errors during the task: an executor configures no logging, so Python would print the
+    recovery's warnings on its stderr as bare lines (no level, no dry-run mark), and what they say (truncations,
+    deleted segments, records lost) reaches the driver in the loaded logs, whose result reports it."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cfg: LoaderConfig = pickle.loads(config)
         disk = open_disk(cfg.dry_run)
-        for batch in batches:
-            for row in batch.to_pylist():
-                outcome: tuple[LoadedLog, int] | BaseException
-                try:
-                    loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, _ScanHere())
-                    outcome = (loaded, ctx.bytes_scanned)
-                except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
-                    outcome = e
-                yield pa.record_batch([pa.array([row["job"]], pa.int64()), pa.array([pickle.dumps(outcome)])],
-                                      schema=OUTCOME_SCHEMA)
-        disk.flush()  # the task's partitions durable before the task completes
+        logger = logging.getLogger("mploader")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            for batch in batches:
+                for row in batch.to_pylist():
+                    outcome: tuple[LoadedLog, int] | BaseException
+                    try:
+                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, _ScanHere())
+                        outcome = (loaded, ctx.bytes_scanned)
+                    except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
+                        outcome = e
+                    yield pa.record_batch([pa.array([row["job"]], pa.int64()), pa.array([pickle.dumps(outcome)])],
+                                          schema=OUTCOME_SCHEMA)
+            disk.flush()  # the task's partitions durable before the task completes
+        finally:
+            logger.setLevel(level)  # a reused Python worker, or a caller in the driver, gets its level back
 
     return run
 
