@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import mploader
 import mploader.format
+from mploader.cli.main import COMMANDS
 
 
 def test_every_public_name_resolves_to_the_object_of_its_module() -> None:
@@ -23,13 +25,23 @@ def test_every_public_name_resolves_to_the_object_of_its_module() -> None:
     assert mploader.format.records is importlib.import_module("mploader.format.records")
 
 
+def _modules_after(*steps: str) -> list[set[str]]:
+    """The modules a fresh interpreter holds after each of ``steps`` (Python statements, run in turn)."""
+    report = "print('modules:', *sorted(sys.modules))"
+    code = "\n".join(["import sys", *(f"{step}\n{report}" for step in steps)])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return [set(line.split()[1:]) for line in out.splitlines() if line.startswith("modules: ")]
+
+
+def _mploader_load(data_dir: Path) -> str:
+    """The statements of ``mploader load --no-progress DATA_DIR`` through the command's own entry point."""
+    return f"from mploader.cli.main import main\nassert main(['load', '--no-progress', {str(data_dir)!r}]) == 0"
+
+
 def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
     """Each worker process of the pool imports mploader.engine.worker when its first task arrives: the loader,
     the manager and the pool's parent side would add ~0.1 s of start-up per worker."""
-    code = ("import sys, mploader.engine.worker; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('mploader'))))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                check=True).stdout.split())
+    (loaded,) = _modules_after("import mploader.engine.worker")
     assert "mploader.engine.worker" in loaded and "mploader.scan.walk" in loaded
     heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base",
              "mploader.recovery.segment_recovery", "mploader.recovery.producer_state", "mploader.engine.select",
@@ -37,26 +49,24 @@ def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
     assert not loaded & heavy, sorted(loaded & heavy)
 
 
-def test_mploader_load_imports_no_verification_unless_asked() -> None:
-    """``mploader load`` without ``--verify-after`` imports neither the verify command nor the verification
-    (~40 ms of every load's start-up, perf/README.md)."""
-    code = ("import sys, mploader.cli.main, mploader.cli.load; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('mploader'))))")
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                check=True).stdout.split())
-    assert "mploader.manager" in loaded
-    assert not {m for m in loaded if m.startswith(("mploader.verify", "mploader.cli.verify"))}, sorted(loaded)
+def test_mploader_load_imports_no_other_command_and_no_verification_unless_asked(tmp_path: Path) -> None:
+    """``mploader load`` without ``--verify-after`` imports neither the other commands (the parser adds only the
+    chosen one's arguments) nor the verification (~40 ms of every load's start-up, perf/README.md)."""
+    (loaded,) = _modules_after(_mploader_load(tmp_path))
+    assert "mploader.manager" in loaded and "mploader.cli.load" in loaded
+    others = ("mploader.verify", "mploader.spark", "mploader.experiments", "mploader.generate", "pyspark",
+              *(f"mploader.cli.{name}" for name in COMMANDS if name != "load"))
+    imported = sorted(m for m in loaded if m.startswith(others))
+    assert not imported, imported
 
 
-def test_a_load_imports_the_optional_codecs_and_psutil_only_when_it_uses_them() -> None:
+def test_a_load_imports_the_optional_codecs_and_psutil_only_when_it_uses_them(tmp_path: Path) -> None:
     """Every process that loads (the CLI, each pool worker) would pay ~30 ms for packages most loads never use:
     the codecs register on the first decompression, psutil is imported by the read-ahead thread."""
-    optional = ("psutil", "lz4", "zstandard", "cramjam")
-    code = ("import sys, mploader.cli.main, mploader.cli.load, mploader.engine.worker; "
-            f"print(' '.join(m for m in {optional!r} if m in sys.modules)); "
-            "from mploader.format import compression; compression.decompress(compression.LZ4, "
-            "compression.compress(compression.LZ4, b'x')); "
-            f"print(' '.join(m for m in {optional!r} if m in sys.modules))")
-    before, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                   check=True).stdout.split("\n")[:2]
-    assert before == "" and "lz4" in after.split()
+    optional = {"psutil", "lz4", "zstandard", "cramjam"}
+    loaded, decompressed = _modules_after(
+        f"{_mploader_load(tmp_path)}\nimport mploader.engine.worker",
+        "from mploader.format import compression\n"
+        "compression.decompress(compression.LZ4, compression.compress(compression.LZ4, b'x'))")
+    assert not loaded & optional, sorted(loaded & optional)
+    assert "lz4" in decompressed
