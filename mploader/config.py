@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 _T = TypeVar("_T")
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
-INDEX_CHECKS = ("kafka", "sanity", "full")  # LoaderConfig.index_check (mploader.recovery.index_check)
+IndexCheck = Literal["kafka", "sanity", "full"]  # LoaderConfig.index_check (mploader.recovery.index_check)
+INDEX_CHECKS: tuple[IndexCheck, ...] = get_args(IndexCheck)
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -87,7 +88,7 @@ class LoaderConfig:
     topic_overrides: Mapping[str, TopicConfig] = field(default_factory=dict)
     dry_run: bool = False
     read_ahead_bytes: int | Literal["auto"] = "auto"
-    index_check: Literal["kafka", "sanity", "full"] = "kafka"
+    index_check: IndexCheck = "kafka"
     max_read_bytes_per_sec: int | None = None
     persist_recovery_points: bool = False
 
@@ -103,7 +104,7 @@ class LoaderConfig:
         if r != "auto" and (not isinstance(r, int) or r < 0):
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
         if self.index_check not in INDEX_CHECKS:
-            raise ValueError('index_check must be "kafka", "sanity" or "full"')
+            raise ValueError(f"index_check must be one of {', '.join(map(repr, INDEX_CHECKS))}")
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
         if self.max_index_size < 4:
