@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mploader.cli.display import terminal_display
 from mploader.cli.logs import WarningCollector
-from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool, tool_version
+from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
@@ -216,14 +216,6 @@ def result_document(result: LoadResult, dry_run: bool, warnings: list[str]) -> d
             "warnings": warnings, **{k: v for k, v in doc.items() if k != "warnings"}}
 
 
-def _fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
-    if args.json:
-        print_document(error_document(kind, message, exit_code=code, **fields))
-    else:
-        print(f"mploader load: {message}", file=sys.stderr)
-    return code
-
-
 def run_load(args: argparse.Namespace) -> int:
     try:
         cfg = LoaderConfig(
@@ -235,7 +227,7 @@ def run_load(args: argparse.Namespace) -> int:
         )
         before = _check_dirs(args)
     except (ValueError, _Refused) as e:
-        return _fail(args, EXIT_USAGE, "usage", str(e))
+        return fail(args, EXIT_USAGE, "usage", str(e))
     extra: dict[str, Any] = {}
     server = None
     if args.metrics_port is not None:
@@ -243,8 +235,8 @@ def run_load(args: argparse.Namespace) -> int:
         try:
             server = MetricsServer(registry, args.metrics_port, args.metrics_address).start()
         except OSError as e:
-            return _fail(args, EXIT_USAGE, "usage", f"cannot serve metrics on {args.metrics_address} port "
-                                                    f"{args.metrics_port}: {e}")
+            return fail(args, EXIT_USAGE, "usage", f"cannot serve metrics on {args.metrics_address} port "
+                                                   f"{args.metrics_port}: {e}")
         if args.metrics_port == 0:  # the port the system chose: say which
             print(f"mploader load: serving metrics on {server.url}", file=sys.stderr)
     display = terminal_display(args)
@@ -269,18 +261,18 @@ def run_load(args: argparse.Namespace) -> int:
         message = "; ".join([f"a Kafka broker would fail to start on this input: {e}", *notes])
         if not args.dry_run and written_dirs(e) is None:
             message += " (found before the load wrote anything: nothing was changed)"
-        return _fail(args, EXIT_FAILURE, "startup_failed", message, kafka_exception=e.kafka_exception,
-                     path=e.path, written_dirs=written_dirs(e))
+        return fail(args, EXIT_FAILURE, "startup_failed", message, kafka_exception=e.kafka_exception,
+                    path=e.path, written_dirs=written_dirs(e))
     except CorruptFileError as e:
-        return _fail(args, EXIT_FAILURE, "corrupt_file", str(e), path=e.path, position=e.position)
+        return fail(args, EXIT_FAILURE, "corrupt_file", str(e), path=e.path, position=e.position)
     except MploaderError as e:
-        return _fail(args, EXIT_FAILURE, "error", str(e))
+        return fail(args, EXIT_FAILURE, "error", str(e))
     except OSError as e:
-        return _fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
+        return fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
     except KeyboardInterrupt:
-        return _fail(args, EXIT_INTERRUPTED, "interrupted",
-                     "interrupted; what was written is what a Kafka broker itself could have left: load again to "
-                     "finish the recovery")
+        return fail(args, EXIT_INTERRUPTED, "interrupted",
+                    "interrupted; what was written is what a Kafka broker itself could have left: load again to "
+                    "finish the recovery")
     doc = result_document(result, args.dry_run, sorted(set(collected.messages))) if args.json else None
     if doc is None:
         if args.dry_run:
@@ -291,8 +283,8 @@ def run_load(args: argparse.Namespace) -> int:
         try:
             report = _verify_after(args, result, cfg)
         except KeyboardInterrupt:
-            return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted while verifying after the load; the "
-                                                                "load itself had finished")
+            return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted while verifying after the load; the "
+                                                               "load itself had finished")
         healthy = report.healthy
         if doc is not None:
             doc["verification"] = {**report.to_json(), "seconds": {"load": result.stats.seconds.get("total", 0.0),

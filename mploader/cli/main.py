@@ -85,7 +85,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         if name == chosen:
             add_arguments, run = cmd.functions()
             add_arguments(p)
-            p.set_defaults(_run=run)
+            p.set_defaults(_run=run, _prog=p.prog)  # _prog: "mploader load", in its messages (output.fail)
     return parser
 
 

@@ -9,6 +9,7 @@ new fields may appear in any version.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any, TextIO
@@ -35,6 +36,17 @@ def error_document(kind: str, message: str, *, kafka_exception: str | None = Non
     return {"schema": SCHEMA_VERSION, "tool": tool(),
             "error": {"kind": kind, "message": message, "kafka_exception": kafka_exception, "path": path,
                       "position": position, "exit_code": exit_code, **extra}}
+
+
+def fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
+    """A command's failure, answered as the command was asked: with ``--json`` the error document on stdout
+    (``fields``: :func:`error_document`'s), else ``mploader COMMAND: message`` on stderr (``_prog``, the
+    subcommand parser's name, :func:`mploader.cli.main.build_parser`).  Returns ``code``, the exit code."""
+    if args.json:
+        print_document(error_document(kind, message, exit_code=code, **fields))
+    else:
+        print(f"{args._prog}: {message}", file=sys.stderr)
+    return code
 
 
 def print_document(doc: dict[str, Any], stream: TextIO | None = None) -> None:

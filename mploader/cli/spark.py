@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from typing import Any
 
 from mploader.cli.load import result_document, summary_lines
-from mploader.cli.output import SCHEMA_VERSION, error_document, print_document, tool, tool_version
+from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from mploader.cli.verify import report_lines
 from mploader.config import LoaderConfig
@@ -33,6 +32,7 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
     for name, text in (("verify", "audit every segment of every broker's dirs on Spark (read-only)"),
                        ("load", "load every broker's dirs with Phase 1 on Spark (a dry run unless --apply)")):
         q = sub.add_parser(name, help=text, description=text)
+        q.set_defaults(_prog=q.prog)  # "mploader spark verify" in its messages (output.fail)
         q.add_argument("dirs", nargs="*", metavar="DIR", help="data directories of one or more brokers (grouped "
                        "by their meta.properties' node.id); the executors must see them at the same paths")
         q.add_argument("--master", metavar="URL", default=None,
@@ -47,23 +47,15 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
                            help="recover the dirs (default: a dry run that changes nothing)")
 
 
-def _fail(args: argparse.Namespace, code: int, kind: str, message: str) -> int:
-    if args.json:
-        print_document(error_document(kind, message, exit_code=code))
-    else:
-        print(f"mploader spark {args.spark_command}: {message}", file=sys.stderr)
-    return code
-
-
 def run_spark(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:
-        return _fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
     try:
         from mploader.spark import fleet
         from mploader.spark.session import spark_session
     except ImportError as e:
-        return _fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
+        return fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
     quiet = logging.getLogger().getEffectiveLevel() > logging.INFO
     saved = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     t0 = time.perf_counter()
@@ -82,10 +74,10 @@ def run_spark(args: argparse.Namespace) -> int:
         paths = tables.write(args.out)
         master = spark.sparkContext.master
     except KeyboardInterrupt:
-        return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
-                     "change nothing; an applied load is finished by a rerun)")
+        return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
+                    "change nothing; an applied load is finished by a rerun)")
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
-        return _fail(args, EXIT_FAILURE, "error", str(e))
+        return fail(args, EXIT_FAILURE, "error", str(e))
     finally:
         for name, level in saved.items():
             logging.getLogger(name).setLevel(level)

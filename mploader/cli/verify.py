@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from typing import Any
 
 from mploader.cli.display import terminal_display
 from mploader.cli.logs import CHANGE_LOGGERS
-from mploader.cli.output import error_document, print_document, tool_version
+from mploader.cli.output import fail, print_document, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
@@ -49,7 +48,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 def run_verify(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:
-        return _fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
     quiet = logging.getLogger().getEffectiveLevel() > logging.INFO  # no -v: the report says it all
@@ -61,9 +60,9 @@ def run_verify(args: argparse.Namespace) -> int:
         cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
         report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
     except KeyboardInterrupt:
-        return _fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted (verify changes nothing: run it again)")
+        return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted (verify changes nothing: run it again)")
     except OSError as e:
-        return _fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
+        return fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
     finally:
         if display is not None:
             display.close()
@@ -75,14 +74,6 @@ def run_verify(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report_lines(report, show_all=args.all)))
     return EXIT_OK if report.healthy else EXIT_FAILURE
-
-
-def _fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
-    if args.json:
-        print_document(error_document(kind, message, exit_code=code, **fields))
-    else:
-        print(f"mploader verify: {message}", file=sys.stderr)
-    return code
 
 
 # --------------------------------------------------------------------------------------------
