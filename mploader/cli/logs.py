@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TextIO
 
 _LEVEL = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN", logging.ERROR: "ERROR",
@@ -74,6 +76,21 @@ def set_log_stream(stream: TextIO) -> TextIO | None:
     if _handler is None:
         return None
     return _handler.setStream(stream)
+
+
+@contextmanager
+def quiet_unless_verbose(names: Sequence[str]) -> Iterator[None]:
+    """Inside, the loggers ``names`` log only errors unless the command was given ``-v``: what they warn of, the
+    command's report says already.  Their own levels are given back on the way out."""
+    saved = {name: logging.getLogger(name).level for name in names}
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        for name in names:
+            logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class WarningCollector(logging.Handler):

@@ -9,12 +9,12 @@ Exit codes: 0 healthy / loaded, 1 something is wrong (verify) or a broker would 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import time
 from typing import Any
 
 from mploader.cli.load import result_document, summary_lines
+from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from mploader.cli.verify import report_lines
@@ -22,7 +22,7 @@ from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
 
 # what the per-broker loads log: their warnings are in the summary already (-v shows them)
-_QUIET_LOGGERS = ("mploader.manager", "mploader.recovery", "py4j")
+_QUIET_LOGGERS = (*CHANGE_LOGGERS, "py4j")
 
 
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,31 +56,24 @@ def run_spark(args: argparse.Namespace) -> int:
         from mploader.spark.session import spark_session
     except ImportError as e:
         return fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
-    quiet = logging.getLogger().getEffectiveLevel() > logging.INFO
-    saved = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     t0 = time.perf_counter()
     try:
-        if quiet:
-            for name in _QUIET_LOGGERS:
-                logging.getLogger(name).setLevel(logging.ERROR)
-        spark = spark_session(args.master, f"mploader spark {args.spark_command}")
-        spark.sparkContext.setLogLevel("ERROR")
-        if args.spark_command == "verify":
-            run = fleet.verify(spark, args.dirs, LoaderConfig(), now_ms=args.now_ms)
-            tables = run.tables
-        else:
-            loaded = fleet.load(spark, args.dirs, LoaderConfig(), apply=args.apply, now_ms=args.now_ms)
-            tables = loaded.tables
-        paths = tables.write(args.out)
-        master = spark.sparkContext.master
+        with quiet_unless_verbose(_QUIET_LOGGERS):
+            spark = spark_session(args.master, f"mploader spark {args.spark_command}")
+            spark.sparkContext.setLogLevel("ERROR")
+            if args.spark_command == "verify":
+                run = fleet.verify(spark, args.dirs, LoaderConfig(), now_ms=args.now_ms)
+                tables = run.tables
+            else:
+                loaded = fleet.load(spark, args.dirs, LoaderConfig(), apply=args.apply, now_ms=args.now_ms)
+                tables = loaded.tables
+            paths = tables.write(args.out)
+            master = spark.sparkContext.master
     except KeyboardInterrupt:
         return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
                     "change nothing; an applied load is finished by a rerun)")
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
         return fail(args, EXIT_FAILURE, "error", str(e))
-    finally:
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
     spark_info = {"master": master, "seconds": time.perf_counter() - t0, "inventory": paths[0],
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows}
     wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from typing import Any
 
 from mploader.cli.display import terminal_display
-from mploader.cli.logs import CHANGE_LOGGERS
+from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
@@ -51,14 +50,10 @@ def run_verify(args: argparse.Namespace) -> int:
         return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
-    quiet = logging.getLogger().getEffectiveLevel() > logging.INFO  # no -v: the report says it all
-    saved = {name: logging.getLogger(name).level for name in CHANGE_LOGGERS}
     try:
-        if quiet:
-            for name in CHANGE_LOGGERS:  # the dry run's warnings: the report says them already
-                logging.getLogger(name).setLevel(logging.ERROR)
-        cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
-        report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
+        with quiet_unless_verbose(CHANGE_LOGGERS):  # the dry run's warnings (no -v: the report says them)
+            cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
+            report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
     except KeyboardInterrupt:
         return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted (verify changes nothing: run it again)")
     except OSError as e:
@@ -66,8 +61,6 @@ def run_verify(args: argparse.Namespace) -> int:
     finally:
         if display is not None:
             display.close()
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
     report.tool_version = tool_version()
     if args.json:
         print_document({**report.to_json(), "command": "verify"})
