@@ -46,7 +46,6 @@ def worktree_of(rev: str, root: Path) -> Iterator[Path]:
         subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
 
 
-
 @contextlib.contextmanager
 def scratch_dir(prefix: str, parent: Path | None, keep: bool) -> Iterator[Path]:
     """A new directory under ``parent`` (default: the system's temporary directory), deleted on the way out
