@@ -3,6 +3,7 @@ made recovery quadratic in a partition's recovered segments (perf/README.md, "Li
 
 from __future__ import annotations
 
+import errno
 import random
 import shutil
 from pathlib import Path
@@ -211,6 +212,7 @@ def _literal_listing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ProducerStateManager, "__init__", listing_init)
     monkeypatch.setattr(ProducerStateManager, "remove_stray_snapshots", listing_strays)
     monkeypatch.setattr(SnapshotFiles, "written", lambda self, offset, name: None)  # every snapshot read from disk
+    monkeypatch.setattr(SnapshotFiles, "defer_deletes", lambda self: None)  # every delete at once
 
 
 def _swap_with_recovery_point_inside(root: Path) -> Path:
@@ -261,3 +263,71 @@ def test_the_shared_snapshot_set_loads_as_kafkas_listing_per_manager(tmp_path: P
         trees.append(tree_state(work))
     assert results[0] == results[1]
     assert trees[0] == trees[1]
+
+
+def _deletes_and_tree(pristine: Path, work: Path, monkeypatch: pytest.MonkeyPatch, *, defer: bool,
+                      fail_after: int | None = None) -> tuple[list[str], dict[str, tuple[int, str]], object]:
+    """Load a copy of ``pristine`` at ``work``: the snapshot files deleted, the files left, the outcome.
+    ``fail_after``: that many snapshot writes succeed, the next fails with a full disk (the partition fails)."""
+    from tests.crash_points import copy_tree, final_outcome, tree_state
+
+    copy_tree(pristine, work)
+    deleted: list[str] = []
+    writes = [0]
+    delete, write = RealDisk.delete, RealDisk.write
+
+    def counting_delete(self, path):  # type: ignore[no-untyped-def]
+        if path.endswith(names.SNAPSHOT_SUFFIX):
+            deleted.append(path)
+        return delete(self, path)
+
+    def failing_write(self, path, data, **kw):  # type: ignore[no-untyped-def]
+        if path.endswith(names.SNAPSHOT_SUFFIX):
+            writes[0] += 1
+            if fail_after is not None and writes[0] > fail_after:
+                raise OSError(errno.ENOSPC, "No space left on device", path)
+        return write(self, path, data, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(RealDisk, "delete", counting_delete)
+        m.setattr(RealDisk, "write", failing_write)
+        if not defer:
+            m.setattr(SnapshotFiles, "defer_deletes", lambda self: None)
+        result = load_logs([str(work)], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+                           now_ms=1_730_000_600_000)
+    return deleted, tree_state(work), (final_outcome(result), result.offline_dirs)
+
+
+def _padded_snapshots(tmp_path: Path) -> Path:
+    """One unclean partition whose broker-written snapshots are each 64 bytes longer than what recovery writes
+    at their offsets: a rewrite that does not truncate keeps a tail, which Kafka's new file has not."""
+    d = _one_unclean_partition(tmp_path, 300_000)
+    snaps = sorted(d.rglob("*" + names.SNAPSHOT_SUFFIX))
+    assert len(snaps) > 30
+    for snap in snaps:
+        with open(snap, "ab") as f:
+            f.write(b"\xff" * 64)
+    return d
+
+
+def test_recovery_rewrites_the_snapshots_it_deletes_in_place_with_kafkas_files(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """recoverLog's deletes of the snapshots the next segments write again are deferred: the files and the
+    outcome are those of deleting each at once (Kafka's order), with a delete per snapshot saved."""
+    pristine = _padded_snapshots(tmp_path)
+    at_once = _deletes_and_tree(pristine, tmp_path / "work", monkeypatch, defer=False)
+    deferred = _deletes_and_tree(pristine, tmp_path / "work", monkeypatch, defer=True)
+    assert deferred[1:] == at_once[1:]  # every file, byte for byte, and the outcome
+    assert len(at_once[0]) > 30 and len(deferred[0]) <= 2, (len(at_once[0]), deferred[0])
+
+
+def test_a_recovery_that_fails_mid_loop_still_deletes_the_snapshots_it_owes(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk fails the partition after a few recovered segments: the deferred deletes are made all the
+    same, so the files left are those of deleting at once."""
+    pristine = _padded_snapshots(tmp_path)
+    at_once = _deletes_and_tree(pristine, tmp_path / "work", monkeypatch, defer=False, fail_after=5)
+    deferred = _deletes_and_tree(pristine, tmp_path / "work", monkeypatch, defer=True, fail_after=5)
+    assert at_once[2][1], "the full disk did not fail the partition: the test no longer tests an error"
+    assert deferred[1:] == at_once[1:]
+    assert len(at_once[0]) > 30 and len(deferred[0]) > 30  # made after the failure, instead of before it

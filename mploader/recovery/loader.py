@@ -8,12 +8,13 @@ and every change to disk goes through the partition's :class:`Disk`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -460,28 +461,8 @@ class LogLoader:
         if not ctx.clean_shutdown and not self._recovered_before():
             unflushed = [self.segments[b] for b in plan.unflushed(sorted(self.segments), rp)]
             ctx.set_remaining_segments(len(unflushed))
-            for i, seg in enumerate(unflushed):
-                log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
-                         len(unflushed))
-                later = unflushed[i + 1 :]
-                condemn = lambda later=later: self._delete_later_segment_files(later)  # noqa: E731
-                try:
-                    truncated = self._recover_segment(seg, before_cut=condemn)
-                    self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
-                except (InvalidOffsetError, OSError) as e:
-                    if isinstance(e, OSError) and e.errno in DISK_FULL:
-                        raise  # no corruption: the partition fails with its data as it is (see DISK_FULL)
-                    log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
-                    truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size,
-                                            before_cut=condemn)
-                    ctx.recovered.append(seg.base_offset)
-                    ctx.truncated_bytes += truncated
-                if truncated > 0:
-                    for s in later:  # their files went before the cut; their snapshots go now, as in Kafka
-                        self._delete_segment(s)
-                    ctx.set_remaining_segments(0)
-                    break
-                ctx.set_remaining_segments(len(unflushed) - i - 1)
+            with self._snapshot_deletes_deferred():
+                self._recover_unflushed(unflushed)
         leo = self._delete_segments_if_log_start_greater_than_log_end()
         if not self.segments:
             self._new_segment(ctx.log_start_checkpoint)
@@ -490,6 +471,48 @@ class LogLoader:
         if leo is None:
             leo = read_next_offset(self.disk, self.segments.ascending()[-1])
         return min(rp, leo), leo
+
+    def _recover_unflushed(self, unflushed: list[Segment]) -> None:
+        ctx = self.ctx
+        for i, seg in enumerate(unflushed):
+            log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
+                     len(unflushed))
+            later = unflushed[i + 1 :]
+            condemn = lambda later=later: self._delete_later_segment_files(later)  # noqa: E731
+            try:
+                truncated = self._recover_segment(seg, before_cut=condemn)
+                self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
+            except (InvalidOffsetError, OSError) as e:
+                if isinstance(e, OSError) and e.errno in DISK_FULL:
+                    raise  # no corruption: the partition fails with its data as it is (see DISK_FULL)
+                log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
+                truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size,
+                                        before_cut=condemn)
+                ctx.recovered.append(seg.base_offset)
+                ctx.truncated_bytes += truncated
+            if truncated > 0:
+                for s in later:  # their files went before the cut; their snapshots go now, as in Kafka
+                    self._delete_segment(s)
+                ctx.set_remaining_segments(0)
+                break
+            ctx.set_remaining_segments(len(unflushed) - i - 1)
+
+    @contextlib.contextmanager
+    def _snapshot_deletes_deferred(self) -> Iterator[None]:
+        """recoverLog's managers delete every snapshot above a recovered segment's base, and the next segments
+        write most of those names again: their deletes wait until the loop ends (recovery/snapshot_files.py;
+        docs/crash-safety.md, "Snapshots a recovery rewrites")."""
+        files = self._snapshot_files
+        files.defer_deletes()
+        try:
+            yield
+        except BaseException:
+            for name in files.end_deferral():  # the error that ended the loop is the one to report
+                with contextlib.suppress(OSError):
+                    self.disk.delete(self.path(name))
+            raise
+        for name in files.end_deferral():
+            self.disk.delete(self.path(name))
 
     def _recovered_before(self) -> bool:
         """A ``--resumable`` load killed after recovering this whole partition left it as it is now: its last

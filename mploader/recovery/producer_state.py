@@ -190,7 +190,8 @@ class ProducerStateManager:
         name = self.snapshots.pop(offset)
         if name is not None:
             self.on_disk.pop(offset)  # (nothing left to pop where the view is on_disk)
-            self.disk.delete(os.path.join(self.dir, name))
+            if not self.on_disk.doom(offset, name):  # recoverLog defers it (recovery/snapshot_files.py)
+                self.disk.delete(os.path.join(self.dir, name))
         return name
 
     def take_snapshot(self) -> None:
@@ -198,10 +199,15 @@ class ProducerStateManager:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
             entries = [self.producers[pid].snapshot_entry() for pid in self._table.order()]
             path = os.path.join(self.dir, name)
+            # Kafka's write does not truncate an existing file; a file whose delete was deferred is one Kafka
+            # would have deleted, so it is rewritten whole
+            rewrite = self.on_disk.revive(self.map_end_offset, name)
             try:
-                self.disk.write(path, snapshot_bytes(entries), durable=True, truncate=False)
+                self.disk.write(path, snapshot_bytes(entries), durable=True, truncate=rewrite)
             except BaseException:  # a failed write (recoverLog goes on after an IOException) may leave the file:
-                if self.disk.exists(path):  # the next manager's listing sees it, this one's map does not
+                if rewrite:  # Kafka deleted it before this write: the delete is still owed
+                    self.on_disk.doom(self.map_end_offset, name)
+                elif self.disk.exists(path):  # the next manager's listing sees it, this one's map does not
                     self.on_disk.add(self.map_end_offset, name)
                 raise
             self.on_disk.wrote(self.map_end_offset, name, entries)  # first: wrote() keeps the entries of a new file
