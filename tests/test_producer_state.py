@@ -145,3 +145,14 @@ def test_a_small_segment_is_replayed_and_a_big_one_is_not(tmp_path, monkeypatch)
         psm = _psm(str(tmp_path))
         _apply(_table([(1 + i % 3, 0, PLAIN, 1, 0) for i in range(n)]), psm, [])
     assert calls == [small]
+
+
+def test_loading_producers_from_batches_enters_them_in_the_order_of_kafkas_computed_map(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """loadProducersFromRecords collects a segment's producers with HashMap.computeIfAbsent, which links a new key
+    at the head of its bucket (put links it at the tail), then updates the manager's map in that map's order.
+    301039 and 301023 share a bucket of 16: seen in this order, Kafka's snapshot lists 301023 first (observed
+    with Kafka's own loader on a generated broker, and in tests/data/java_hashmap_order.json, cia_kafka_seed13)."""
+    psm = _psm(str(tmp_path))
+    psm.load_producers_from_batches(_table([(301039, 0, PLAIN, 1, 0), (301025, 0, PLAIN, 1, 0),
+                                            (301023, 0, PLAIN, 1, 0)]), "x")
+    assert psm._table.order() == [301025, 301023, 301039]

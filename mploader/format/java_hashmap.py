@@ -191,13 +191,37 @@ class JavaLongHashMap:
             keys = self._lists.setdefault(b, [])
             keys.append(key)
             if len(keys) > _TREEIFY_THRESHOLD:  # putVal: binCount >= TREEIFY_THRESHOLD - 1
-                if self.capacity < _MIN_TREEIFY_CAPACITY:
-                    self._resize()
-                else:
-                    self._trees[b] = _TreeBin(self._lists.pop(b))
+                self._treeify_bin(b)
         self._size += 1
         if self._size > self.capacity * 3 // 4:
             self._resize()
+
+    def compute_if_absent(self, key: int) -> None:
+        """HashMap.computeIfAbsent(key, f) with f giving a value (Kafka's ``loadProducersFromRecords`` builds its
+        map so).  It differs from put: it resizes first, when the size already passed the threshold (even for
+        a key that is there); a new key goes to the head of a plain bucket, not its tail; and the bucket is
+        treeified when it held 7 keys before, not 8."""
+        if self._size > self.capacity * 3 // 4:
+            self._resize()
+        if key in self:
+            return
+        b = self._bucket(key)
+        tree = self._trees.get(b)
+        if tree is not None:
+            tree.put(key)
+        else:
+            keys = self._lists.setdefault(b, [])
+            keys.insert(0, key)
+            if len(keys) > _TREEIFY_THRESHOLD - 1:  # binCount (the keys walked past) >= TREEIFY_THRESHOLD - 1
+                self._treeify_bin(b)
+        self._size += 1
+
+    def _treeify_bin(self, b: int) -> None:
+        """HashMap.treeifyBin: a table shorter than 64 is doubled instead."""
+        if self.capacity < _MIN_TREEIFY_CAPACITY:
+            self._resize()
+        else:
+            self._trees[b] = _TreeBin(self._lists.pop(b))
 
     def remove(self, key: int) -> None:
         """HashMap.remove for keys of plain buckets (tree-bin removal is not modelled)."""
@@ -243,6 +267,14 @@ class JavaLongHashMap:
         for b in sorted(self._lists.keys() | self._trees.keys()):
             out.extend(self._trees[b].order if b in self._trees else self._lists[b])
         return out
+
+
+def computed_hashmap_order(keys_in_insertion_order: Iterable[int]) -> list[int]:
+    """The order in which a new HashMap iterates ``keys`` entered with computeIfAbsent, in this order."""
+    m = JavaLongHashMap()
+    for k in keys_in_insertion_order:
+        m.compute_if_absent(k)
+    return m.order()
 
 
 def java_hashmap_order(keys_in_insertion_order: Iterable[int],

@@ -25,6 +25,7 @@ from crc32c import crc32c
 from mploader.errors import CorruptSnapshotError
 from mploader.format.java_hashmap import (  # re-exported: the order snapshots are written in
     JavaLongHashMap as JavaLongHashMap,
+    computed_hashmap_order as computed_hashmap_order,
     java_hashmap_order as java_hashmap_order,
 )
 

@@ -21,7 +21,7 @@ import numpy as np
 from mploader.disk.base import Disk
 from mploader.errors import CorruptSnapshotError, StartupFailedError
 from mploader.format import names
-from mploader.format.java_hashmap import JavaLongHashMap, java_hashmap_order
+from mploader.format.java_hashmap import JavaLongHashMap, computed_hashmap_order
 from mploader.format.records import java_int, last_sequence
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
 from mploader.recovery.snapshot_files import SnapshotFiles
@@ -328,7 +328,8 @@ class ProducerStateManager:
     # ---- batches ---------------------------------------------------------------------------
 
     def load_producers_from_batches(self, rows: np.ndarray, path: str) -> None:
-        """loadProducersFromRecords (§8.4): per-segment working copies, applied in HashMap order."""
+        """loadProducersFromRecords (§8.4): per-segment working copies, applied in the order of Kafka's HashMap of
+        them, which it fills with computeIfAbsent (a new producer goes to the head of its bucket)."""
         working: dict[int, AppendInfo] = {}
         completed: list[CompletedTxn] = []
         for row in rows[rows["producer_id"] >= 0].tolist():
@@ -342,7 +343,7 @@ class ProducerStateManager:
             c = info.append(row, path)
             if c is not None:
                 completed.append(c)
-        for pid in java_hashmap_order(list(working)):
+        for pid in computed_hashmap_order(working):
             self.update(working[pid])
         for c in completed:
             self.complete_txn(c, path)
