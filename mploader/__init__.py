@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mploader._version import __version__
 
 _ORIGIN = {  # public name -> the module that defines it
     "load_logs": "api", "verify_logs": "verify", "VerifyReport": "verify",

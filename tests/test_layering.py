@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mploader"
 
 LAYERS: list[set[str]] = [
-    {"errors", "config", "progress", "metrics", "prometheus", "host"},  # no mploader imports but errors
+    {"errors", "config", "progress", "metrics", "prometheus", "host", "_version"},  # no mploader imports but errors
     {"format"},  # bytes on disk, no policy
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports

@@ -14,15 +14,15 @@ import json
 import sys
 from typing import Any, TextIO
 
+from mploader._version import __version__
+
 SCHEMA_VERSION = 1
 
 
 def tool_version() -> str:
-    """``mploader.__version__``, which the package metadata takes too (pyproject.toml: a dynamic version):
-    asking ``importlib.metadata`` cost every command ~20 ms of start-up for importing it."""
-    import mploader
-
-    return mploader.__version__
+    """``mploader._version``, which the package metadata takes too (pyproject.toml: a dynamic version): asking
+    ``importlib.metadata`` cost every command ~20 ms of start-up for importing it."""
+    return __version__
 
 
 def tool() -> dict[str, str]:
