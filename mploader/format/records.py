@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import overload
 
 import numpy as np
-from crc32c import crc32c
 
 from mploader.errors import CorruptRecordError, InvalidRecordError, StartupFailedError
 from mploader.format import compression
+from mploader.format.crc import crc32c
 from mploader.format.varint import decode_varint, decode_varlong, encode_varint
 
 MAGIC_V2 = 2

@@ -20,9 +20,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from mploader.errors import CorruptSnapshotError
+from mploader.format.crc import crc32c
 from mploader.format.java_hashmap import (  # re-exported: the order snapshots are written in
     JavaLongHashMap as JavaLongHashMap,
     computed_hashmap_order as computed_hashmap_order,

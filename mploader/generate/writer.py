@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from crc32c import crc32c
-
 from mploader.format import checkpoint, compression, index, names, records, snapshot
+from mploader.format.crc import crc32c
 from mploader.format.index import AbortedTxn
 from mploader.format.snapshot import ProducerSnapshotEntry
 from mploader.generate.config import GeneratorConfig

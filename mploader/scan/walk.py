@@ -32,10 +32,10 @@ from types import ModuleType
 from typing import Protocol
 
 import numpy as np
-from crc32c import crc32c
 
 from mploader.errors import InvalidRecordError, StartupFailedError
-from mploader.format import records
+from mploader.format import crc, records
+from mploader.format.crc import crc32c
 from mploader.format.records import BatchHeader
 from mploader.scan.draft import RecoveryDraft, draft_recovery
 from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
@@ -122,6 +122,8 @@ _compiled = _load_compiled()
 # Whether scan_buffer's fast loop is the compiled one (mploader.scan._walk.walk_v2) or the Python one,
 # the reference. The tests switch it to compare both in one process.
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
+if COMPILED and _compiled is not None:
+    crc.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
 
 
 def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
