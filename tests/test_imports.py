@@ -70,3 +70,25 @@ def test_a_load_imports_the_optional_codecs_and_psutil_only_when_it_uses_them(tm
         "compression.decompress(compression.LZ4, compression.compress(compression.LZ4, b'x'))")
     assert not loaded & optional, sorted(loaded & optional)
     assert "lz4" in decompressed
+
+
+def test_a_load_with_the_compiled_walk_imports_neither_the_crc32c_package_nor_importlib_metadata(tmp_path: Path,
+                                                                                                 ) -> None:
+    """The crc32c package's ``__init__`` imports ``importlib.metadata`` (~30 ms of every start-up); the compiled
+    walk's own CRC-32C serves a load (mploader.format.crc), and the version comes from mploader._version.  A load
+    that recovers a segment writes and reads snapshots (their CRC), which is where the package was used."""
+    from mploader.generate import GeneratorConfig, generate
+    from mploader.scan import walk
+
+    if not walk.COMPILED:
+        import pytest
+
+        pytest.skip("the compiled walk is not built (or MPLOADER_PURE_PYTHON=1): the package serves the CRC")
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=1,
+                                                          total_bytes=60_000, segment_bytes=16 * 1024,
+                                                          batch_bytes=1024, faults=0, seed=5))
+    data = Path(out.data_dirs[0])
+    (data / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    (loaded,) = _modules_after(f"{_mploader_load(data)}\nimport mploader.engine.worker")
+    assert "mploader.recovery.producer_state" in loaded
+    assert not loaded & {"crc32c", "importlib.metadata"}, sorted(loaded & {"crc32c", "importlib.metadata"})
