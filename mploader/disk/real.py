@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import functools
@@ -269,7 +268,7 @@ def _write_fully(fd: int, view: memoryview) -> None:
         view = view[n:]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, libc's among them (find_library runs ldconfig)
 
 
 def _syncfs(directory: str) -> None:
