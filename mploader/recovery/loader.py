@@ -266,12 +266,13 @@ class LogLoader:
 
     def _retry_on_overflow(self, fn: Callable[[], object]):  # type: ignore[no-untyped-def]
         """LogLoader.retryOnOffsetOverflow (docs/loading.md §11): split the overflowed segment, run ``fn`` again."""
-        from mploader.recovery.split import replace_in_segment_map, split_overflowed_segment
-
         while True:
             try:
                 return fn()
             except OffsetOverflowError as e:
+                # imported here: an overflow is rare (pre-0.11 segments), the module a few ms of every start-up
+                from mploader.recovery.split import replace_in_segment_map, split_overflowed_segment
+
                 old = e.segment
                 log.info("%s: %s; splitting the segment and retrying", self.dir, e)
                 in_map = old.base_offset in self.segments  # False inside loadSegmentFiles
