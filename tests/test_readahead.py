@@ -219,3 +219,22 @@ def test_available_memory_is_what_psutil_says() -> None:
 
     ours, theirs = readahead._available_memory(), psutil.virtual_memory().available
     assert abs(ours - theirs) < 64 * 1024 * 1024  # read a moment apart
+
+
+def test_the_read_ahead_thread_reads_in_the_idle_io_class_and_only_it() -> None:
+    """``_idle_io_priority`` sets the calling thread's I/O class (ioprio_set by thread id, without psutil);
+    the other threads of the process keep theirs.  psutil (a test dependency) reads the classes back."""
+    import psutil
+
+    seen: list[int] = []
+
+    def reader() -> None:
+        readahead._idle_io_priority()
+        seen.append(int(psutil.Process(threading.get_native_id()).ionice().ioclass))
+
+    before = int(psutil.Process(threading.get_native_id()).ionice().ioclass)
+    t = threading.Thread(target=reader)
+    t.start()
+    t.join()
+    assert seen == [int(psutil.IOPRIO_CLASS_IDLE)]
+    assert int(psutil.Process(threading.get_native_id()).ionice().ioclass) == before != psutil.IOPRIO_CLASS_IDLE
