@@ -75,11 +75,12 @@ The families (``--families``, comma-separated, or ``all``):
 * ``corpus``, ``corpus-rp0``, ``corpus-unclean``: every broker data dir of the real corpus (shared/corpus/real,
   materialised with its materialize.py; the folder itself is never loaded) as given, with the recovery-point
   checkpoint removed, and (dirs that have a clean-shutdown marker only) with the marker removed too.
-* ``scenarios``: every load of one data dir that the tests ``--tests`` (default tests/scenarios: the
-  docs/scenarios.md cases) make through tests/kafkadir.py's ``load``: the tests run under pytest with this
-  module as a plugin, which compares a copy of each data dir just before the test's own load (the broker
-  settings it passes given to both loaders; a load of several dirs, or with a setting the oracle has not, is
-  skipped and counted).  The test's ``now_ms`` is not used: both loaders take the real clock.
+* ``scenarios``: every load of one data dir that the tests ``--tests`` make through tests/kafkadir.py's
+  ``load`` (default: tests/scenarios, the docs/scenarios.md cases, and the other tests that load through it):
+  the tests run under pytest with this module as a plugin, which compares a copy of each data dir just before
+  the test's own load (the broker settings it passes given to both loaders; a load of several dirs, or with a
+  setting the oracle has not, is skipped and counted).  The test's ``now_ms`` is not used: both loaders take
+  the real clock.
 
 ``--only orders-0,...`` keeps only those partition dirs of each generated or corpus case: the way to reduce a
 difference to one partition.
@@ -586,6 +587,9 @@ def compare_dir(data: Path, root: Path, oracle: str, settings: dict[str, Any], r
 #: as a plugin (``-p perf.files_vs_kafka``), turns into a comparison of every load of tests/kafkadir.py's ``load``.
 SCENARIO_ENV = "FILES_VS_KAFKA_SCENARIOS"
 SCENARIOS = "scenarios"  # the family of the scenario tests' loads
+#: The tests that load through tests/kafkadir.py's ``load``: docs/scenarios.md's, the review findings, splits.
+SCENARIO_TESTS = ("tests/scenarios tests/test_review_divergences.py tests/test_review2.py tests/test_snappy.py "
+                  "tests/test_split.py")
 #: kafkadir.load's own keywords: not broker settings.
 _LOAD_KEYWORDS = ("now_ms", "metrics", "dry_run_first")
 
@@ -670,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--families", default="all",
                     help=f"comma-separated, or all: {', '.join([*FAMILIES, SCENARIOS])}")
     ap.add_argument("--seeds", default="1-10", help="seeds of the generated families: 1-10, 3, 1,4,7-9")
-    ap.add_argument("--quick", action="store_true", help="seeds 1-2 and the corpus as given only")
+    ap.add_argument("--quick", action="store_true",
+                    help="seeds 1-2 and, of the corpus, the dirs as given only (the scenario tests run whole)")
     ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
     ap.add_argument("--workers", type=int, default=1, help="mploader's Phase 1 workers per data dir (1: inline)")
     ap.add_argument("--kafka-threads", type=int, default=1, help="the oracle's num.recovery.threads.per.data.dir")
@@ -679,8 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "the printed value to reproduce a fresh case within a day")
     ap.add_argument("--only", type=lambda t: t.split(","), help="keep only these partition dirs (comma-separated "
                     "names) of each case: to reduce a difference to one partition")
-    ap.add_argument("--tests", default="tests/scenarios", help="the scenario tests whose loads the scenarios "
-                    "family compares (pytest arguments, e.g. a node id)")
+    ap.add_argument("--tests", default=SCENARIO_TESTS, help="the tests whose loads the scenarios family compares "
+                    "(pytest arguments, e.g. a node id; default: %(default)s)")
     ap.add_argument("--corpus-filter", help="only corpus data dirs whose path inside the corpus contains this")
     ap.add_argument("--work", type=Path, help="where the scratch directory goes (default: the system's temporary "
                     "directory)")
