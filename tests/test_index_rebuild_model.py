@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
-from mploader.recovery.segment_recovery import plan_indexes
+from mploader.recovery.segment_recovery import IndexPlan, plan_indexes
 from mploader.scan import BATCH_TABLE
 from mploader.scan.draft import index_draft
 from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
@@ -55,6 +55,9 @@ def model_recover(base: int, rows: np.ndarray, interval: int, max_index_size: in
                 except InvalidOffsetException:
                     out.failed_at_row = i
                     break
+                except KafkaIndexError as e:  # a full index: start-up fails, the entries appended so far stay
+                    out.failed_at_row, out.fatal = i, e.kafka_exception
+                    break
                 last_indexed = valid
             valid += int(row["size"])
         else:
@@ -80,10 +83,16 @@ def plan_outcome(base: int, rows: np.ndarray, interval: int, max_index_size: int
         plan = plan_indexes(base, rows, offset_slots, time_slots, "seg.log", index_draft(rows, base, interval))
     except StartupFailedError as e:
         return Outcome([], [], fatal=e.kafka_exception)
+    return outcome_of(plan)
+
+
+def outcome_of(plan: IndexPlan) -> Outcome:
+    """A plan as the model's outcome: a full index is Kafka's IllegalArgumentException, the entries appended before
+    it kept (recover_segment writes them into the reset indexes before start-up fails)."""
     return Outcome(
         [(int(r), int(p)) for r, p in zip(plan.offset_rel, plan.offset_pos)],
         [(int(t), int(r)) for t, r in zip(plan.time_ts, plan.time_rel)],
-        plan.failed_at_row, plan.final_time_failed,
+        plan.failed_at_row, plan.final_time_failed, "IllegalArgumentException" if plan.full is not None else None,
     )
 
 
@@ -155,12 +164,14 @@ def test_known_cases_by_hand():
         # the same but row 3 not indexed: the final time entry fails, after the loop
         (0, (100, 10, 100), (10, 20, 15), (5, 50, 60), 50, DEFAULT_MAX_INDEX_SIZE):
             Outcome([(20, 100)], [(50, 20)], None, True),
-        # full offset index (3 slots) meeting a repeated offset: full comes first, fatal
-        (0, (100,) * 5, (0, 1, 2, 3, 3), (-1,) * 5, 0, 24): Outcome([], [], fatal="IllegalArgumentException"),
+        # full offset index (3 slots) meeting a repeated offset: full comes first, fatal, the 3 entries kept
+        (0, (100,) * 5, (0, 1, 2, 3, 3), (-1,) * 5, 0, 24):
+            Outcome([(1, 100), (2, 200), (3, 300)], [], 4, fatal="IllegalArgumentException"),
         # segment.index.bytes 8: no time slot at all, so even the final entry has nowhere to go
         (0, (100,), (0,), (5,), 0, 8): Outcome([], [], fatal="BufferOverflowException"),
         # ... and with an indexed batch the normal append finds the time index full first
-        (0, (100, 100), (0, 1), (5, 6), 0, 8): Outcome([], [], fatal="IllegalArgumentException"),
+        # (the offset entry of that batch is in: OffsetIndex.append came first)
+        (0, (100, 100), (0, 1), (5, 6), 0, 8): Outcome([(1, 100)], [], 1, fatal="IllegalArgumentException"),
     }
     for (base, sizes, offs, ts, interval, size), expected in cases.items():
         assert model_recover(base, batch_table(base, list(sizes), list(offs), list(ts)), interval, size) == expected
@@ -188,7 +199,4 @@ def test_a_draft_of_the_whole_scan_serves_any_prefix(seg, cut):
     except StartupFailedError as e:
         assert expected.fatal == e.kafka_exception
         return
-    got = Outcome([(int(r), int(p)) for r, p in zip(plan.offset_rel, plan.offset_pos)],
-                  [(int(t), int(r)) for t, r in zip(plan.time_ts, plan.time_rel)], plan.failed_at_row,
-                  plan.final_time_failed)
-    assert got == expected
+    assert outcome_of(plan) == expected

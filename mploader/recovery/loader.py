@@ -150,8 +150,20 @@ class LogLoader:
     def load(self) -> LoadedLog:
         try:
             return self._load()
+        except Exception:
+            self._write_epoch_cache_after_failure()
+            raise
         finally:
             self.disk.release(self.dir)  # its listing, kept by the disk while this partition loads
+
+    def _write_epoch_cache_after_failure(self) -> None:
+        """Kafka's ``LeaderEpochFileCache.assign`` writes the checkpoint at every new epoch, so a partition whose
+        load fails (start-up fails, or its dir goes offline) has on disk the epochs recovery met before the
+        failure.  mploader writes the cache once, at the end (:meth:`_write_epoch_cache`), and so here too."""
+        try:
+            self._write_epoch_cache()
+        except Exception:  # noqa: BLE001 - the load's own error is the one to report
+            log.debug("%s: the leader-epoch checkpoint of a failed load was not written", self.dir, exc_info=True)
 
     def _load(self) -> LoadedLog:
         ctx = self.ctx

@@ -48,8 +48,9 @@ class IndexPlan:
     offset_pos: np.ndarray
     time_ts: np.ndarray
     time_rel: np.ndarray
-    failed_at_row: int | None  # row whose index append raised InvalidOffsetException
+    failed_at_row: int | None  # row whose index append raised InvalidOffsetException (or, with full, the other)
     final_time_failed: bool = False
+    full: str | None = None  # the IllegalArgumentException of an append to a full index, at failed_at_row
 
 
 def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: int, path: str,
@@ -61,7 +62,7 @@ def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: i
     d = draft[: np.searchsorted(draft["row"], n)]
     plan = _plan_vectorised(base, d, offset_slots, time_slots)
     if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
-        plan = _plan_sequential(base, d, offset_slots, time_slots, path)
+        plan = _plan_sequential(base, d, offset_slots, time_slots)
     if final_entry and plan.failed_at_row is None and n:
         _final_time_entry(plan, base, rows, time_slots, path)
     return plan
@@ -87,25 +88,26 @@ def _plan_vectorised(base: int, d: np.ndarray, offset_slots: int, time_slots: in
     return IndexPlan(offs - base, d["position"].copy(), mts[appended], mts_off[appended] - base, None)
 
 
-def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: int, path: str) -> IndexPlan:
+def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: int) -> IndexPlan:
     o_rel: list[int] = []
     o_pos: list[int] = []
     t_ts: list[int] = []
     t_rel: list[int] = []
-    failed = None
+    failed = full = None
     for i, off, pos, mts, mts_off in d.tolist():
-        # OffsetIndex.append checks "full" before the offset order: a full index is fatal either way
+        # OffsetIndex.append checks "full" before the offset order: a full index is fatal either way (start-up
+        # fails with the entries appended so far in the reset indexes, the batches before this one applied)
         if len(o_rel) >= offset_slots:
-            raise StartupFailedError(path, "IllegalArgumentException",
-                                     f"offset index is full ({offset_slots} entries): segment.index.bytes too small")
+            failed, full = i, f"offset index is full ({offset_slots} entries): segment.index.bytes too small"
+            break
         if o_rel and off - base <= o_rel[-1]:
             failed = i
             break
         o_rel.append(off - base)
         o_pos.append(pos)
-        if len(t_ts) >= time_slots - 1:
-            raise StartupFailedError(path, "IllegalArgumentException",
-                                     f"time index is full ({time_slots} slots): segment.index.bytes too small")
+        if len(t_ts) >= time_slots - 1:  # this batch's offset entry is in
+            failed, full = i, f"time index is full ({time_slots} slots): segment.index.bytes too small"
+            break
         if t_ts and mts_off - base < t_rel[-1]:
             failed = i
             break
@@ -113,7 +115,7 @@ def _plan_sequential(base: int, d: np.ndarray, offset_slots: int, time_slots: in
             t_ts.append(mts)
             t_rel.append(mts_off - base)
     return IndexPlan(np.array(o_rel, np.int64), np.array(o_pos, np.int64), np.array(t_ts, np.int64),
-                     np.array(t_rel, np.int64), failed)
+                     np.array(t_rel, np.int64), failed, full=full)
 
 
 def _final_time_entry(plan: IndexPlan, base: int, rows: BatchColumns, time_slots: int, path: str) -> None:
@@ -204,6 +206,8 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
                            cfg.max_index_size, 8, fsync)
         _write_reset_index(disk, seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel),
                            cfg.max_index_size, 12, fsync)
+        if plan.full is not None:
+            raise StartupFailedError(path, "IllegalArgumentException", plan.full)
         if plan.failed_at_row is not None:
             at = int(rows_ok["position"][plan.failed_at_row])
             raise InvalidOffsetError(f"{path}: non-increasing offset at byte {at}")

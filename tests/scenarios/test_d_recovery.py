@@ -451,6 +451,8 @@ def test_s40_non_monotonic_offsets_without_index_is_fatal(tmp_path):
     with pytest.raises(StartupFailedError) as ei:  # InvalidOffsetException in the load phase: not caught
         load(d, index_interval_bytes=1)
     assert ei.value.kafka_exception == "InvalidOffsetException"
+    # LeaderEpochFileCache.assign wrote the epoch met before the failure (as Kafka's own loader leaves it)
+    assert pb.read("leader-epoch-checkpoint") == b"0\n1\n0 0\n"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -465,6 +467,12 @@ def test_s41_index_too_small_is_fatal(tmp_path):
     with pytest.raises(StartupFailedError) as ei:  # time index full at batch 2 => IllegalArgument
         load(d, max_index_size=24, index_interval_bytes=0)
     assert ei.value.kafka_exception == "IllegalArgumentException"
+    # the files as Kafka's recover() leaves them when the append throws (checked against Kafka's own loader,
+    # perf/files_vs_kafka.py): the reset offset index at full size with the entries of batches 1 and 2 (batch
+    # 0 starts at byte 0: no entry), and the epoch of batch 0, which LeaderEpochFileCache.assign wrote at once
+    index = pb.read(name(0, ".index"))
+    assert len(index) == 24 and [struct.unpack_from(">i", index, 8 * k)[0] for k in range(2)] == [1, 2]
+    assert pb.read("leader-epoch-checkpoint") == b"0\n1\n0 0\n"
 
 
 # ------------------------------------------------------------------------------------------------
