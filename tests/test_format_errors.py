@@ -782,7 +782,10 @@ def test_offset_from_file_name_round_trip(offset: int, suffix: str) -> None:
 @pytest.mark.parametrize("name, offset", [("5.log", 5), ("+5.log", 5), ("-5.snapshot", -5), ("007.x.y", 7),
                                           ("00000000000000000010-0000000001.checkpoint", None), ("log", None),
                                           (".log", None), ("x.log", None), ("9223372036854775808.log", None),
-                                          ("1 .log", None), ("1_0.log", None)])
+                                          ("1 .log", None), ("1_0.log", None),
+                                          # 20 digits: the fast path keeps Long.parseLong's bound
+                                          ("09223372036854775807.log", 2**63 - 1), ("09223372036854775808.log", None),
+                                          ("99999999999999999999.index", None), ("0000000000000000000٣.log", None)])
 def test_offset_from_file_name(name: str, offset: int | None) -> None:
     if offset is None:
         with pytest.raises(InvalidFileNameError) as info:

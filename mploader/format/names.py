@@ -64,6 +64,8 @@ def offset_from_file_name(name: str) -> int:
     """Kafka's offsetFromFileName: ``Long.parseLong`` of everything before the first ``.``."""
     dot = name.find(".")
     prefix = name if dot < 0 else name[:dot]
+    if dot == 20 and prefix.isascii() and prefix.isdigit() and (offset := int(prefix)) <= INT64_MAX:
+        return offset  # the usual padded name, without the regular expression
     if dot < 0 or not _JAVA_INT.fullmatch(prefix) or not -(2**63) <= int(prefix) <= INT64_MAX:
         raise InvalidFileNameError(name, f"file name does not start with a decimal offset: {prefix!r}")
     return int(prefix)
