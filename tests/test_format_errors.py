@@ -783,9 +783,10 @@ def test_offset_from_file_name_round_trip(offset: int, suffix: str) -> None:
                                           ("00000000000000000010-0000000001.checkpoint", None), ("log", None),
                                           (".log", None), ("x.log", None), ("9223372036854775808.log", None),
                                           ("1 .log", None), ("1_0.log", None),
-                                          # 20 digits: the fast path keeps Long.parseLong's bound
+                                          # 20 digits: the fast path keeps Long.parseLong's bound, and its
+                                          # Character.digit, which takes any Unicode decimal digit
                                           ("09223372036854775807.log", 2**63 - 1), ("09223372036854775808.log", None),
-                                          ("99999999999999999999.index", None), ("0000000000000000000٣.log", None)])
+                                          ("99999999999999999999.index", None), ("0000000000000000000\u0663.log", 3)])
 def test_offset_from_file_name(name: str, offset: int | None) -> None:
     if offset is None:
         with pytest.raises(InvalidFileNameError) as info:
