@@ -183,16 +183,7 @@ class JavaLongHashMap:
     def put(self, key: int) -> None:
         if key in self:  # replacing a value keeps the node where it is
             return
-        b = self._bucket(key)
-        tree = self._trees.get(b)
-        if tree is not None:
-            tree.put(key)
-        else:
-            keys = self._lists.setdefault(b, [])
-            keys.append(key)
-            if len(keys) > _TREEIFY_THRESHOLD:  # putVal: binCount >= TREEIFY_THRESHOLD - 1
-                self._treeify_bin(b)
-        self._size += 1
+        self._link(key, head=False)
         if self._size > self.capacity * 3 // 4:
             self._resize()
 
@@ -205,14 +196,23 @@ class JavaLongHashMap:
             self._resize()
         if key in self:
             return
+        self._link(key, head=True)
+
+    def _link(self, key: int, *, head: bool) -> None:
+        """A new key into its tree bin (putTreeVal), or at the tail (put) or the head (computeIfAbsent) of its
+        plain bucket, treeified when the keys walked past reach TREEIFY_THRESHOLD - 1: put walks past all but
+        the last (8 before), computeIfAbsent all of them (7 before)."""
         b = self._bucket(key)
         tree = self._trees.get(b)
         if tree is not None:
             tree.put(key)
         else:
             keys = self._lists.setdefault(b, [])
-            keys.insert(0, key)
-            if len(keys) > _TREEIFY_THRESHOLD - 1:  # binCount (the keys walked past) >= TREEIFY_THRESHOLD - 1
+            if head:
+                keys.insert(0, key)
+            else:
+                keys.append(key)
+            if len(keys) > _TREEIFY_THRESHOLD - head:
                 self._treeify_bin(b)
         self._size += 1
 
