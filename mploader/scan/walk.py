@@ -34,8 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from mploader.errors import InvalidRecordError, StartupFailedError
-from mploader.format import crc, records
-from mploader.format.crc import crc32c
+from mploader.format import crc as crc_functions, records
 from mploader.format.records import BatchHeader
 from mploader.scan.draft import RecoveryDraft, draft_recovery
 from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
@@ -123,7 +122,8 @@ _compiled = _load_compiled()
 # the reference. The tests switch it to compare both in one process.
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
 if COMPILED and _compiled is not None:
-    crc.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
+    crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
+crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
 def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
