@@ -515,17 +515,18 @@ class LogLoader:
         """recoverLog's managers delete every snapshot above a recovered segment's base, and the next segments
         write most of those names again: their deletes wait until the loop ends (recovery/snapshot_files.py;
         docs/crash-safety.md, "Snapshots a recovery rewrites")."""
-        files = self._snapshot_files
-        files.defer_deletes()
+        self._snapshot_files.defer_deletes()
+        failed = True  # the loop ended by an error: the one to report
         try:
             yield
-        except BaseException:
-            for name in files.end_deferral():  # the error that ended the loop is the one to report
-                with contextlib.suppress(OSError):
+            failed = False
+        finally:
+            for name in self._snapshot_files.end_deferral():
+                try:
                     self.disk.delete(self.path(name))
-            raise
-        for name in files.end_deferral():
-            self.disk.delete(self.path(name))
+                except OSError:
+                    if not failed:
+                        raise
 
     def _recovered_before(self) -> bool:
         """A ``--resumable`` load killed after recovering this whole partition left it as it is now: its last
