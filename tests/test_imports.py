@@ -62,7 +62,8 @@ def test_mploader_load_imports_no_other_command_and_no_verification_unless_asked
 
 def test_a_load_imports_the_optional_codecs_and_psutil_only_when_it_uses_them(tmp_path: Path) -> None:
     """Every process that loads (the CLI, each pool worker) would pay ~30 ms for packages most loads never use:
-    the codecs register on the first decompression, psutil is imported by the read-ahead thread."""
+    the codecs register on the first decompression (checked), and psutil is not imported by a load of an empty dir
+    (the read-ahead thread, which runs only where there is something to read, sets its I/O class without it)."""
     optional = {"psutil", "lz4", "zstandard", "cramjam"}
     loaded, decompressed = _modules_after(
         f"{_mploader_load(tmp_path)}\nimport mploader.engine.worker",

@@ -333,7 +333,7 @@ def test_file_vanishing_during_the_load_takes_the_dir_offline(tmp_path: Path, mo
 
 def test_a_dir_goes_offline_after_another_partition_failed_the_load(tmp_path: Path, monkeypatch, caplog) -> None:
     """Kafka waits for every partition, then rethrows the first fatal error: a partition whose IOException came
-    after it still takes its dir offline (logged; --resumable then writes no recovery point there)."""
+    after it still takes its dir offline (logged)."""
     import logging
 
     import mploader.manager as manager_mod

@@ -23,10 +23,10 @@ row = st.tuples(st.integers(0, 7), st.sampled_from([0, 0, 0, 1]), st.sampled_fro
 known = st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0, 1]), st.booleans()), max_size=4)
 
 
-
 def _psm(directory: str) -> ProducerStateManager:
     """A manager of ``directory`` with its own listing (Kafka's constructor)."""
     return ProducerStateManager(RealDisk(), directory, 86_400_000, SnapshotFiles.listed(RealDisk(), directory))
+
 
 def _table(rows):  # type: ignore[no-untyped-def]
     t = np.zeros(len(rows), BATCH_TABLE)
