@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mploader import LoaderConfig  # noqa: E402
 from mploader.recovery import resume  # noqa: E402
+from perf.files_vs_kafka import parse_seeds  # noqa: E402
 from perf.report import Lines, replace_section  # noqa: E402
 from tests.conftest import _corpus_source, corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crash_points import GEN_NOW, Enumeration, enumerate_kill_points, small_broker  # noqa: E402
@@ -41,11 +42,6 @@ SHAPES = {
 
 def _generated_dir(work: Path) -> list[str]:
     return [str(work / "data-0")]
-
-
-def _seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mploader-crash-points-") as tmp:
         root = Path(tmp)
-        for seed in _seeds(args.seeds):
+        for seed in parse_seeds(args.seeds):
             for shape, kw in SHAPES.items():
                 pristine = root / f"{seed}-{len(reports)}"
                 small_broker(pristine, seed=seed, **kw)  # type: ignore[arg-type]

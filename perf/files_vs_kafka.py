@@ -29,7 +29,8 @@ Handled as artefacts of the comparison, not differences:
   compared like any file, and so is every ``*.deleted`` file in mploader's copy (mploader deletes at once).
 * The clock: both loaders expire producers (``producer.id.expiration.ms`` = 1 day) against the real clock at
   load.  The generator's default timestamps (October 2024) are all long expired, so every producer read from a
-  snapshot is dropped at load; the ``fresh-*`` and ``producers-*`` families write timestamps an hour before
+  snapshot is dropped at load; the ``fresh-*`` and ``producers-*`` families (but ``producers-old-rp0``) write
+  timestamps an hour before
   ``--start-ms`` (default: the current hour) so that nothing expires and the snapshots carry every producer.
   Nothing is generated within minutes of the expiry boundary, where the two runs' clocks could disagree.
 * A dir reported to Kafka's LogDirFailureChannel: LogManager takes it offline, but the oracle reports such a
@@ -46,13 +47,13 @@ same.  A start-up failure that mploader's preflight finds changes no byte there,
 The families (``--families``, comma-separated, or ``all``):
 
 * ``unclean``, ``unclean-rp0``, ``clean``, ``clean-nosnap``: tests/crash_points.py's ``SMALL_BROKER``
-  (4 partitions of ~8 segments, idempotent and transactional producers, leader epochs) with 8 faults: unclean
+  (4 partitions of 2-4 segments, idempotent and transactional producers, leader epochs) with 8 faults: unclean
   with the recovery points as generated; unclean with the recovery-point checkpoint removed (every segment
   recovered: a damaged one cuts the log and deletes the segments after it); clean with ``CLEAN_FAULTS``; clean
   with two partitions' snapshots removed (Kafka's clean-start shortcut).
 * ``fresh-unclean-rp0``, ``fresh-clean``: the same brokers with fresh timestamps (no producer expires).
 * ``producers-rp0``, ``producers-unclean``, ``producers-clean``, ``producers-clean-nosnap``: brokers of many
-  small batches from dozens to hundreds of producer ids per partition (the pool grows with the seed: 12, 24,
+  small batches from dozens to hundreds of producer ids per partition (the pool by seed % 6: 12, 24,
   48, 96, 200, 400 idempotent producers and a third as many transactional ones, and restarts give new ids),
   fresh timestamps, 6 faults: Java ``HashMap``s of producers past 16, 32, 64 ... 512 slots, where a
   snapshot's entry order depends on Kafka's maps.  ``producers-old-rp0``: the same with the generator's old
@@ -85,8 +86,8 @@ The families (``--families``, comma-separated, or ``all``):
 ``--only orders-0,...`` keeps only those partition dirs of each generated or corpus case: the way to reduce a
 difference to one partition.
 
-Prints a line per data dir (files, snapshots, Kafka's pending deletes, differences) with each difference
-below it and the command that reproduces the case, then a summary by family; exit status 1 on any
+Prints a line per data dir (files, snapshots, Kafka's pending deletes, differences) with its differences
+below it (the first 12) and the command that reproduces the case, then a summary by family; exit status 1 on any
 difference, 0 otherwise and when the oracle is absent (then nothing is compared and it says so).
 """
 
@@ -123,10 +124,10 @@ from perf.kafka_compare import compare, find_oracle, parse_kafka, parse_mploader
 from perf.trees import scratch_dir  # noqa: E402
 from tests.conftest import _corpus_source, corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crash_points import CLEAN_FAULTS, SMALL_BROKER, copy_tree  # noqa: E402
-from tests.fingerprint import tree_state  # noqa: E402
+from tests.fingerprint import changed, tree_state  # noqa: E402
 
 HOUR_MS = 3_600_000
-KAFKA_PENDING = ".deleted"  # LogFileUtils.DELETED_FILE_SUFFIX: renamed, removed 60 s later
+KAFKA_PENDING = names.DELETED_SUFFIX  # LogFileUtils.DELETED_FILE_SUFFIX: renamed, removed 60 s later
 
 
 # ------------------------------------------------------------------------------------------------ the cases
@@ -196,7 +197,8 @@ def small_broker_config(seed: int, clean: bool) -> GeneratorConfig:
                                 fault_kinds=CLEAN_FAULTS if clean else SMALL_BROKER.fault_kinds)
 
 
-#: Idempotent producers per partition by seed (seed % 6): Java HashMap resize thresholds 12, 24, 48, 96, 192, 384.
+#: Idempotent producers per partition by seed (seed % 6): at or just past Java HashMap resize thresholds (12, 24, 48,
+#: 96, 192, 384).
 PRODUCER_POOLS = (12, 24, 48, 96, 200, 400)
 
 
@@ -447,7 +449,7 @@ def file_difference(kafka: Path, mploader: Path) -> str:
     if kafka.is_dir() or mploader.is_dir():
         return ""
     a, b = kafka.read_bytes(), mploader.read_bytes()
-    return snapshot_difference(a, b) if kafka.name.endswith(".snapshot") else first_byte_difference(a, b)
+    return snapshot_difference(a, b) if kafka.name.endswith(names.SNAPSHOT_SUFFIX) else first_byte_difference(a, b)
 
 
 def compare_files(kafka_dir: Path, mploader_dir: Path, result: CaseResult,
@@ -461,12 +463,11 @@ def compare_files(kafka_dir: Path, mploader_dir: Path, result: CaseResult,
     ks = {p: v for p, v in ks.items() if p not in pending}
     result.kafka_pending_deletes = len(pending)
     result.files = sum(1 for size, _ in ks.values() if size >= 0)
-    result.snapshots = sum(1 for p in ks if p.endswith(".snapshot"))
-    for p in sorted(ks.keys() | ms.keys()):
+    result.snapshots = sum(1 for p in ks if p.endswith(names.SNAPSHOT_SUFFIX))
+    for p in changed(ks, ms):
         k, m = ks.get(p), ms.get(p)
-        if k != m:
-            detail = file_difference(kafka_dir / p, mploader_dir / p) if k and m else ""
-            result.file_diffs.append(FileDiff(p, None if k is None else k[0], None if m is None else m[0], detail))
+        detail = file_difference(kafka_dir / p, mploader_dir / p) if k and m else ""
+        result.file_diffs.append(FileDiff(p, None if k is None else k[0], None if m is None else m[0], detail))
 
 
 @dataclass
