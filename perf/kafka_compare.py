@@ -20,7 +20,9 @@ per partition the kind, log start and end offsets, recovery point (mploader's ag
 difference is printed as MISMATCH and the script exits with status 1.
 
 For the 1,000-segment set it also reports Phase 2's share of the load: with ``--workers 1`` the scans run
-inline, so Phase 2 (and the fixed costs around it) = stats ``seconds.total`` - ``scan_seconds``.
+inline, so Phase 2 (and the fixed costs around it) = stats ``seconds.total`` - ``scan_seconds``; and how much of
+it is writing files (stats ``write_seconds`` + ``seconds.flush``) and the rest, Phase 2 beyond writing, in ms a
+recovered segment.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -55,7 +54,7 @@ from perf.kafka_compare import (  # noqa: E402
     writing_seconds,
 )
 from perf.report import Lines, replace_section  # noqa: E402
-from perf.trees import mploader_argv, worktree_of  # noqa: E402
+from perf.trees import mploader_argv, scratch_dir, worktree_of  # noqa: E402
 
 SEGMENT_BYTES = 10_000
 
@@ -82,8 +81,8 @@ def main() -> int:
                     "directory; the scratch directory is deleted at the end, the --work directory is not)")
     ap.add_argument("--report", type=Path, help="write the table into this README (section phase2)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mploader-phase2-", dir=args.work) as work, contextlib.ExitStack() as stack:
-        return run(args, Path(work), stack.enter_context(worktree_of(args.base, Path(work))) if args.base else None)
+    with scratch_dir("mploader-phase2-", args.work, keep=False) as work, contextlib.ExitStack() as stack:
+        return run(args, work, stack.enter_context(worktree_of(args.base, work)) if args.base else None)
 
 
 def run(args: argparse.Namespace, root: Path, base_tree: Path | None) -> int:

@@ -13,6 +13,7 @@ Usage: perf/startup.py --base REV [--rounds 15]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def main() -> int:
         print(f"`perf/startup.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d %H:%M')}:")
         for name, tree in trees.items():
             modules = subprocess.run([sys.executable, "-P", "-c", IMPORTS, tempfile.mkdtemp(dir=root)],
-                                     env={"PYTHONPATH": str(tree)}, capture_output=True, text=True,
+                                     env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True,
                                      check=True).stdout.strip()
             ts = times[name]
             print(f"  {name:>12}: min {min(ts):.3f} s, median {statistics.median(ts):.3f} s, {modules} modules "
