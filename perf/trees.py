@@ -22,13 +22,24 @@ def mploader_argv(workers: str, tree: Path | None = None) -> Callable[[str], lis
 
     Without ``tree``: the console script beside this interpreter (the working tree as installed).  With one:
     ``python -P -m mploader`` with ``PYTHONPATH`` on that tree (``-P``: the working directory, maybe this tree,
-    does not come before it on ``sys.path``)."""
+    does not come before it on ``sys.path``).
+
+    The tree's bytecode is compiled first (``compileall``), as an install writes its ``.pyc`` files: without it,
+    a run under ``PYTHONDONTWRITEBYTECODE=1`` compiles again every module whose ``.pyc`` is missing or older than
+    its source (a new worktree: all of them), and a side-by-side figure would time the compiler."""
+    compile_bytecode(tree or _ROOT)
     if tree is None:
         script = Path(sys.executable).with_name("mploader")
         base = [str(script)] if script.exists() else [sys.executable, "-m", "mploader"]
     else:
         base = ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "mploader"]
     return lambda d: [*base, "load", "--json", "--no-progress", "--workers", workers, d]
+
+
+def compile_bytecode(tree: Path) -> None:
+    """Write the ``.pyc`` of every module of ``tree/mploader`` that has none or a stale one."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "mploader")], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 @contextlib.contextmanager
