@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import NoReturn
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, print_document, tool_version
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from mploader.engine import ONE_BLAS_THREAD
 
 # --------------------------------------------------------------------------------------------
 # The subcommand table
@@ -57,6 +59,14 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def _one_blas_thread() -> None:
+    """Before numpy is first imported: OpenBLAS starts one thread, not one per CPU (``engine.ONE_BLAS_THREAD``),
+    unless the user's environment already says how many."""
+    if "numpy" not in sys.modules:
+        for name, value in ONE_BLAS_THREAD.items():
+            os.environ.setdefault(name, value)
+
+
 class _ArgumentError(Exception):
     def __init__(self, parser: argparse.ArgumentParser, message: str):
         super().__init__(message)
@@ -90,6 +100,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # this process is the command (a caller passing its own arguments keeps its environment)
+        _one_blas_thread()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     try:

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
+from mploader.engine import ONE_BLAS_THREAD
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     MIN_ENTRY_BYTES,
@@ -98,10 +99,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The workers call no BLAS routine, but importing numpy starts OpenBLAS's thread pool, one thread per CPU.
-# Starting 2 workers took 0.57-0.61 s of CPU with it and 0.38-0.48 s without (2 CPUs, 3 runs each), CPU
-# the parent's first scans share; with 16 CPUs, each of 16 workers would start 16 threads.
-WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Starting 2 workers took 0.57-0.61 s of CPU with OpenBLAS's threads and 0.38-0.48 s without (2 CPUs, 3 runs each),
+# CPU the parent's first scans share; with 16 CPUs, each of 16 workers would start 16 threads.
+WORKER_ENV = ONE_BLAS_THREAD
 PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 # Chunks submitted and not yet collected, per worker of a data dir: one running, one queued behind it. This
 # bounds the shared memory in flight (see PoolEngine): blocks are created as chunks are submitted.
