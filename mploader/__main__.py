@@ -1,7 +1,5 @@
 """``python -m mploader``: the same as the ``mploader`` command."""
 
-import sys
+from mploader.cli.main import command
 
-from mploader.cli.main import main
-
-sys.exit(main())
+command()

@@ -97,28 +97,30 @@ def test_a_load_with_the_compiled_walk_imports_neither_the_crc32c_package_nor_im
 
 def test_the_command_starts_no_blas_threads(tmp_path: Path) -> None:
     """numpy's import starts OpenBLAS's thread pool, one thread per CPU; the command never calls BLAS, so its
-    process asks for one thread before numpy is imported (engine.ONE_BLAS_THREAD): ~0.09 s less CPU a load on 2
-    CPUs.  A caller of ``main(argv)`` keeps its own environment, and so does a user who set the variables."""
+    process (``cli.main.command``) asks for one thread before numpy is imported (engine.ONE_BLAS_THREAD): ~0.09 s
+    less CPU a load on 2 CPUs.  A caller of ``main(argv)`` keeps its own environment, and so does a user who set
+    the variables."""
     import os
 
     if (os.cpu_count() or 1) < 2:
         import pytest
 
         pytest.skip("OpenBLAS starts no extra thread with one CPU")
-    code = ("import contextlib, io, os, sys\n"
-            f"sys.argv = ['mploader', 'load', '--json', '--no-progress', {str(tmp_path)!r}]\n"
-            "from mploader.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    main()\n"
-            "print(os.environ.get('OPENBLAS_NUM_THREADS'), len(os.listdir('/proc/self/task')), 'numpy' in sys.modules)")
+    argv = ["load", "--json", "--no-progress", str(tmp_path)]
+    report = ("import atexit, os, sys\n"  # command() runs the atexit functions before it ends the process
+              "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'),"
+              " len(os.listdir('/proc/self/task')), 'numpy' in sys.modules))\n")
+    code = report + f"sys.argv = ['mploader', *{argv!r}]\nfrom mploader.cli.main import command\ncommand()"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                                                 "MKL_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert out.stdout.split() == ["1", "1", "True"], out.stdout + out.stderr
-    # the user's choice stays, and a caller's main(argv) leaves the environment alone
-    chosen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            env={**env, "OPENBLAS_NUM_THREADS": "2"})
-    assert chosen.stdout.split()[:2] == ["2", "2"], chosen.stdout + chosen.stderr
-    caller = code.replace("    main()", f"    main(['load', '--json', '--no-progress', {str(tmp_path)!r}])")
-    kept = subprocess.run([sys.executable, "-c", caller], capture_output=True, text=True, check=True, env=env)
-    assert kept.stdout.split()[0] == "None", kept.stdout
+
+    def last_line(source: str, extra: dict[str, str] | None = None) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True,
+                             env={**env, **(extra or {})})
+        return out.stdout.splitlines()[-1].split()
+
+    assert last_line(code) == ["1", "1", "True"]
+    assert last_line(code, {"OPENBLAS_NUM_THREADS": "2"})[:2] == ["2", "2"]  # the user's choice stays
+    caller = report + f"from mploader.cli.main import main\nmain({argv!r})"
+    variable, tasks, _ = last_line(caller)  # a caller's main(argv) leaves the environment alone
+    assert variable == "None" and int(tasks) > 1
