@@ -140,18 +140,15 @@ def _binary_search(keys: np.ndarray, target: int, lo: int, hi: int, add: int) ->
     return lo
 
 
-def offset_index_lookup(disk: Disk, seg: Segment, target: int) -> tuple[int, int]:
-    """OffsetIndex.lookup: (offset, position) of the largest entry <= target, else (base, 0)."""
-    entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
+def offset_index_lookup(disk: Disk, seg: Segment, target: int, entries: np.ndarray | None = None) -> tuple[int, int]:
+    """OffsetIndex.lookup: (offset, position) of the largest entry <= target, else (base, 0); ``entries``: the
+    index's, when the caller has read them."""
+    if entries is None:
+        entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
     slot = largest_lower_bound_slot(entries["relative_offset"], target, OFFSET_ENTRY.itemsize, seg.base_offset)
     if slot < 0:
         return seg.base_offset, 0
     return seg.base_offset + int(entries["relative_offset"][slot]), int(entries["position"][slot])
-
-
-def offset_index_last_offset(disk: Disk, seg: Segment) -> int:
-    entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
-    return seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
 
 
 def log_size(disk: Disk, seg: Segment) -> int:
@@ -233,16 +230,21 @@ def _last_offset(buf: bytes | mmap.mmap, seg: Segment, p: int, magic: int) -> in
 def read_next_offset(disk: Disk, seg: Segment) -> int:
     """LogSegment.readNextOffset: last batch's lastOffset + 1 from the index's last entry on.
 
-    Kafka walks the entries with FileLogInputStream (size field only: a corrupt size is fatal, a
-    torn last entry ends the walk, nothing else is checked) and reads the header of the last one."""
-    hit = translate_offset(disk, seg, offset_index_last_offset(disk, seg))
-    if hit is None:
-        return seg.base_offset
+    Kafka translates the index's last offset (:func:`translate_offset`: the first batch from the entry's
+    position whose lastOffset reaches it), then walks the entries from that batch with FileLogInputStream (size
+    field only: a corrupt size is fatal, a torn last entry ends the walk, nothing else is checked) and reads the
+    header of the last one.  The second walk starts where the first stopped, so here they are one walk over one
+    mapping, reading the index once."""
+    entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
+    target = seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
+    _, pos = offset_index_lookup(disk, seg, target, entries)
     with _log_view(disk, seg) as (buf, size):
         last = None
-        for last in _entries(buf, seg, hit[0], size):  # noqa: B007 - the loop only keeps the last entry
-            pass
-        if last is None:
+        for entry in _entries(buf, seg, pos, size):
+            if last is None and _last_offset(buf, seg, entry[0], entry[2]) < target:
+                continue  # before translateOffset's hit
+            last = entry
+        if last is None:  # no hit, or nothing from it on
             return seg.base_offset
         p, _, magic = last
         return _last_offset(buf, seg, p, magic) + 1
