@@ -49,6 +49,25 @@ def fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields:
 
 
 def print_document(doc: dict[str, Any], stream: TextIO | None = None) -> None:
+    """``doc`` as :func:`document_text` lays it out, in one write (``json.dump`` writes every token apart: 72k writes
+    for 300 logs)."""
     out = stream or sys.stdout
-    out.write(json.dumps(doc, indent=1) + "\n")  # one write: json.dump writes every token apart (72k for 300 logs)
+    out.write(document_text(doc) + "\n")
     out.flush()
+
+
+_COMPACT = json.JSONEncoder(separators=(", ", ": ")).encode  # indent=None: the C encoder
+
+
+def document_text(value: Any, depth: int = 0) -> str:
+    """JSON laid out for a person as far as two levels down (the document's fields, then one line per log, per
+    warning, per stat), each value below written on one line.  ``json.dumps(doc, indent=1)`` would take Python's
+    own encoder (the C one has no indent): 30 ms of a 300-partition load's process, against ~5 ms."""
+    if depth >= 2 or not isinstance(value, (dict, list)) or not value or (
+            isinstance(value, dict) and not all(isinstance(k, str) for k in value)):  # json's own key conversions
+        return _COMPACT(value)
+    pad = " " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{pad}{_COMPACT(str(k))}: {document_text(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad[1:] + "}"
+    return "[\n" + ",\n".join(pad + document_text(v, depth + 1) for v in value) + "\n" + pad[1:] + "]"
