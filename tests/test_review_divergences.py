@@ -22,6 +22,7 @@ from tests.kafkadir import (
     data_dir,
     load,
     name,
+    oi_bytes,
     txn_entry,
 )
 
@@ -159,6 +160,18 @@ def test_clean_read_next_offset_walks_over_a_small_v2_entry(tmp_path):
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d).segment(0, B(0), small_v2_entry(1), B(2), indexes=False)
     pb.write(name(0, ".index"), b"").write(name(0, ".timeindex"), b"")
+
+    result = load(d)
+
+    assert result.logs[TP].log_end_offset == 3
+
+
+def test_clean_read_next_offset_from_a_negative_index_position_walks_from_the_start(tmp_path):
+    """LogSegment.translateOffset searches from max(the entry's position, 0): a last index entry with a negative
+    position (garbage a clean load trusts) makes readNextOffset walk from the start of the log."""
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d).segment(0, B(0), B(1), B(2), indexes=False)
+    pb.write(name(0, ".index"), oi_bytes(0, (2, -100))).write(name(0, ".timeindex"), b"")
 
     result = load(d)
 

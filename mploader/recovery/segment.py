@@ -240,7 +240,7 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
     _, pos = offset_index_lookup(disk, seg, target, entries)
     with _log_view(disk, seg) as (buf, size):
         last = None
-        for entry in _entries(buf, seg, pos, size):
+        for entry in _entries(buf, seg, max(pos, 0), size):  # translateOffset's max(position, 0)
             if last is None and _last_offset(buf, seg, entry[0], entry[2]) < target:
                 continue  # before translateOffset's hit
             last = entry
