@@ -265,8 +265,15 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
                                  f"no usable data directory among those given ({reasons})")
     loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
                for path, tp, kind in s.partitions]
+    kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
     for path, tp, kind in loading:
-        failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic))
+        keep = kept < partition_preflight.KEPT_NAMES
+        failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep)
+        if keep:
+            try:
+                kept += len(disk.list_files(path))  # the preflight's listing, from the disk's cache
+            except OSError:  # not listable: the loader meets that itself
+                pass
         if failure is not None and partition_preflight.will_not_fail_with_io_error(path):
             raise failure
     copies: dict[tuple[bool, TopicPartition], list[str]] = {}

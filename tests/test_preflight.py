@@ -177,3 +177,30 @@ def test_a_failure_only_recovery_finds_says_where_the_load_had_written(tmp_path:
     written = written_dirs(e.value)
     assert written is not None and str(pb.path) in written and str(dirs[0] / "orders-0") in written
     assert any("found during recovery, after the load had changed files" in n for n in e.value.__notes__)
+
+
+@pytest.mark.parametrize("kept_names, kept_partitions", [(100_000, 6), (0, 0), (10, 2)])
+def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       kept_names: int, kept_partitions: int) -> None:
+    """Each partition directory is listed once when the preflight's listing is kept (``preflight.KEPT_NAMES``
+    names at most, over all partitions), twice when it is not; the outcome is the same either way."""
+    import mploader.disk.real as real
+    from mploader.recovery import preflight
+
+    d = data_dir(tmp_path, clean=True)
+    for p in range(6):  # 5 files each: .log, .index, .timeindex, and the epoch and metadata checkpoints
+        PartitionBuilder(d, "orders", p).segment(0, *(B(o) for o in range(3))).epochs((0, 0)).write(
+            "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counting(path: str) -> object:
+        listed.append(os.path.basename(path))
+        return scandir(path)
+
+    monkeypatch.setattr(real.os, "scandir", counting)
+    monkeypatch.setattr(preflight, "KEPT_NAMES", kept_names)
+    result = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
+    assert sorted(lg.log_end_offset for lg in result.logs.values()) == [3] * 6
+    per_partition = [listed.count(f"orders-{p}") for p in range(6)]
+    assert per_partition == [1] * kept_partitions + [2] * (6 - kept_partitions)
