@@ -6,8 +6,10 @@ Builds its data with ``mploader generate`` (one data dir, ~1 KiB batches, every 
 recovery point: a full unclean recovery), warms the page cache, then measures in this order:
 
 * in each of ``--repeat`` rounds: the ceiling (bare processes walking the same files with one
-  ``unpack_from`` per header and CRC-32C per batch: 1 process, then N processes splitting the files),
-  then mploader N=1 (inline) and N=k (process pool); every figure is the best of its rounds;
+  ``unpack_from`` per header and CRC-32C per batch: 1 process, then N processes splitting the files), the
+  same with the compiled walk where it is built (``mploader.scan._walk.walk_v2``: the ceiling without any
+  per-batch Python, 1 and N processes), then mploader N=1 (inline) and N=k (process pool); every figure is the
+  best of its rounds;
 * a thread-pool engine (the seed KIP's design, in Python) and a serial loop over kafka-python's reader;
 * optionally (``--cold``) the same with an empty page cache: the disk's read bandwidth (1 and N
   readers) and mploader N=1 / N=k with and without the read-ahead, each after
@@ -22,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import mmap
 import os
 import shutil
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing import Pool
 from pathlib import Path
@@ -46,7 +49,12 @@ from mploader.cli.units import parse_size  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
+from mploader.scan import (  # noqa: E402
+    SegmentScan,
+    SegmentTask,
+    scan_segment,
+    walk as walk_mod,  # noqa: E402
+)
 
 HEADER = struct.Struct(">qiibI")
 
@@ -75,7 +83,29 @@ def bare_walk(paths: list[str]) -> tuple[int, int]:
     return batches, nbytes
 
 
-def bare_parallel(paths: list[str], n: int) -> float:
+def bare_walk_compiled(paths: list[str]) -> tuple[int, int]:
+    """The same walk by the compiled loop (``mploader.scan._walk.walk_v2``, CRC checked) over a mapping of each file:
+    the machine's own ceiling once the per-batch Python is gone.  A control batch, where that loop stops, is stepped
+    over."""
+    from mploader.scan import _walk  # type: ignore[attr-defined]
+
+    batches = nbytes = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # as a scan maps its segment: no copy
+        p, end = 0, len(data)
+        while p < end - 17:
+            p, found = _walk.walk_v2(data, p, end, True)
+            batches += len(found) // 8
+            if p < end - 17:  # a control batch (or the end): one step over it
+                p += HEADER.unpack_from(data, p)[1] + 12
+                batches += 1
+        data.close()
+        nbytes += end
+    return batches, nbytes
+
+
+def bare_parallel(paths: list[str], n: int, walk: Callable[[list[str]], tuple[int, int]] = bare_walk) -> float:
     """Seconds for n processes to walk all the files (split by size, pool started beforehand)."""
     groups: list[list[str]] = [[] for _ in range(n)]
     sizes = [0] * n
@@ -86,7 +116,7 @@ def bare_parallel(paths: list[str], n: int) -> float:
     with Pool(n) as pool:
         pool.map(abs, range(n))  # start the workers before timing
         t0 = time.perf_counter()
-        pool.map(bare_walk, groups)
+        pool.map(walk, groups)
         return time.perf_counter() - t0
 
 
@@ -223,6 +253,8 @@ def main() -> None:
     # this shared VM hits both; each figure is the best of its repetitions
     bare1_runs: list[float] = []
     bare_runs: dict[int, list[float]] = {n: [] for n in workers[1:]}
+    compiled = walk_mod.COMPILED  # the compiled ceiling too, where the compiled walk is built
+    compiled_runs: dict[int, list[float]] = {n: [] for n in workers} if compiled else {}
     results: dict[int, list[tuple[float, dict]]] = {w: [] for w in workers}
     batches = 0
     for _ in range(args.repeat):
@@ -233,6 +265,9 @@ def main() -> None:
         for n in workers[1:]:
             warm(paths)
             bare_runs[n].append(bare_parallel(paths, n))
+        for n in compiled_runs:
+            warm(paths)
+            compiled_runs[n].append(bare_parallel(paths, n, bare_walk_compiled))
         for w in workers:
             warm(paths)
             results[w].append(timed_load(dirs, w))
@@ -242,6 +277,10 @@ def main() -> None:
     for n in workers[1:]:
         say(f"| bare walk+CRC, {n} processes (the ceiling) | {bare_n[n]:.2f} | {total / bare_n[n] / 1e9:.2f} | | "
             f"{bare1 / bare_n[n]:.2f}x |")
+    compiled_n = {n: min(runs) for n, runs in compiled_runs.items()}
+    for n, t in compiled_n.items():
+        say(f"| compiled walk+CRC (mploader.scan._walk), {n} process{'es' if n > 1 else ''} | {t:.2f} | "
+            f"{total / t / 1e9:.2f} | {t / batches * 1e6:.2f} | {compiled_n[workers[0]] / t:.2f}x the 1-process one |")
     base = min(r[0] for r in results[workers[0]])
     for w in workers:
         best, info = min(results[w], key=lambda r: r[0])
@@ -265,6 +304,10 @@ def main() -> None:
         best = min(r[0] for r in results[n])
         say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
             f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
+        if compiled_n:
+            c1, cn = compiled_n[workers[0]], compiled_n[n]
+            say(f"| mploader {n} workers vs {n} compiled-walk processes | | | | "
+                f"{(base / best) / (c1 / cn):.0%} of their speed-up ({c1 / cn:.2f}x) |")
         say(f"| mploader {n} workers vs {n} x the 1-process bare rate (cores x single-process walk+CRC) | | "
             f"{total / best / 1e9:.2f} | | {(total / best) / (n * total / bare1):.0%} of "
             f"{n * total / bare1 / 1e9:.2f} GB/s |")
