@@ -271,6 +271,8 @@ def main() -> None:
         for w in workers:
             warm(paths)
             results[w].append(timed_load(dirs, w))
+    if compiled and bare_walk_compiled(paths)[0] != batches:  # both ceilings walk the same batches
+        raise SystemExit("the compiled walk counted other batches than the Python walk")
     bare1 = min(bare1_runs)
     say(f"| bare walk+CRC, 1 process | {bare1:.2f} | {total / bare1 / 1e9:.2f} | {bare1 / batches * 1e6:.2f} | 1.00x |")
     bare_n = {n: min(runs) for n, runs in bare_runs.items()}
