@@ -279,6 +279,59 @@ def test_mutated_segments_scan_alike(parts: list[bytes], ops: list[tuple[Any, ..
         assert isinstance(outcome, (SegmentScan, MploaderError)), outcome  # hostile bytes: only typed errors
 
 
+def last_entry_both(buf: bytes, start: int, end: int) -> Any:
+    """``format.log.last_entry`` by the compiled loop and by the Python one (iter_entries): the same position, or
+    the same CorruptRecordError (position and message)."""
+    from mploader.errors import CorruptRecordError
+    from mploader.format import log
+
+    outcomes = []
+    for fast in (compiled.last_entry, None):
+        saved = log._compiled_last_entry
+        log.use(fast)
+        try:
+            outcomes.append(log.last_entry(buf, start, end, PATH))
+        except CorruptRecordError as e:
+            outcomes.append((e.position, str(e)))
+        finally:
+            log.use(saved)
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0]
+
+
+@needs_compiled
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(parts=entries, ops=st.lists(mutation, min_size=0, max_size=4), data=st.data())
+def test_the_last_entry_walk_finds_alike(parts: list[bytes], ops: list[tuple[Any, ...]], data: st.DataObject) -> None:
+    """readNextOffset's walk to the last entry (size fields only), compiled and in Python, on valid and mutated
+    segments, from an entry's start or any byte, to the end or a cut."""
+    starts = entry_starts(parts)
+    buf = mutate(b"".join(parts), starts, ops) if ops else b"".join(parts)
+    starts = [s for s in starts if s <= len(buf)]
+    anywhere = st.integers(0, len(buf))
+    start = data.draw(st.one_of(st.sampled_from(starts), st.sampled_from(starts), anywhere) if starts else anywhere)
+    end = data.draw(st.one_of(st.just(len(buf)), st.just(len(buf)), st.integers(start, len(buf))))
+    found = last_entry_both(buf, start, end)
+    event("corrupt size" if isinstance(found, tuple) else "none" if found is None else "found")
+
+
+@needs_compiled
+def test_the_last_entry_walk_at_its_edges() -> None:
+    def entry(size: int, body: int | None = None) -> bytes:
+        return struct.pack(">qi", 0, size) + bytes(size if body is None else body)
+
+    assert last_entry_both(b"", 0, 0) is None
+    assert last_entry_both(entry(14), 0, 26) == 0  # the smallest entry, exactly filling the range
+    assert last_entry_both(entry(14) + entry(20), 0, 26 + 32) == 26
+    assert last_entry_both(entry(14) + entry(20), 0, 26 + 31) == 0  # a torn last entry ends the walk
+    assert last_entry_both(entry(14) + bytes(17), 0, 26 + 17) == 0  # 17 bytes left: too few for a header
+    assert last_entry_both(entry(14) + entry(13, 20), 0, 26 + 32)[0] == 26  # a size below 14: corrupt
+    assert last_entry_both(entry(14) + entry(-1, 20), 0, 26 + 32)[0] == 26
+    assert last_entry_both(entry(2**31 - 1, 10), 0, 22) is None  # a huge size does not wrap around
+    with pytest.raises(ValueError):
+        compiled.last_entry(b"x" * 10, 0, 11)
+
+
 def crafted(size: int, magic: int = 2, attributes: int = 0, body: int = 0) -> bytes:
     """An entry with the given size, magic and attributes fields and a CRC-32C that matches the bytes the
     size covers (from byte 21), so that no other check than the one under test can stop the fast loop.

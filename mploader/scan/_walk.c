@@ -377,6 +377,59 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+/*
+ * last_entry: FileLogInputStream's framing alone (size fields, nothing else read), to find the last complete
+ * entry of a range: what LogSegment.readNextOffset walks to (mploader.format.log.last_entry is the reference).
+ */
+static PyObject *last_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "last_entry(buf, start, end) takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (start < 0 || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "last_entry: range [%zd, %zd) outside a buffer of %zd bytes", start, end,
+                     view.len);
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    int64_t p = start, last = -1, corrupt = 0;
+    const int64_t e = end;
+    Py_BEGIN_ALLOW_THREADS
+    while (p < e - 17) {
+        uint32_t usize = load_be32(buf + p + 8);
+        int64_t size = (int64_t)usize - ((usize & 0x80000000u) ? INT64_C(0x100000000) : 0);
+        if (size < 14) { /* CorruptRecordException */
+            corrupt = 1;
+            break;
+        }
+        if (p > e - 12 - size) /* a torn last entry: the walk ends */
+            break;
+        last = p;
+        p += 12 + size;
+    }
+    Py_END_ALLOW_THREADS
+    int64_t bad_size = 0;
+    if (corrupt) {
+        uint32_t usize = load_be32(buf + p + 8);
+        bad_size = (int64_t)usize - ((usize & 0x80000000u) ? INT64_C(0x100000000) : 0);
+    }
+    PyBuffer_Release(&view);
+    if (corrupt)
+        return Py_BuildValue("(LLL)", (long long)last, (long long)p, (long long)bad_size);
+    return Py_BuildValue("(LLO)", (long long)last, (long long)p, Py_None);
+}
+
 /* crc32c(data, value=0) with the implementation given: the crc32c package's signature. */
 static PyObject *crc_call(PyObject *const *args, Py_ssize_t nargs, const char *name, crc_fn fn) {
     if (nargs < 1 || nargs > 2) {
@@ -453,6 +506,12 @@ static PyMethodDef walk_methods[] = {
      "control batch, CRC-32C valid when check_crc) or when fewer than 24 bytes are left before end.\n"
      "Returns the position where the walk stopped and the start of each accepted batch, as a bytes object\n"
      "of native int64s. The GIL is released during the walk."},
+    {"last_entry", (PyCFunction)(void (*)(void))last_entry, METH_FASTCALL,
+     "last_entry(buf, start, end) -> (last, stop, bad_size)\n\n"
+     "Walk entries of buf from byte start by their size fields alone, as FileLogInputStream does: stop when\n"
+     "17 or fewer bytes are left before end, at an entry that does not fit before end, or at a size field\n"
+     "below 14 (then bad_size is that field, else None). Returns the start of the last complete entry (-1:\n"
+     "none) and where the walk stopped. The GIL is released during the walk."},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL,
      "crc32c(data, value=0) -> int: CRC-32C of data continuing value, with the implementation walk_v2 uses."},
     {"crc32c_portable", (PyCFunction)(void (*)(void))py_crc32c_portable, METH_FASTCALL,

@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from mploader.errors import InvalidRecordError, StartupFailedError
-from mploader.format import crc as crc_functions, records
+from mploader.format import crc as crc_functions, log as log_framing, records
 from mploader.format.records import BatchHeader
 from mploader.scan.draft import RecoveryDraft, draft_recovery
 from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
@@ -123,6 +123,7 @@ _compiled = _load_compiled()
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
 if COMPILED and _compiled is not None:
     crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
+    log_framing.use(_compiled.last_entry)  # readNextOffset's walk (mploader.format.log.last_entry)
 crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
