@@ -123,7 +123,8 @@ _compiled = _load_compiled()
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
 if COMPILED and _compiled is not None:
     crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
-    log_framing.use(_compiled.last_entry)  # readNextOffset's walk (mploader.format.log.last_entry)
+    # readNextOffset's walk (mploader.format.log.last_entry); a build older than it has none: the Python loop
+    log_framing.use(getattr(_compiled, "last_entry", None))
 crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
