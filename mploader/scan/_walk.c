@@ -297,28 +297,42 @@ static void crc_init(void) {
 #define ATTR_CONTROL 0x20
 #define STACK_POSITIONS 64
 
+/*
+ * The arguments both walks share: (buf, start, end, ...). Returns 0 with view held (the caller releases it), or -1
+ * with a Python error set (TypeError for the count, ValueError for a range outside the buffer).
+ */
+static int walk_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, const char *name,
+                          const char *params, Py_buffer *view, Py_ssize_t *start, Py_ssize_t *end) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s(%s) takes %zd arguments (%zd given)", name, params, expected, nargs);
+        return -1;
+    }
+    *start = PyLong_AsSsize_t(args[1]);
+    if (*start == -1 && PyErr_Occurred())
+        return -1;
+    *end = PyLong_AsSsize_t(args[2]);
+    if (*end == -1 && PyErr_Occurred())
+        return -1;
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (*start < 0 || *end > view->len) {
+        PyErr_Format(PyExc_ValueError, "%s: range [%zd, %zd) outside a buffer of %zd bytes", name, *start, *end,
+                     view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "walk_v2(buf, start, end, check_crc) takes 4 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (end == -1 && PyErr_Occurred())
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (walk_arguments(args, nargs, 4, "walk_v2", "buf, start, end, check_crc", &view, &start, &end) < 0)
         return NULL;
     int check = PyObject_IsTrue(args[3]);
-    if (check < 0)
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (start < 0 || end > view.len) {
+    if (check < 0) {
         PyBuffer_Release(&view);
-        PyErr_Format(PyExc_ValueError, "walk_v2: range [%zd, %zd) outside a buffer of %zd bytes", start, end,
-                     view.len);
         return NULL;
     }
 
@@ -383,25 +397,10 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
  */
 static PyObject *last_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "last_entry(buf, start, end) takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (end == -1 && PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t start, end;
+    if (walk_arguments(args, nargs, 3, "last_entry", "buf, start, end", &view, &start, &end) < 0)
         return NULL;
-    if (start < 0 || end > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_Format(PyExc_ValueError, "last_entry: range [%zd, %zd) outside a buffer of %zd bytes", start, end,
-                     view.len);
-        return NULL;
-    }
     const unsigned char *buf = (const unsigned char *)view.buf;
     int64_t p = start, last = -1, corrupt = 0;
     const int64_t e = end;
