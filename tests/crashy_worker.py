@@ -79,7 +79,7 @@ def crashy_scan(task, block_name, capacity, not_before=0.0):  # type: ignore[no-
 
 def startup_report() -> tuple[dict[str, str | None], int]:
     """Runs in a worker: the thread-count variables of its environment, and how many threads the
-    process has once numpy is imported (what :data:`mploader.engine.pool.WORKER_ENV` is for)."""
+    process has once numpy is imported (what :data:`mploader.engine.ONE_BLAS_THREAD` is for)."""
     import numpy  # noqa: F401 - imported by every scan; OpenBLAS starts its threads here
 
     names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

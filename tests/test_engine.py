@@ -51,6 +51,7 @@ import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
+from mploader.engine import ONE_BLAS_THREAD  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
@@ -760,10 +761,10 @@ def test_workers_start_no_blas_threads(tmp_path) -> None:
         env, threads = engine._executor(str(tmp_path)).submit(startup_report).result()
     finally:
         engine.close()
-    assert env == pool_mod.WORKER_ENV
-    if any(os.environ.get(name) for name in pool_mod.WORKER_ENV):
+    assert env == ONE_BLAS_THREAD
+    if any(os.environ.get(name) for name in ONE_BLAS_THREAD):
         pytest.skip("this process's environment limits the threads already")
-    with ProcessPoolExecutor(max_workers=1) as plain:  # the same worker without WORKER_ENV
+    with ProcessPoolExecutor(max_workers=1) as plain:  # the same worker without ONE_BLAS_THREAD
         _, plain_threads = plain.submit(startup_report).result()
     assert threads < plain_threads
 

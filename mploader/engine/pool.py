@@ -99,9 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Starting 2 workers took 0.57-0.61 s of CPU with OpenBLAS's threads and 0.38-0.48 s without (2 CPUs, 3 runs each),
-# CPU the parent's first scans share; with 16 CPUs, each of 16 workers would start 16 threads.
-WORKER_ENV = ONE_BLAS_THREAD
 PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 # Chunks submitted and not yet collected, per worker of a data dir: one running, one queued behind it. This
 # bounds the shared memory in flight (see PoolEngine): blocks are created as chunks are submitted.
@@ -197,7 +194,7 @@ class PoolEngine(Engine):
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
             gate = None if self.adaptive is None else self.adaptive.gates[data_dir].semaphore(fresh=ex is not None)
-            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=WORKER_ENV, initializer=init_worker,
+            ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=ONE_BLAS_THREAD, initializer=init_worker,
                                      initargs=(os.getpid(), gate))
             if self.adaptive is not None:  # started with the workers the count needs so far (engine.adaptive)
                 ex._max_workers = self.adaptive.pool_size(data_dir, ex)
@@ -485,4 +482,4 @@ class PoolEngine(Engine):
                 self.metrics.remove(name, tags)
 
 
-__all__ = ["PARENT_HEAD_BYTES", "PoolEngine", "WORKER_ENV", "worker_scan"]
+__all__ = ["PARENT_HEAD_BYTES", "PoolEngine", "worker_scan"]

@@ -33,7 +33,7 @@ from mploader.format.names import DirKind
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # the loader's limit (FileRecords refuses to open a larger .log)
 # file names the preflight leaves listed for the loader, over all partitions (~100 B each: ~10 MB at most); a
-# partition's listing kept saves the loader a second listing of the directory (~35 us a partition)
+# partition's listing kept saves the loader a second listing of the directory (~20-30 us a partition)
 KEPT_NAMES = 100_000
 
 
