@@ -1,13 +1,14 @@
 """The compiled walk (mploader/scan/_walk.c) against the Python walk, its reference.
 
-``scan_buffer``'s fast loop over plain v2 batches has a compiled twin (``mploader.scan._walk.walk_v2``);
-``mploader.scan.walk.COMPILED`` picks one.  Both walks run here in one process on the same bytes and
-must give the same whole ``SegmentScan`` (every stop reason, position, batch-table row and field, the
-recovery draft, the fatal message, or the same exception), over:
+``scan_buffer``'s fast loop over plain v2 batches has a compiled twin (``mploader.scan._walk.walk_v2``), which
+also takes the control batches the general path accepts without a record parser (no producer id, or a
+canonical COMMIT/ABORT record); ``mploader.scan.walk.COMPILED`` picks one.  Both walks run here in one
+process on the same bytes and must give the same whole ``SegmentScan`` (every stop reason, position,
+batch-table row and field, the recovery draft, the fatal message, or the same exception), over:
 
 * valid sequences of the test builders' batches (B, P, T, N, M, V0, V1, compressed, large, control
-  batches without producer id or with records Kafka rejects), from byte 0 and from other starts, to the
-  end or to a cut (hypothesis, 1,000 examples);
+  batches without producer id or with records Kafka rejects, markers of any timestamp delta and time
+  type), from byte 0 and from other starts, to the end or to a cut (hypothesis, 1,000 examples);
 * the same with random mutations: bit flips, byte sets, truncations, insertions, zeroed ranges, and
   chosen values in a batch's size, magic, attributes and CRC fields (1,500 examples; neither walk may raise
   anything but a typed error on them; tests/test_fuzz.py's coverage-guided runs fuzz both too), and every stop of
@@ -49,7 +50,7 @@ from mploader.errors import MploaderError
 from mploader.format import compression, records
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate
 from mploader.scan import SegmentScan, SegmentTask, scan_buffer, scan_segment
-from tests.kafkadir import V0, V1, B, M, N, P, T
+from tests.kafkadir import T0, V0, V1, B, M, N, P, T
 
 compiled: Any = walk._compiled
 needs_compiled = pytest.mark.skipif(compiled is None, reason="mploader.scan._walk is not built (no C compiler)")
@@ -65,9 +66,9 @@ class Counting:
     def __init__(self) -> None:
         self.calls = 0
 
-    def walk_v2(self, buf: Any, start: int, end: int, check: bool) -> tuple[int, bytes]:
+    def walk_v2(self, buf: Any, start: int, end: int, check: bool, markers: bool) -> tuple[int, bytes, bytes]:
         self.calls += 1
-        result: tuple[int, bytes] = compiled.walk_v2(buf, start, end, check)
+        result: tuple[int, bytes, bytes] = compiled.walk_v2(buf, start, end, check, markers)
         return result
 
 
@@ -143,6 +144,15 @@ def odd_control_batch(o: int, key: bytes | None, pid: int) -> bytes:
                                transactional=True, producer_id=pid, producer_epoch=0)
 
 
+def any_marker(o: int, pid: int, commit: bool, coord: int, ts: int, ts_delta: int, log_append: bool) -> bytes:
+    """A COMMIT/ABORT marker with any record timestamp delta (1- or 2-byte varint) and time type, its base
+    timestamp up to Long.MAX_VALUE (Kafka's long addition wraps)."""
+    ctype = records.ControlRecordType.COMMIT if commit else records.ControlRecordType.ABORT
+    rec = records.Record(0, ts_delta, struct.pack(">hh", 0, int(ctype)), struct.pack(">hi", 0, coord))
+    return records.build_batch(o, [rec], control=True, transactional=True, producer_id=pid, producer_epoch=0,
+                               base_timestamp=ts, max_timestamp=ts, log_append_time=log_append)
+
+
 def gzip_batch(o: int, n: int) -> bytes:
     recs = [records.Record(i, 0, None, b"z" * (i + 1)) for i in range(n)]
     return records.build_batch(o, recs, codec=compression.GZIP, base_timestamp=o, producer_id=5, producer_epoch=0,
@@ -169,6 +179,9 @@ entry = st.one_of(
     st.builds(control_without_producer, offsets),
     st.builds(odd_control_batch, offsets, st.sampled_from([None, b"ab", struct.pack(">hh", -1, 1),
                                                            struct.pack(">hh", 0, 5)]), pids),
+    st.builds(any_marker, offsets, st.integers(-1, 2**40), st.booleans(), st.integers(-(2**31), 2**31 - 1),
+              st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(2**63 - 70, 2**63 - 1)),
+              st.integers(-100, 100), st.booleans()),
     st.builds(gzip_batch, offsets, st.integers(1, 6)),
     st.builds(odd_header_batch, offsets, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**62),
               st.booleans()),
@@ -357,8 +370,14 @@ def test_every_stop_of_the_fast_loop_hands_over_alike() -> None:
         "end": b"",
         "legacy v1": V1(5, b"v" * 60, 7),
         "legacy v0": V0(5, b"v" * 60),
-        "control": M(5, 9, True),
+        "marker": M(5, 9, True),  # taken by the compiled loop, parsed by the general path in Python
         "control without producer": control_without_producer(5),
+        "marker with a header": records.build_batch(5, [records.Record(0, 0, struct.pack(">hh", 0, 1),
+                                                                       struct.pack(">hi", 0, 3), (("h", b"v"),))],
+                                                    control=True, producer_id=9, producer_epoch=0),
+        "marker, gzip": records.build_end_txn_marker_batch(5, 9, 0, True, codec=compression.GZIP),
+        "leader-change control record": odd_control_batch(5, struct.pack(">hh", 0, 2), 9),
+        "control key of version -1": odd_control_batch(5, struct.pack(">hh", -1, 1), 9),
         "control bit, valid crc": crafted(70, attributes=0x20),
         "attributes -1, valid crc": crafted(70, attributes=-1),
         "attributes 0x7FDF, valid crc": crafted(70, attributes=0x7FDF),  # every bit but control: accepted
@@ -394,22 +413,73 @@ def test_every_stop_of_the_fast_loop_hands_over_alike() -> None:
 @needs_compiled
 def test_compiled_walk_arguments() -> None:
     b = B(0) + B(1)
-    p, found = compiled.walk_v2(b, 0, len(b), True)
-    assert p == len(b) and list(struct.unpack(f"={len(found) // 8}q", found)) == [0, len(B(0))]
-    assert compiled.walk_v2(bytearray(b), len(B(0)), len(b), False) == (len(b), struct.pack("=q", len(B(0))))
-    assert compiled.walk_v2(b, 0, 0, True) == (0, b"")
-    assert compiled.walk_v2(b, 5, 3, True) == (5, b"")  # start past end: nothing to walk
+    p, found, markers = compiled.walk_v2(b, 0, len(b), True, True)
+    assert p == len(b) and list(struct.unpack(f"={len(found) // 8}q", found)) == [0, len(B(0))] and markers == b""
+    assert compiled.walk_v2(bytearray(b), len(B(0)), len(b), False, True) == (len(b), struct.pack("=q", len(B(0))),
+                                                                              b"")
+    assert compiled.walk_v2(b, 0, 0, True, True) == (0, b"", b"")
+    assert compiled.walk_v2(b, 5, 3, True, True) == (5, b"", b"")  # start past end: nothing to walk
     for start, end in ((-1, len(b)), (0, len(b) + 1)):
         with pytest.raises(ValueError):
-            compiled.walk_v2(b, start, end, True)
+            compiled.walk_v2(b, start, end, True, True)
     with pytest.raises(TypeError):
-        compiled.walk_v2("text", 0, 1, True)
+        compiled.walk_v2("text", 0, 1, True, True)
     with pytest.raises(TypeError):
-        compiled.walk_v2(b, 0, len(b))
+        compiled.walk_v2(b, 0, len(b), True)
     # a range past the buffer or a negative start never reaches it: the Python loop walks those
     for start, end in ((0, len(b) + 10), (-5, len(b))):
         _, calls = both_buffer(b, SegmentTask(PATH, 0, start, end), end)
         assert calls == 0
+
+
+@needs_compiled
+def test_markers_stay_in_the_compiled_loop() -> None:
+    """A transactional run (data batches, a COMMIT, an ABORT, a control batch without producer id) is one compiled
+    call, with the markers in the table as the record parser reads them; a marker the loop does not parse stops it
+    there, and Python parses that one."""
+    top = 2**63 - 1
+    run_ = [T(0, 2, 7, 0), M(2, 7, True, coord=5), T(3, 1, 8, 0), M(4, 8, False, coord=-2, ts=11),
+            control_without_producer(5), B(6), any_marker(7, 7, True, 9, top, 3, False),
+            any_marker(8, 7, False, 9, top, 3, True)]
+    buf = b"".join(run_)
+    outcome, calls = both_buffer(buf, SegmentTask(PATH, 0), len(buf))
+    assert isinstance(outcome, SegmentScan) and outcome.valid_bytes == len(buf) and calls == 1
+    table = outcome.batches
+    marked = table[table["marker"] != walk.Marker.NONE]
+    assert marked["position"].tolist() == [s for s, part in zip(entry_starts(run_), run_, strict=True)
+                                           if part in (run_[1], run_[3], run_[6], run_[7])]
+    assert marked["marker"].tolist() == [walk.Marker.COMMIT, walk.Marker.ABORT, walk.Marker.COMMIT,
+                                         walk.Marker.ABORT]
+    assert marked["coordinator_epoch"].tolist() == [5, -2, 9, 9]
+    # Long.MAX_VALUE + 3 wraps to Long.MIN_VALUE + 2; with log-append time the batch's max timestamp is taken
+    assert marked["marker_timestamp"].tolist() == [T0 + 2, 11,
+                                                   -(2**63) + 2, top]
+    for parse_markers in (True, False):  # the same bytes with markers not wanted: no marker anywhere
+        plain, calls = both_buffer(buf, SegmentTask(PATH, 0, parse_markers=parse_markers), len(buf))
+        assert isinstance(plain, SegmentScan) and calls == 1
+        assert (plain.batches["marker"] != walk.Marker.NONE).sum() == (4 if parse_markers else 0)
+    odd = records.build_end_txn_marker_batch(9, 7, 0, True, codec=compression.GZIP)
+    outcome, calls = both_buffer(buf + odd + B(10), SegmentTask(PATH, 0), len(buf) + len(odd) + len(B(10)))
+    assert isinstance(outcome, SegmentScan) and calls == 2  # stopped at the gzip marker, then went on after it
+    assert outcome.batches["marker"][-2] == walk.Marker.COMMIT
+
+
+@needs_compiled
+def test_every_byte_of_a_marker_record_is_read_alike() -> None:
+    """A COMMIT marker with one byte of its attributes, record count or 17-byte record set to another value and
+    its CRC made right again: whatever the byte, both walks agree (the compiled loop parses it or hands it to
+    the record parser)."""
+    marker = bytearray(M(1, 7, True, coord=3))
+    outcomes = set()
+    for at in (22, *range(57, 78)):
+        for value in {0, 1, 2, 8, 12, 32, 0x7F, 0x80, 0xFF, (marker[at] + 1) & 0xFF, (marker[at] - 1) & 0xFF}:
+            variant = bytearray(marker)
+            variant[at] = value
+            struct.pack_into(">I", variant, 17, crc32c(bytes(variant[21:])))
+            buf = B(0) + bytes(variant) + B(2)
+            outcome, _ = both_buffer(buf, SegmentTask(PATH, 0), len(buf))
+            outcomes.add(outcome.stop if isinstance(outcome, SegmentScan) else type(outcome))
+    assert {walk.Stop.END, walk.Stop.INVALID_RECORD} <= outcomes
 
 
 # ---- the generator's brokers and the real corpus -------------------------------------------------------
@@ -532,16 +602,16 @@ def test_the_portable_crc_can_be_forced() -> None:
         assert compiled.crc_implementation() == "portable"
         last = B(39, value=b"p" * (39 * 37 % 3000))
         buf = b"".join(B(o, value=b"p" * (o * 37 % 3000)) for o in range(39)) + last
-        p, found = compiled.walk_v2(buf, 0, len(buf), True)
+        p, found, _ = compiled.walk_v2(buf, 0, len(buf), True, True)
         assert p == len(buf) and len(found) == 40 * 8
         bad = buf[:-5] + bytes([buf[-5] ^ 1]) + buf[-4:]
-        assert compiled.walk_v2(bad, 0, len(bad), True)[0] == len(buf) - len(last)
-        assert compiled.walk_v2(bad, 0, len(bad), False)[0] == len(buf)
+        assert compiled.walk_v2(bad, 0, len(bad), True, True)[0] == len(buf) - len(last)
+        assert compiled.walk_v2(bad, 0, len(bad), False, True)[0] == len(buf)
         assert compiled.use_portable_crc(False) is True
         assert compiled.crc_implementation() == ("portable" if not hardware else
                                                  {"x86_64": "sse4.2", "AMD64": "sse4.2"}.get(platform.machine(),
                                                                                               "armv8-crc"))
-        assert compiled.walk_v2(bad, 0, len(bad), True)[0] == len(buf) - len(last)
+        assert compiled.walk_v2(bad, 0, len(bad), True, True)[0] == len(buf) - len(last)
     finally:
         compiled.use_portable_crc(was)
     with pytest.raises(TypeError):

@@ -164,6 +164,11 @@ class BatchHeader:
         return last_sequence(self.base_sequence, self.last_offset_delta)
 
 
+def java_long(value: int) -> int:
+    """``value`` as Java's ``long`` arithmetic leaves it: wrapped to 64 bits, signed."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 def read_batch_header(buf: bytes | memoryview | mmap.mmap, pos: int = 0, path: str | None = None) -> BatchHeader:
     """Parse the 61-byte header at ``pos`` (no validation beyond its length)."""
     if pos < 0 or pos + RECORD_BATCH_OVERHEAD > len(buf):
@@ -488,12 +493,14 @@ def read_end_txn_marker(
     mversion, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(record.value, 0)
     if mversion < 0:
         raise InvalidRecordError(path, pos, f"end-transaction marker version {mversion}")
-    ts = header.max_timestamp if header.is_log_append_time else header.base_timestamp + record.timestamp_delta
+    # DefaultRecord's timestamp is a long addition: it wraps
+    ts = (header.max_timestamp if header.is_log_append_time
+          else java_long(header.base_timestamp + record.timestamp_delta))
     return EndTxnMarker(ControlRecordType(ctype), coordinator_epoch, ts)
 
 
 __all__ = [
     "BATCH_HEADER", "BatchHeader", "ControlRecordType", "EndTxnMarker", "Record", "build_batch",
-    "build_end_txn_marker_batch", "decode_records", "ensure_valid", "read_batch_header",
+    "build_end_txn_marker_batch", "decode_records", "ensure_valid", "java_long", "read_batch_header",
     "read_end_txn_marker", "simple_records",
 ]

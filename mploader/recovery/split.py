@@ -203,12 +203,8 @@ def _has_overflow(old: _Log, base: int, interval: int) -> bool:
     else:
         if old.bad_last[n - 1]:
             old.raise_bad_last(n - 1)
-        next_offset = _long(int(old.last[n - 1]) + 1)  # RecordBatch.nextOffset(), Java long arithmetic
-    return next_offset > base and not 0 <= _long(next_offset - 1 - base) <= INT32_MAX
-
-
-def _long(v: int) -> int:
-    return (v + 2**63) % 2**64 - 2**63
+        next_offset = records.java_long(int(old.last[n - 1]) + 1)  # RecordBatch.nextOffset(), Java long arithmetic
+    return next_offset > base and not 0 <= records.java_long(next_offset - 1 - base) <= INT32_MAX
 
 
 # ------------------------------------------------------------------------------------------------

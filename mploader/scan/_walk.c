@@ -1,8 +1,8 @@
 /*
  * mploader.scan._walk: the compiled fast path of Phase 1's walk.
  *
- * walk_v2(buf, start, end, check_crc) -> (p, positions) runs exactly the "fast path" loop of
- * mploader.scan.walk.scan_buffer (the pure-Python reference) over any object with the buffer
+ * walk_v2(buf, start, end, check_crc, parse_markers) -> (p, positions, markers) runs the "fast path"
+ * loop of mploader.scan.walk.scan_buffer (the pure-Python reference) over any object with the buffer
  * protocol (bytes, memoryview, mmap), without the GIL:
  *
  *     while p < end - 23:
@@ -14,9 +14,15 @@
  *         positions.append(p)
  *         p += total
  *
- * and returns where it stopped and the start of every batch it accepted, as a bytes object of
- * native int64s.  Everything after the loop breaks (every stop reason, control batches, legacy
- * entries) stays in Python.
+ * and, beyond it, the control batches the reference leaves to its general path when they are simple:
+ * one without a producer id (or any, when parse_markers is false) is accepted as a data batch is, and
+ * one whose marker _canonical_marker parses (a 78-byte COMMIT or ABORT) is accepted with that marker.
+ * Any other control batch stops the loop, and Python parses it.  Control batches are 2-7% of a
+ * transactional topic's batches, and the general path costs ~5 us each against ~0.05 us here.
+ *
+ * Returns where it stopped, the start of every batch it accepted, and (position, type, coordinator
+ * epoch, timestamp) of every marker it parsed, both as bytes objects of native int64s.  Everything
+ * after the loop breaks (every stop reason, other control batches, legacy entries) stays in Python.
  *
  * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, the value of the crc32c package): the
  * CPU's instruction where present (SSE4.2 on x86-64, the ARMv8 CRC extension on AArch64), three
@@ -295,7 +301,10 @@ static void crc_init(void) {
  */
 
 #define ATTR_CONTROL 0x20
+#define ATTR_CODEC 0x07
+#define ATTR_LOG_APPEND_TIME 0x08
 #define STACK_POSITIONS 64
+#define STACK_MARKERS 16
 
 /*
  * The arguments both walks share: (buf, start, end, ...). Returns 0 with view held (the caller releases it), or -1
@@ -324,22 +333,92 @@ static int walk_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t ex
     return 0;
 }
 
+/* A growing array of int64s that starts on the caller's stack. */
+typedef struct {
+    int64_t *data, *stack;
+    size_t n, cap;
+} int64_list;
+
+static void list_init(int64_list *l, int64_t *stack, size_t cap) {
+    l->data = l->stack = stack;
+    l->n = 0;
+    l->cap = cap;
+}
+
+/* Room for k more values: 0, or -1 when memory ran out (the list is unchanged). */
+static int list_reserve(int64_list *l, size_t k) {
+    if (l->n + k <= l->cap)
+        return 0;
+    size_t grown = (l->cap + k) * 4;
+    int64_t *bigger = l->data == l->stack ? malloc(grown * sizeof *bigger) : realloc(l->data, grown * sizeof *bigger);
+    if (bigger == NULL)
+        return -1;
+    if (l->data == l->stack)
+        memcpy(bigger, l->stack, l->n * sizeof *bigger);
+    l->data = bigger;
+    l->cap = grown;
+    return 0;
+}
+
+/* The list as a bytes object of native int64s (NULL with an error set); frees what it allocated. */
+static PyObject *list_bytes(int64_list *l) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)l->data, (Py_ssize_t)(l->n * sizeof *l->data));
+    if (l->data != l->stack)
+        free(l->data);
+    l->data = l->stack;
+    return b;
+}
+
+static inline int64_t load_be64s(const unsigned char *p) {
+    return (int64_t)(((uint64_t)load_be32(p) << 32) | load_be32(p + 4));
+}
+
+static inline int load_be16s(const unsigned char *p) {
+    return (int)(int16_t)(uint16_t)((p[0] << 8) | p[1]);
+}
+
+/*
+ * scan.walk._canonical_marker for the batch at h (a control batch of `total` bytes, its CRC already checked):
+ * an uncompressed batch of 78 bytes holding one 17-byte COMMIT/ABORT record with 1-byte varints and no headers.
+ * Fills (type, coordinator epoch, timestamp) and returns 1; 0 for any other batch (the Python record parser's).
+ */
+static int canonical_marker(const unsigned char *h, int64_t total, int64_t out[3]) {
+    const unsigned char *r = h + 61;
+    if (total != 78 || load_be32(h + 57) != 1 || (h[22] & ATTR_CODEC))
+        return 0;
+    /* record: length, attributes, timestamp delta, offset delta, key length, key (version, type),
+     * value length, value (version, coordinator epoch), header count */
+    int ts_delta = r[2], ctype = load_be16s(r + 7);
+    if (r[0] != 32 || r[4] != 8 || r[9] != 12 || r[16] != 0 || (ts_delta & 0x80) || (r[3] & 0x80)
+        || load_be16s(r + 5) < 0 || load_be16s(r + 10) < 0 || (ctype != 0 && ctype != 1))
+        return 0;
+    out[0] = ctype;
+    out[1] = (int32_t)load_be32(r + 12);
+    /* a Java long's addition: it wraps */
+    out[2] = (h[22] & ATTR_LOG_APPEND_TIME)
+        ? load_be64s(h + 35)
+        : (int64_t)((uint64_t)load_be64s(h + 27) + (uint64_t)(int64_t)((ts_delta >> 1) ^ -(ts_delta & 1)));
+    return 1;
+}
+
 static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     Py_buffer view;
     Py_ssize_t start, end;
-    if (walk_arguments(args, nargs, 4, "walk_v2", "buf, start, end, check_crc", &view, &start, &end) < 0)
+    if (walk_arguments(args, nargs, 5, "walk_v2", "buf, start, end, check_crc, parse_markers", &view, &start,
+                       &end) < 0)
         return NULL;
-    int check = PyObject_IsTrue(args[3]);
-    if (check < 0) {
+    int check = PyObject_IsTrue(args[3]), parse_markers = PyObject_IsTrue(args[4]);
+    if (check < 0 || parse_markers < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
 
     const unsigned char *buf = (const unsigned char *)view.buf;
-    int64_t stack_out[STACK_POSITIONS];
-    int64_t *out = stack_out;
-    size_t n = 0, cap = STACK_POSITIONS;
+    int64_t stack_positions[STACK_POSITIONS], stack_markers[4 * STACK_MARKERS];
+    int64_list positions, markers;
+    list_init(&positions, stack_positions, STACK_POSITIONS);
+    list_init(&markers, stack_markers, 4 * STACK_MARKERS);
     int nomem = 0;
     int64_t p = start;
     const int64_t e = end, fast_end = e - 23;
@@ -353,42 +432,40 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
         int64_t size = (int64_t)usize - ((usize & 0x80000000u) ? INT64_C(0x100000000) : 0);
         int magic = (int)h[16] - ((h[16] & 0x80) ? 256 : 0);
         int64_t total = size + 12;
-        if (magic < 2 || size < 49 || total > e - p || (h[22] & ATTR_CONTROL))
+        if (magic < 2 || size < 49 || total > e - p)
             break;
         if (check && crc(0, h + 21, (size_t)(total - 21)) != load_be32(h + 17))
             break;
-        if (n == cap) {
-            size_t grown = cap * 4;
-            int64_t *bigger = out == stack_out ? malloc(grown * sizeof *out) : realloc(out, grown * sizeof *out);
-            if (bigger == NULL) {
+        /* a control batch with a producer id: its marker, when it is the canonical one (else Python parses it) */
+        if ((h[22] & ATTR_CONTROL) && parse_markers && load_be64s(h + 43) >= 0) {
+            int64_t marker[3];
+            if (!canonical_marker(h, total, marker))
+                break;
+            if (list_reserve(&markers, 4) < 0) {
                 nomem = 1;
                 break;
             }
-            if (out == stack_out)
-                memcpy(bigger, stack_out, sizeof stack_out);
-            out = bigger;
-            cap = grown;
+            int64_t *m = markers.data + markers.n;
+            m[0] = p, m[1] = marker[0], m[2] = marker[1], m[3] = marker[2];
+            markers.n += 4;
         }
-        out[n++] = p;
+        if (list_reserve(&positions, 1) < 0) {
+            nomem = 1;
+            break;
+        }
+        positions.data[positions.n++] = p;
         p += total;
     }
     Py_END_ALLOW_THREADS
 
     PyBuffer_Release(&view);
-    PyObject *positions = nomem ? NULL : PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * sizeof *out));
-    if (out != stack_out)
-        free(out);
-    if (positions == NULL)
+    PyObject *found = list_bytes(&positions), *parsed = list_bytes(&markers);
+    if (nomem || found == NULL || parsed == NULL) {
+        Py_XDECREF(found);
+        Py_XDECREF(parsed);
         return nomem ? PyErr_NoMemory() : NULL;
-    PyObject *stop = PyLong_FromLongLong(p);
-    if (stop == NULL) {
-        Py_DECREF(positions);
-        return NULL;
     }
-    PyObject *result = PyTuple_Pack(2, stop, positions);
-    Py_DECREF(stop);
-    Py_DECREF(positions);
-    return result;
+    return Py_BuildValue("(LNN)", (long long)p, found, parsed);
 }
 
 /*
@@ -499,12 +576,13 @@ static PyObject *py_use_portable_crc(PyObject *module, PyObject *flag) {
 
 static PyMethodDef walk_methods[] = {
     {"walk_v2", (PyCFunction)(void (*)(void))walk_v2, METH_FASTCALL,
-     "walk_v2(buf, start, end, check_crc) -> (p, positions)\n\n"
-     "Walk plain v2 record batches of buf from byte start, as scan_buffer's fast loop does: stop at the\n"
-     "first entry that is not a plain v2 batch (magic >= 2, size field >= 49, inside [start, end), not a\n"
-     "control batch, CRC-32C valid when check_crc) or when fewer than 24 bytes are left before end.\n"
-     "Returns the position where the walk stopped and the start of each accepted batch, as a bytes object\n"
-     "of native int64s. The GIL is released during the walk."},
+     "walk_v2(buf, start, end, check_crc, parse_markers) -> (p, positions, markers)\n\n"
+     "Walk v2 record batches of buf from byte start, as scan_buffer's fast loop does: stop at the first\n"
+     "entry that is not a v2 batch (magic >= 2, size field >= 49, inside [start, end), CRC-32C valid when\n"
+     "check_crc), at a control batch with a producer id whose marker is not a canonical COMMIT/ABORT record\n"
+     "(when parse_markers), or when fewer than 24 bytes are left before end. Returns the position where the\n"
+     "walk stopped, the start of each accepted batch, and (position, type, coordinator epoch, timestamp) of\n"
+     "each marker parsed, both as bytes objects of native int64s. The GIL is released during the walk."},
     {"last_entry", (PyCFunction)(void (*)(void))last_entry, METH_FASTCALL,
      "last_entry(buf, start, end) -> (last, stop, bad_size)\n\n"
      "Walk entries of buf from byte start by their size fields alone, as FileLogInputStream does: stop when\n"

@@ -13,8 +13,9 @@ process, in any order, or twice.
 The walk's inner loop over plain v2 batches has a compiled twin, ``mploader.scan._walk.walk_v2``
 (``_walk.c``, built when a C compiler is at hand; optional). :data:`COMPILED` says which one runs: the
 compiled one when it was built and the environment variable ``MPLOADER_PURE_PYTHON`` is not ``1``.
-It replaces only that loop; everything after the loop stops stays the Python below, so stop reasons,
-positions and fields are the reference's by construction (tests/test_walk_compiled.py checks it).
+It replaces that loop, and takes on the control batches the general path below would accept without
+parsing anything or with :func:`_canonical_marker`; every stop reason and every other entry stays the
+Python below. tests/test_walk_compiled.py checks that both give the same scans, fuzzed.
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ def _load_compiled() -> ModuleType | None:
 
 
 _compiled = _load_compiled()
+# walk_v2(buf, start, end, check_crc, parse_markers) -> (stop, positions, markers)
+_FastWalk = Callable[[bytes | memoryview | mmap.mmap, int, int, bool, bool], tuple[int, bytes, bytes]]
 # Whether scan_buffer's fast loop is the compiled one (mploader.scan._walk.walk_v2) or the Python one,
 # the reference. The tests switch it to compare both in one process.
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
@@ -135,7 +138,8 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     one (:data:`COMPILED`) replaces it over runs of plain v2 batches; the batch table is then
     filled by gathering every header at once with numpy.
     """
-    markers: dict[int, tuple[int, int, int]] = {}
+    # (position, marker, coordinator epoch, timestamp) of each parsed control batch, in order, flat
+    markers = array("q")
     p = task.start
     stop, detail = Stop.END, ""
     fatal: tuple[str, str] | None = None
@@ -143,7 +147,7 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     try:
         # the compiled loop reads bytes [start, end) of a contiguous buffer; anything else (a range past the
         # buffer's end, a negative start, a memoryview of wider items) takes the Python loop
-        fast_walk: Callable[[bytes | memoryview | mmap.mmap, int, int, bool], tuple[int, bytes]] | None = (
+        fast_walk: _FastWalk | None = (
             _compiled.walk_v2 if COMPILED and _compiled is not None and 0 <= p and end <= mv.nbytes
             and mv.itemsize == 1 and mv.c_contiguous else None)
         # positions of the valid entries; with the compiled loop, native int64s as it hands them over
@@ -151,13 +155,14 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
         positions: list[int] | array[int] = [] if fast_walk is None else compiled_positions
         up23 = _PREFIX23.unpack_from
         append = positions.append
-        check = task.check_crc
+        check, parse_markers = task.check_crc, task.parse_markers
         limit = end - records.HEADER_SIZE_UP_TO_MAGIC
         fast_end = end - 23
         while True:
             if fast_walk is not None:  # the same loop, compiled (mploader/scan/_walk.c)
-                p, found = fast_walk(buf, p, end, check)
+                p, found, parsed = fast_walk(buf, p, end, check, parse_markers)
                 compiled_positions.frombytes(found)
+                markers.frombytes(parsed)
             else:
                 # fast path: plain v2 batches (CRC-valid when checked), the common case, as few Python operations
                 # as possible
@@ -205,10 +210,10 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
                 if check and crc32c(mv[p + 21 : p + total]) != crc:
                     stop, detail = Stop.CRC, "record batch CRC mismatch"
                     break
-                if (attributes & records.ATTR_CONTROL and task.parse_markers
+                if (attributes & records.ATTR_CONTROL and parse_markers
                         and _PRODUCER_ID.unpack_from(buf, p + 43)[0] >= 0):
                     marker, coord, mts, message = _marker(buf, p, records.read_batch_header(buf, p), task.path)
-                    markers[p] = (marker, coord, mts)
+                    markers.extend((p, marker, coord, mts))
                     append(p)
                     p += total
                     if marker == Marker.INVALID:
@@ -235,8 +240,9 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int] | array[int],
-                markers: dict[int, tuple[int, int, int]]) -> np.ndarray:
-    """Gather the headers at ``positions`` into a BATCH_TABLE, vectorised.
+                markers: array[int]) -> np.ndarray:
+    """Gather the headers at ``positions`` into a BATCH_TABLE, vectorised; ``markers`` holds
+    (position, marker, coordinator epoch, timestamp) of the parsed control batches, flat.
 
     Columns are written one at a time (a structured row copy costs ten times as much); when every
     entry is a v2 batch, the usual case, straight into the table's columns."""
@@ -289,9 +295,9 @@ def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int] | arra
         del h
     del u8
     if markers:
-        at = np.searchsorted(pos, np.fromiter(markers, np.int64, len(markers)))
-        values = np.array(list(markers.values()), np.int64).reshape(-1, 3)
-        table["marker"][at], table["coordinator_epoch"][at], table["marker_timestamp"][at] = values.T
+        parsed = np.frombuffer(markers, np.int64).reshape(-1, 4)
+        at = np.searchsorted(pos, parsed[:, 0])
+        table["marker"][at], table["coordinator_epoch"][at], table["marker_timestamp"][at] = parsed[:, 1:].T
     return table
 
 
@@ -310,7 +316,7 @@ def _canonical_marker(buf: bytes | memoryview | mmap.mmap, pos: int,
             or kversion < 0 or vversion < 0 or ctype not in (0, 1):
         return None
     ts = (header.max_timestamp if header.is_log_append_time
-          else header.base_timestamp + ((ts_delta >> 1) ^ -(ts_delta & 1)))
+          else records.java_long(header.base_timestamp + ((ts_delta >> 1) ^ -(ts_delta & 1))))
     return ctype, coord, ts, None
 
 
