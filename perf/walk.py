@@ -79,11 +79,11 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
     size_at = dict(zip(positions, sizes))
 
     def walk_v2_all(check: bool) -> None:
-        """walk_v2 from byte 0 to the end, stepping over each entry it stops at (a control batch) as the
-        general path would: the compiled loop's share of a scan, calls included."""
+        """walk_v2 from byte 0 to the end, markers parsed, stepping over each entry it stops at (a marker it leaves
+        to Python) as the general path would: the compiled loop's share of a scan, calls included."""
         p, end = 0, len(mm)
         while p < end:
-            p, _ = compiled.walk_v2(mm, p, end, check)
+            p, _, _ = compiled.walk_v2(mm, p, end, check, True)
             if p < end:
                 p += size_at[p]
 
@@ -93,7 +93,7 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
         with open(path, "rb") as g, mmap.mmap(g.fileno(), 0, access=mmap.ACCESS_READ) as fresh:
             p, end = 0, len(fresh)
             while p < end:
-                p, _ = compiled.walk_v2(fresh, p, end, True)
+                p, _, _ = compiled.walk_v2(fresh, p, end, True, True)
                 if p < end:
                     p += size_at[p]
 
@@ -107,14 +107,14 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
         "crc32c package, whole segment": lambda: crc32c(mm),
         "crc32c package, one call per batch": crc_per_batch,
         "scan_segment, Python walk": scan_with(False),
-        "batch_table (a list of positions)": lambda: walk.batch_table(mm, positions, {}),
+        "batch_table (a list of positions)": lambda: walk.batch_table(mm, positions, array("q")),
     }
     if compiled is not None:
         as_array = array("q", positions)
         runs.update({
             "compiled crc32c, whole segment": lambda: compiled.crc32c(mm),
             "scan_segment, compiled walk": scan_with(True),
-            "batch_table (int64 array of positions)": lambda: walk.batch_table(mm, as_array, {}),
+            "batch_table (int64 array of positions)": lambda: walk.batch_table(mm, as_array, array("q")),
             "walk_v2 alone, CRC checked": lambda: walk_v2_all(True),
             "walk_v2 alone, CRC checked, on a fresh mapping (page faults)": walk_v2_fresh_mapping,
             "walk_v2 alone, no CRC": lambda: walk_v2_all(False),
