@@ -84,9 +84,10 @@ def bare_walk(paths: list[str]) -> tuple[int, int]:
 
 
 def bare_walk_compiled(paths: list[str]) -> tuple[int, int]:
-    """The same walk by the compiled loop (``mploader.scan._walk.walk_v2``, CRC checked) over a mapping of each file:
-    the machine's own ceiling once the per-batch Python is gone.  Markers are not parsed (control batches are taken
-    as data batches are); an entry where that loop stops anyway is stepped over."""
+    """The same walk by the compiled loop (``mploader.scan._walk.walk_v2``, CRC checked, its batch-table rows
+    written) over a mapping of each file: the machine's own ceiling once the per-batch Python is gone.  Markers
+    are not parsed (control batches are taken as data batches are); an entry where that loop stops anyway is
+    stepped over."""
     from mploader.scan import _walk  # type: ignore[attr-defined]
 
     batches = nbytes = 0
@@ -95,8 +96,8 @@ def bare_walk_compiled(paths: list[str]) -> tuple[int, int]:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # as a scan maps its segment: no copy
         p, end = 0, len(data)
         while p < end - 17:
-            p, found, _ = _walk.walk_v2(data, p, end, True, False)
-            batches += len(found) // 8
+            p, rows = _walk.walk_v2(data, p, end, True, False)
+            batches += len(rows) // _walk.ROW_BYTES
             if p < end - 17:  # one step over it
                 p += HEADER.unpack_from(data, p)[1] + 12
                 batches += 1

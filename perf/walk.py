@@ -83,7 +83,7 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
         to Python) as the general path would: the compiled loop's share of a scan, calls included."""
         p, end = 0, len(mm)
         while p < end:
-            p, _, _ = compiled.walk_v2(mm, p, end, check, True)
+            p, _ = compiled.walk_v2(mm, p, end, check, True)
             if p < end:
                 p += size_at[p]
 
@@ -93,7 +93,7 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
         with open(path, "rb") as g, mmap.mmap(g.fileno(), 0, access=mmap.ACCESS_READ) as fresh:
             p, end = 0, len(fresh)
             while p < end:
-                p, _, _ = compiled.walk_v2(fresh, p, end, True, True)
+                p, _ = compiled.walk_v2(fresh, p, end, True, True)
                 if p < end:
                     p += size_at[p]
 

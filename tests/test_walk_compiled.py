@@ -36,11 +36,13 @@ import shutil
 import struct
 import subprocess
 import sys
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings, strategies as st
@@ -50,6 +52,7 @@ from mploader.errors import MploaderError
 from mploader.format import compression, records
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate
 from mploader.scan import SegmentScan, SegmentTask, scan_buffer, scan_segment
+from mploader.scan.table import BATCH_TABLE
 from tests.kafkadir import T0, V0, V1, B, M, N, P, T
 
 compiled: Any = walk._compiled
@@ -66,9 +69,9 @@ class Counting:
     def __init__(self) -> None:
         self.calls = 0
 
-    def walk_v2(self, buf: Any, start: int, end: int, check: bool, markers: bool) -> tuple[int, bytes, bytes]:
+    def walk_v2(self, buf: Any, start: int, end: int, check: bool, markers: bool) -> tuple[int, bytearray]:
         self.calls += 1
-        result: tuple[int, bytes, bytes] = compiled.walk_v2(buf, start, end, check, markers)
+        result: tuple[int, bytearray] = compiled.walk_v2(buf, start, end, check, markers)
         return result
 
 
@@ -413,12 +416,14 @@ def test_every_stop_of_the_fast_loop_hands_over_alike() -> None:
 @needs_compiled
 def test_compiled_walk_arguments() -> None:
     b = B(0) + B(1)
-    p, found, markers = compiled.walk_v2(b, 0, len(b), True, True)
-    assert p == len(b) and list(struct.unpack(f"={len(found) // 8}q", found)) == [0, len(B(0))] and markers == b""
-    assert compiled.walk_v2(bytearray(b), len(B(0)), len(b), False, True) == (len(b), struct.pack("=q", len(B(0))),
-                                                                              b"")
-    assert compiled.walk_v2(b, 0, 0, True, True) == (0, b"", b"")
-    assert compiled.walk_v2(b, 5, 3, True, True) == (5, b"", b"")  # start past end: nothing to walk
+    p, rows = compiled.walk_v2(b, 0, len(b), True, True)
+    assert p == len(b) and np.frombuffer(rows, BATCH_TABLE)["position"].tolist() == [0, len(B(0))]
+    assert np.frombuffer(rows, BATCH_TABLE).tobytes() == walk.batch_table(b, [0, len(B(0))], array("q")).tobytes()
+    p, rows = compiled.walk_v2(bytearray(b), len(B(0)), len(b), False, True)
+    assert p == len(b) and np.frombuffer(rows, BATCH_TABLE)["position"].tolist() == [len(B(0))]
+    assert compiled.walk_v2(b, 0, 0, True, True) == (0, bytearray())
+    assert compiled.walk_v2(b, 5, 3, True, True) == (5, bytearray())  # start past end: nothing to walk
+    assert (compiled.ROW_FIELDS, compiled.ROW_BYTES) == (walk.ROW_FIELDS, BATCH_TABLE.itemsize)
     for start, end in ((-1, len(b)), (0, len(b) + 1)):
         with pytest.raises(ValueError):
             compiled.walk_v2(b, start, end, True, True)
@@ -480,6 +485,22 @@ def test_every_byte_of_a_marker_record_is_read_alike() -> None:
             outcome, _ = both_buffer(buf, SegmentTask(PATH, 0), len(buf))
             outcomes.add(outcome.stop if isinstance(outcome, SegmentScan) else type(outcome))
     assert {walk.Stop.END, walk.Stop.INVALID_RECORD} <= outcomes
+
+
+def test_a_build_of_another_row_layout_is_not_used(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A compiled module whose rows are not BATCH_TABLE's (a build of an older _walk.c) leaves the Python walk in
+    charge, with a warning that says how to rebuild it."""
+    stale = SimpleNamespace(__file__="/x/_walk.so", ROW_FIELDS=walk.ROW_FIELDS[:-1], ROW_BYTES=BATCH_TABLE.itemsize)
+    for module in (stale, SimpleNamespace(__file__="/x/_walk.so")):
+        monkeypatch.setattr(walk.importlib, "import_module", lambda name, m=module: m)
+        with caplog.at_level("WARNING", logger="mploader.scan.walk"):
+            assert walk._load_compiled() is None
+        assert "Rebuild it" in caplog.text
+        caplog.clear()
+    good = SimpleNamespace(__file__="/x/_walk.so", ROW_FIELDS=walk.ROW_FIELDS, ROW_BYTES=BATCH_TABLE.itemsize)
+    monkeypatch.setattr(walk.importlib, "import_module", lambda name: good)
+    assert walk._load_compiled() is good
 
 
 # ---- the generator's brokers and the real corpus -------------------------------------------------------
@@ -602,8 +623,8 @@ def test_the_portable_crc_can_be_forced() -> None:
         assert compiled.crc_implementation() == "portable"
         last = B(39, value=b"p" * (39 * 37 % 3000))
         buf = b"".join(B(o, value=b"p" * (o * 37 % 3000)) for o in range(39)) + last
-        p, found, _ = compiled.walk_v2(buf, 0, len(buf), True, True)
-        assert p == len(buf) and len(found) == 40 * 8
+        p, rows = compiled.walk_v2(buf, 0, len(buf), True, True)
+        assert p == len(buf) and len(rows) == 40 * BATCH_TABLE.itemsize
         bad = buf[:-5] + bytes([buf[-5] ^ 1]) + buf[-4:]
         assert compiled.walk_v2(bad, 0, len(bad), True, True)[0] == len(buf) - len(last)
         assert compiled.walk_v2(bad, 0, len(bad), False, True)[0] == len(buf)

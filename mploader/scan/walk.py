@@ -14,14 +14,17 @@ The walk's inner loop over plain v2 batches has a compiled twin, ``mploader.scan
 (``_walk.c``, built when a C compiler is at hand; optional). :data:`COMPILED` says which one runs: the
 compiled one when it was built and the environment variable ``MPLOADER_PURE_PYTHON`` is not ``1``.
 It replaces that loop, and takes on the control batches the general path below would accept without
-parsing anything or with :func:`_canonical_marker`; every stop reason and every other entry stays the
-Python below. tests/test_walk_compiled.py checks that both give the same scans, fuzzed.
+parsing anything or with :func:`_canonical_marker`; it hands back the batch-table rows of what it
+accepted, filled as :func:`batch_table` fills them (its layout, ``ROW_FIELDS``, is checked against
+BATCH_TABLE when the module loads). Every stop reason and every other entry stays the Python below.
+tests/test_walk_compiled.py checks that both give the same scans, fuzzed.
 """
 
 from __future__ import annotations
 
 import enum
 import importlib
+import logging
 import mmap
 import os
 import struct
@@ -111,32 +114,43 @@ _LEGACY_HEADER = np.dtype([
 assert (_V2_HEADER.itemsize, _LEGACY_HEADER.itemsize) == (61, 26)
 
 
+# the row layout the compiled walk must write: (name, byte offset) of each field of BATCH_TABLE
+ROW_FIELDS = tuple((name, offset) for name, (_, offset, *_) in (BATCH_TABLE.fields or {}).items())
+
+
 def _load_compiled() -> ModuleType | None:
     try:
-        return importlib.import_module("mploader.scan._walk")
+        module = importlib.import_module("mploader.scan._walk")
     except ImportError:  # not built (no C compiler at install time): the Python loop
         return None
+    if (getattr(module, "ROW_FIELDS", None), getattr(module, "ROW_BYTES", None)) != (ROW_FIELDS, BATCH_TABLE.itemsize):
+        # a build of an older _walk.c (an editable install not rebuilt): its rows would not be BATCH_TABLE's
+        logging.getLogger(__name__).warning(
+            "%s was built from another version of _walk.c (its batch-table rows differ); using the Python walk. "
+            "Rebuild it: pip install -e . (or scripts/test)", module.__file__)
+        return None
+    return module
 
 
 _compiled = _load_compiled()
-# walk_v2(buf, start, end, check_crc, parse_markers) -> (stop, positions, markers)
-_FastWalk = Callable[[bytes | memoryview | mmap.mmap, int, int, bool, bool], tuple[int, bytes, bytes]]
+# walk_v2(buf, start, end, check_crc, parse_markers) -> (stop, BATCH_TABLE rows)
+_FastWalk = Callable[[bytes | memoryview | mmap.mmap, int, int, bool, bool], tuple[int, bytearray]]
 # Whether scan_buffer's fast loop is the compiled one (mploader.scan._walk.walk_v2) or the Python one,
 # the reference. The tests switch it to compare both in one process.
 COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
 if COMPILED and _compiled is not None:
     crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
-    # readNextOffset's walk (mploader.format.log.last_entry); a build older than it has none: the Python loop
-    log_framing.use(getattr(_compiled, "last_entry", None))
+    log_framing.use(_compiled.last_entry)  # readNextOffset's walk (mploader.format.log.last_entry)
 crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
 def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
     """Walk ``buf[task.start:end]`` (the bytes of ``task.path``).
 
-    The Python loop does the least it can per entry (one unpack, one CRC), and the compiled
-    one (:data:`COMPILED`) replaces it over runs of plain v2 batches; the batch table is then
-    filled by gathering every header at once with numpy.
+    The Python loop does the least it can per entry (one unpack, one CRC), and the batch table of its
+    entries is then filled by gathering every header at once with numpy (:func:`batch_table`). The
+    compiled one (:data:`COMPILED`) replaces it over runs of v2 batches and hands back their rows
+    filled; the table is those runs and the Python walk's rows, in order.
     """
     # (position, marker, coordinator epoch, timestamp) of each parsed control batch, in order, flat
     markers = array("q")
@@ -150,9 +164,10 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
         fast_walk: _FastWalk | None = (
             _compiled.walk_v2 if COMPILED and _compiled is not None and 0 <= p and end <= mv.nbytes
             and mv.itemsize == 1 and mv.c_contiguous else None)
-        # positions of the valid entries; with the compiled loop, native int64s as it hands them over
-        compiled_positions = array("q")
-        positions: list[int] | array[int] = [] if fast_walk is None else compiled_positions
+        positions: list[int] = []  # of the valid entries the Python loops took
+        # in order: the compiled walk's rows, and the number of the Python loops' entries between them
+        pieces: list[np.ndarray | int] = []
+        taken = 0  # positions already counted in pieces
         up23 = _PREFIX23.unpack_from
         append = positions.append
         check, parse_markers = task.check_crc, task.parse_markers
@@ -160,9 +175,12 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
         fast_end = end - 23
         while True:
             if fast_walk is not None:  # the same loop, compiled (mploader/scan/_walk.c)
-                p, found, parsed = fast_walk(buf, p, end, check, parse_markers)
-                compiled_positions.frombytes(found)
-                markers.frombytes(parsed)
+                p, rows = fast_walk(buf, p, end, check, parse_markers)
+                if rows:
+                    if len(positions) > taken:
+                        pieces.append(len(positions) - taken)
+                        taken = len(positions)
+                    pieces.append(np.frombuffer(rows, BATCH_TABLE))
             else:
                 # fast path: plain v2 batches (CRC-valid when checked), the common case, as few Python operations
                 # as possible
@@ -230,13 +248,32 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
             p += total
     finally:  # an exception out of the walk must not leave the mapping exported (BufferError on close)
         mv.release()
-    scan = SegmentScan(task.path, task.base_offset, task.start, end, p, stop, detail,
-                       batch_table(buf, positions, markers), bytes_read=end - task.start)
+    table = batch_table(buf, positions, markers)
+    if pieces:
+        if len(positions) > taken:
+            pieces.append(len(positions) - taken)
+        table = _in_order(pieces, table)
+    scan = SegmentScan(task.path, task.base_offset, task.start, end, p, stop, detail, table,
+                       bytes_read=end - task.start)
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
     if task.index_interval is not None and task.start == 0:
         scan.draft = draft_recovery(BatchColumns(scan.batches), task.base_offset, task.index_interval)
     return scan
+
+
+def _in_order(pieces: list[np.ndarray | int], python_rows: np.ndarray) -> np.ndarray:
+    """The batch table of a walk whose ``pieces`` are the compiled walk's rows and counts of ``python_rows``."""
+    if len(pieces) == 1 and isinstance(pieces[0], np.ndarray):  # the usual case: one compiled run, no copy
+        return pieces[0]
+    parts, at = [], 0
+    for piece in pieces:
+        if isinstance(piece, int):
+            parts.append(python_rows[at : at + piece])
+            at += piece
+        else:
+            parts.append(piece)
+    return np.concatenate(parts)
 
 
 def batch_table(buf: bytes | memoryview | mmap.mmap, positions: list[int] | array[int],
