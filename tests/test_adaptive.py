@@ -4,6 +4,7 @@ with "adaptive" that ends exactly as the inline one."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import pytest
 from mploader.config import LoaderConfig
 from mploader.engine import select
 from mploader.engine.adaptive import AdaptiveController, Gate, Observation
-from mploader.engine.select import AUTO_POOL_MIN_BYTES, workers_per_dir
+from mploader.engine.select import auto_pool_min_bytes, usable_cpus, workers_per_dir
 from mploader.generate import GeneratorConfig, generate
 from mploader.manager import load_logs
 
@@ -135,8 +136,9 @@ def test_an_interval_straddling_a_change_is_not_counted() -> None:
 
 def test_adaptive_means_at_least_two_workers_to_choose_from_where_a_pool_pays() -> None:
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive")
-    assert workers_per_dir(cfg, 1) >= 2 and workers_per_dir(cfg, 1, AUTO_POOL_MIN_BYTES) >= 2
-    assert workers_per_dir(cfg, 1, AUTO_POOL_MIN_BYTES - 1) == 1  # as "auto": the pool's start would not pay
+    enough = math.ceil(auto_pool_min_bytes(max(2, usable_cpus())))
+    assert workers_per_dir(cfg, 1) >= 2 and workers_per_dir(cfg, 1, enough) >= 2
+    assert workers_per_dir(cfg, 1, enough - 1) == 1  # as "auto": the pool's start would not pay
     with pytest.raises(ValueError):
         LoaderConfig(num_segment_loading_threads_per_data_dir="sometimes")  # type: ignore[arg-type]
 
@@ -157,7 +159,7 @@ def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
 
 
 def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(select, "AUTO_POOL_MIN_BYTES", 0)  # a small data set, but the adaptive pool all the same
+    monkeypatch.setattr(select, "POOL_START_SECONDS", 0)  # a small data set, but the adaptive pool all the same
     out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=2,
                                                           total_bytes=6_000_000, segment_bytes=512 * 1024, faults=3,
                                                           fault_kinds=("torn_tail", "flipped_byte", "missing_index"),

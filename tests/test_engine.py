@@ -1476,15 +1476,28 @@ def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, t
 
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
-    monkeypatch.setattr(select_mod, "AUTO_POOL_MIN_BYTES", 0)  # this small data set counts as big enough
+    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # this small data set counts as big enough
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
 
 
+@pytest.mark.parametrize("cpus, dirs, scan_bytes, expected", [
+    (2, 1, 2_000_000_000, 1),  # 2 workers: a 2 GB page-cached load was faster inline (perf/README.md)
+    (2, 1, 4_000_000_000, 2),  # ... and a 4 GB one with the pool
+    (16, 1, 2_000_000_000, 16),  # 16 workers save more of the scans: the pool pays sooner
+    (16, 8, 4_000_000_000, 2), (16, 8, 2_000_000_000, 1), (1, 1, 10**12, 1),  # 8 dirs: 2 CPUs each
+])
+def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_bytes, expected) -> None:
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    assert workers_per_dir(cfg, dirs, scan_bytes) == expected
+    assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
+
+
 def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:
-    """Starting a pool costs more than scanning a few MB: "auto" stays inline below AUTO_POOL_MIN_BYTES."""
+    """Starting a pool costs more than scanning a few MB: "auto" stays inline below auto_pool_min_bytes."""
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto-small")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from mploader.config import LoaderConfig
@@ -12,7 +13,21 @@ from mploader.metrics import MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 
-AUTO_POOL_MIN_BYTES = 1 << 30  # "auto" scans inline below this much Phase 1 work in every data dir
+# The two figures "auto" weighs (perf/README.md, "When a pool pays"): what starting a pool costs a load, its
+# workers' start included (a fresh interpreter importing numpy and mploader, 0.15 s, on the same CPUs), and how
+# fast one process scans page-cached ~1 KB batches with the compiled walk. Measured on 2 vCPUs: at 2 GB inline
+# 0.47 s against 0.55 s with 2 workers, at 4 GB 0.94 against 0.86 s.
+POOL_START_SECONDS = 0.25
+SCAN_BYTES_PER_SECOND = 6e9
+
+
+def auto_pool_min_bytes(workers: int) -> float:
+    """The Phase 1 work of a data dir (bytes to scan) from which "auto" starts a pool of ``workers``: where the
+    scan time the pool saves, (1 - 1/workers) of it, is above its start. 3 GB for 2 workers, 2 GB for 4, 1.6 GB
+    for 16; never for 1."""
+    if workers <= 1:
+        return math.inf
+    return POOL_START_SECONDS * SCAN_BYTES_PER_SECOND / (1 - 1 / workers)
 
 
 def usable_cpus() -> int:
@@ -34,23 +49,24 @@ def usable_cpus() -> int:
 def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None) -> int:
     """``num_segment_loading_threads_per_data_dir``.
 
-    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has
-    :data:`AUTO_POOL_MIN_BYTES` of segments to scan (``scan_bytes``: the largest per-dir amount):
-    starting a pool costs 0.3-0.5 s, which on a 2-vCPU machine only pays back above ~1 GB
-    (perf/README.md).  An explicit number always wins.  "adaptive" = the most workers the adaptive pool may let
-    scan at once: twice the usable CPUs shared among the data dirs, at least 2 (:mod:`mploader.engine.adaptive`:
-    it starts workers only as its count grows; beyond the CPUs, more readers paid on a device that caps IOPS,
-    their requests being larger: perf/README.md); like "auto", 1 below :data:`AUTO_POOL_MIN_BYTES` (no count of
-    workers pays for the pool's start there).
+    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has enough
+    segments to scan for that many workers to pay for their start (:func:`auto_pool_min_bytes`; ``scan_bytes``:
+    the largest per-dir amount).  An explicit number always wins.  "adaptive" = the most workers the adaptive
+    pool may let scan at once: twice the usable CPUs shared among the data dirs, at least 2
+    (:mod:`mploader.engine.adaptive`: it starts workers only as its count grows; beyond the CPUs, more readers
+    paid on a device that caps IOPS, their requests being larger: perf/README.md); like "auto", 1 below
+    :func:`auto_pool_min_bytes` of the CPUs' share, at least 2 (no count of workers pays for the pool's start
+    there).
     """
     n = cfg.num_segment_loading_threads_per_data_dir
-    if n in ("auto", "adaptive") and scan_bytes is not None and scan_bytes < AUTO_POOL_MIN_BYTES:
+    if n not in ("auto", "adaptive"):
+        return int(n)
+    share = usable_cpus() // max(1, n_dirs)
+    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share)):
         return 1
     if n == "adaptive":
-        return max(2, 2 * usable_cpus() // max(1, n_dirs))
-    if n == "auto":
-        return max(1, usable_cpus() // max(1, n_dirs))
-    return int(n)
+        return max(2, 2 * share)
+    return max(1, share)
 
 
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
@@ -79,4 +95,4 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     return engine
 
 
-__all__ = ["AUTO_POOL_MIN_BYTES", "make_engine", "usable_cpus", "workers_per_dir"]
+__all__ = ["auto_pool_min_bytes", "make_engine", "usable_cpus", "workers_per_dir"]
