@@ -304,7 +304,7 @@ static void crc_init(void) {
 #define ATTR_CONTROL 0x20
 #define ATTR_CODEC 0x07
 #define ATTR_LOG_APPEND_TIME 0x08
-#define STACK_ROWS 64
+#define FIRST_ROWS 256 /* the first room for rows: a 16 KB segment of 64-byte batches */
 
 /*
  * The arguments both walks share: (buf, start, end, ...). Returns 0 with view held (the caller releases it), or -1
@@ -358,42 +358,6 @@ static int walk_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t ex
 static inline void put_le(unsigned char *p, uint64_t v, int bytes) {
     for (int k = 0; k < bytes; k++)
         p[k] = (unsigned char)(v >> (8 * k));
-}
-
-/* Rows in a buffer that starts on the caller's stack and grows on the heap. */
-typedef struct {
-    unsigned char *data, *stack;
-    size_t n, cap; /* in rows */
-} row_buffer;
-
-static void rows_init(row_buffer *b, unsigned char *stack, size_t cap) {
-    b->data = b->stack = stack;
-    b->n = 0;
-    b->cap = cap;
-}
-
-/* The next row, or NULL when memory ran out (the buffer is unchanged). */
-static unsigned char *rows_next(row_buffer *b) {
-    if (b->n == b->cap) {
-        size_t grown = b->cap * 4;
-        unsigned char *bigger = b->data == b->stack ? malloc(grown * ROW_BYTES) : realloc(b->data, grown * ROW_BYTES);
-        if (bigger == NULL)
-            return NULL;
-        if (b->data == b->stack)
-            memcpy(bigger, b->stack, b->n * ROW_BYTES);
-        b->data = bigger;
-        b->cap = grown;
-    }
-    return b->data + ROW_BYTES * b->n++;
-}
-
-/* The rows as a bytearray (NULL with an error set); frees what the buffer allocated. */
-static PyObject *rows_bytearray(row_buffer *b) {
-    PyObject *out = PyByteArray_FromStringAndSize((const char *)b->data, (Py_ssize_t)(b->n * ROW_BYTES));
-    if (b->data != b->stack)
-        free(b->data);
-    b->data = b->stack;
-    return out;
 }
 
 static inline int64_t load_be64s(const unsigned char *p) {
@@ -457,52 +421,61 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
                        &end) < 0)
         return NULL;
     int check = PyObject_IsTrue(args[3]), parse_markers = PyObject_IsTrue(args[4]);
-    if (check < 0 || parse_markers < 0) {
+    PyObject *table = check < 0 || parse_markers < 0 ? NULL : PyByteArray_FromStringAndSize(NULL, 0);
+    if (table == NULL) {
         PyBuffer_Release(&view);
         return NULL;
     }
 
+    /* The rows go straight into the bytearray handed back. It grows (doubling) with the GIL held; the walk between
+     * two growths runs without it, nothing else can reach the new bytearray meanwhile. */
     const unsigned char *buf = (const unsigned char *)view.buf;
-    unsigned char stack_rows[STACK_ROWS * ROW_BYTES];
-    row_buffer rows;
-    rows_init(&rows, stack_rows, STACK_ROWS);
-    int nomem = 0;
-    int64_t p = start;
     const int64_t e = end, fast_end = e - 23;
     const crc_fn crc = crc32c_fn;
-
-    Py_BEGIN_ALLOW_THREADS
-    while (p < fast_end) {
-        const unsigned char *h = buf + p;
-        /* size: signed int32 at 8; magic: signed int8 at 16; crc: uint32 at 17; attributes at 21 */
-        uint32_t usize = load_be32(h + 8);
-        int64_t size = (int64_t)usize - ((usize & 0x80000000u) ? INT64_C(0x100000000) : 0);
-        int magic = (int)h[16] - ((h[16] & 0x80) ? 256 : 0);
-        int64_t total = size + 12;
-        if (magic < 2 || size < 49 || total > e - p)
-            break;
-        if (check && crc(0, h + 21, (size_t)(total - 21)) != load_be32(h + 17))
-            break;
-        /* a control batch with a producer id: its marker, when it is the canonical one (else Python parses it) */
-        int64_t marker[3];
-        int has_marker = (h[22] & ATTR_CONTROL) && parse_markers && load_be64s(h + 43) >= 0;
-        if (has_marker && !canonical_marker(h, total, marker))
-            break;
-        unsigned char *row = rows_next(&rows);
-        if (row == NULL) {
-            nomem = 1;
-            break;
+    int64_t p = start;
+    size_t n = 0, cap = 0;
+    int full;
+    do {
+        size_t grown = cap ? cap * 2 : FIRST_ROWS;
+        if (PyByteArray_Resize(table, (Py_ssize_t)(grown * ROW_BYTES)) < 0) {
+            PyBuffer_Release(&view);
+            Py_DECREF(table);
+            return NULL;
         }
-        fill_row(row, h, p, total, has_marker ? marker : NULL);
-        p += total;
-    }
-    Py_END_ALLOW_THREADS
+        cap = grown;
+        unsigned char *rows = (unsigned char *)PyByteArray_AS_STRING(table);
+        full = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (p < fast_end) {
+            if (n == cap) {
+                full = 1;
+                break;
+            }
+            const unsigned char *h = buf + p;
+            /* size: signed int32 at 8; magic: signed int8 at 16; crc: uint32 at 17; attributes at 21 */
+            uint32_t usize = load_be32(h + 8);
+            int64_t size = (int64_t)usize - ((usize & 0x80000000u) ? INT64_C(0x100000000) : 0);
+            int magic = (int)h[16] - ((h[16] & 0x80) ? 256 : 0);
+            int64_t total = size + 12;
+            if (magic < 2 || size < 49 || total > e - p)
+                break;
+            if (check && crc(0, h + 21, (size_t)(total - 21)) != load_be32(h + 17))
+                break;
+            /* a control batch with a producer id: its marker, when it is the canonical one (else Python parses it) */
+            int64_t marker[3];
+            int has_marker = (h[22] & ATTR_CONTROL) && parse_markers && load_be64s(h + 43) >= 0;
+            if (has_marker && !canonical_marker(h, total, marker))
+                break;
+            fill_row(rows + ROW_BYTES * n++, h, p, total, has_marker ? marker : NULL);
+            p += total;
+        }
+        Py_END_ALLOW_THREADS
+    } while (full);
 
     PyBuffer_Release(&view);
-    PyObject *table = rows_bytearray(&rows);
-    if (nomem || table == NULL) {
-        Py_XDECREF(table);
-        return nomem ? PyErr_NoMemory() : NULL;
+    if (PyByteArray_Resize(table, (Py_ssize_t)(n * ROW_BYTES)) < 0) {
+        Py_DECREF(table);
+        return NULL;
     }
     return Py_BuildValue("(LN)", (long long)p, table);
 }
