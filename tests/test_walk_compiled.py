@@ -47,12 +47,13 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings, strategies as st
 
+import mploader.scan.draft as draft
 import mploader.scan.walk as walk
 from mploader.errors import MploaderError
 from mploader.format import compression, records
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate
 from mploader.scan import SegmentScan, SegmentTask, scan_buffer, scan_segment
-from mploader.scan.table import BATCH_TABLE
+from mploader.scan.table import BATCH_TABLE, BatchColumns
 from tests.kafkadir import T0, V0, V1, B, M, N, P, T
 
 compiled: Any = walk._compiled
@@ -79,13 +80,15 @@ class Counting:
 def walker(use_compiled: bool, portable_crc: bool = False) -> Iterator[Counting]:
     """Within the block, scan_buffer's fast loop is the compiled one (counted) or the Python one."""
     counter = Counting()
-    saved = walk.COMPILED, walk._compiled
+    saved = walk.COMPILED, walk._compiled, draft._compiled_index_draft
     was_portable = compiled.use_portable_crc(portable_crc)
     walk.COMPILED, walk._compiled = use_compiled, SimpleNamespace(walk_v2=counter.walk_v2)
+    draft.use(compiled.index_draft if use_compiled else None)
     try:
         yield counter
     finally:
-        walk.COMPILED, walk._compiled = saved
+        walk.COMPILED, walk._compiled, _ = saved
+        draft.use(saved[2])
         compiled.use_portable_crc(was_portable)
 
 
@@ -489,18 +492,52 @@ def test_every_byte_of_a_marker_record_is_read_alike() -> None:
 
 def test_a_build_of_another_row_layout_is_not_used(monkeypatch: pytest.MonkeyPatch,
                                                    caplog: pytest.LogCaptureFixture) -> None:
-    """A compiled module whose rows are not BATCH_TABLE's (a build of an older _walk.c) leaves the Python walk in
-    charge, with a warning that says how to rebuild it."""
-    stale = SimpleNamespace(__file__="/x/_walk.so", ROW_FIELDS=walk.ROW_FIELDS[:-1], ROW_BYTES=BATCH_TABLE.itemsize)
-    for module in (stale, SimpleNamespace(__file__="/x/_walk.so")):
+    """A compiled module whose rows are not BATCH_TABLE's, or whose index draft's are not INDEX_DRAFT's (a build of
+    an older _walk.c), leaves the Python walk in charge, with a warning that says how to rebuild it."""
+    layout = {"__file__": "/x/_walk.so", "ROW_FIELDS": walk.ROW_FIELDS, "ROW_BYTES": BATCH_TABLE.itemsize,
+              "DRAFT_FIELDS": draft.INDEX_DRAFT.names}
+    stale = [SimpleNamespace(**dict(layout, ROW_FIELDS=walk.ROW_FIELDS[:-1])),
+             SimpleNamespace(**dict(layout, DRAFT_FIELDS=draft.INDEX_DRAFT.names[::-1])),
+             SimpleNamespace(**{k: v for k, v in layout.items() if k != "DRAFT_FIELDS"}),
+             SimpleNamespace(__file__="/x/_walk.so")]
+    for module in stale:
         monkeypatch.setattr(walk.importlib, "import_module", lambda name, m=module: m)
         with caplog.at_level("WARNING", logger="mploader.scan.walk"):
             assert walk._load_compiled() is None
         assert "Rebuild it" in caplog.text
         caplog.clear()
-    good = SimpleNamespace(__file__="/x/_walk.so", ROW_FIELDS=walk.ROW_FIELDS, ROW_BYTES=BATCH_TABLE.itemsize)
+    good = SimpleNamespace(**layout)
     monkeypatch.setattr(walk.importlib, "import_module", lambda name: good)
     assert walk._load_compiled() is good
+
+
+@st.composite
+def batch_tables(draw: st.DrawFn) -> np.ndarray:
+    """A batch table as the walk fills it for the index draft: ascending positions from byte 0 (any gaps), last
+    offsets and timestamps of any value (-1 and below included), in any order."""
+    sizes = draw(st.lists(st.integers(1, 5000), max_size=60))
+    table = np.zeros(len(sizes), BATCH_TABLE)
+    table["position"] = np.concatenate(([0], np.cumsum(sizes)[:-1])) if sizes else []
+    table["last_offset"] = draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=len(sizes), max_size=len(sizes)))
+    table["max_timestamp"] = draw(st.lists(st.one_of(st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1)),
+                                           min_size=len(sizes), max_size=len(sizes)))
+    return table
+
+
+@needs_compiled
+@settings(max_examples=1000, deadline=None)
+@given(table=batch_tables(), base_offset=st.integers(0, 2**62), interval=st.one_of(st.integers(0, 6000),
+                                                                                   st.just(2**31 - 1)))
+def test_the_index_draft_is_drafted_alike(table: np.ndarray, base_offset: int, interval: int) -> None:
+    """draft_recovery's index draft by the compiled pass and by numpy (draft.index_draft, the reference)."""
+    fast = np.frombuffer(compiled.index_draft(table, base_offset, interval), draft.INDEX_DRAFT)
+    assert fast.tobytes() == draft.index_draft(BatchColumns(table), base_offset, interval).tobytes()
+    for use_compiled in (True, False):  # and through draft_recovery, whichever is installed
+        with walker(use_compiled):
+            got = draft.draft_recovery(BatchColumns(table), base_offset, interval).index
+        assert got.tobytes() == fast.tobytes()
+    with pytest.raises(ValueError):
+        compiled.index_draft(bytes(BATCH_TABLE.itemsize + 1), 0, 0)
 
 
 # ---- the generator's brokers and the real corpus -------------------------------------------------------

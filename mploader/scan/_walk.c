@@ -518,6 +518,72 @@ static PyObject *last_entry(PyObject *module, PyObject *const *args, Py_ssize_t 
     return Py_BuildValue("(LLO)", (long long)last, (long long)p, Py_None);
 }
 
+/*
+ * index_draft(table, base_offset, interval) -> rows: scan.draft.index_draft of a batch table (a C-contiguous buffer
+ * of ROW_BYTES-byte rows), in one pass where numpy needs log2(rows) gathers to follow the chain of indexed batches.
+ * LogSegment.recover indexes a batch starting more than `interval` bytes after the last indexed one (byte 0 before
+ * the first), offering the largest timestamp so far (at least -1) and the last offset of the batch that set it
+ * (base_offset while none did). Returns a bytearray of DRAFT_BYTES-byte rows of little-endian int64s: row, offset,
+ * position, max_timestamp, max_timestamp_offset (scan.draft.INDEX_DRAFT).
+ */
+#define DRAFT_BYTES 40
+static PyObject *index_draft(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "index_draft(table, base_offset, interval) takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long base_offset = PyLong_AsLongLong(args[1]), interval = PyLong_AsLongLong(args[2]);
+    if ((base_offset == -1 || interval == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (view.len % ROW_BYTES) {
+        PyErr_Format(PyExc_ValueError, "index_draft: a buffer of %zd bytes is not a table of %d-byte rows", view.len,
+                     ROW_BYTES);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const size_t n = (size_t)view.len / ROW_BYTES;
+    const unsigned char *rows = (const unsigned char *)view.buf;
+    /* at most one entry per row: the bytearray is sized for all, then cut to what was chosen */
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * DRAFT_BYTES));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *draft = (unsigned char *)PyByteArray_AS_STRING(out);
+    size_t chosen = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t running = -1, holder_offset = base_offset, last = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *row = rows + ROW_BYTES * i;
+        int64_t ts = (int64_t)load_le64(row + ROW_MAX_TIMESTAMP), position = (int64_t)load_le64(row + ROW_POSITION);
+        int64_t last_offset = (int64_t)load_le64(row + ROW_LAST_OFFSET);
+        if (ts > running) { /* this batch raises the largest timestamp */
+            running = ts;
+            holder_offset = last_offset;
+        }
+        if (position - last > interval) {
+            unsigned char *d = draft + DRAFT_BYTES * chosen++;
+            put_le(d, (uint64_t)i, 8);
+            put_le(d + 8, (uint64_t)last_offset, 8);
+            put_le(d + 16, (uint64_t)position, 8);
+            put_le(d + 24, (uint64_t)running, 8);
+            put_le(d + 32, (uint64_t)holder_offset, 8);
+            last = position;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (PyByteArray_Resize(out, (Py_ssize_t)(chosen * DRAFT_BYTES)) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* crc32c(data, value=0) with the implementation given: the crc32c package's signature. */
 static PyObject *crc_call(PyObject *const *args, Py_ssize_t nargs, const char *name, crc_fn fn) {
     if (nargs < 1 || nargs > 2) {
@@ -601,6 +667,11 @@ static PyMethodDef walk_methods[] = {
      "17 or fewer bytes are left before end, at an entry that does not fit before end, or at a size field\n"
      "below 14 (then bad_size is that field, else None). Returns the start of the last complete entry (-1:\n"
      "none) and where the walk stopped. The GIL is released during the walk."},
+    {"index_draft", (PyCFunction)(void (*)(void))index_draft, METH_FASTCALL,
+     "index_draft(table, base_offset, interval) -> rows\n\n"
+     "scan.draft.index_draft of a batch table (a C-contiguous buffer of ROW_BYTES-byte rows) in one pass: a\n"
+     "bytearray of DRAFT_BYTES-byte rows of little-endian int64s (row, offset, position, max_timestamp,\n"
+     "max_timestamp_offset). The GIL is released during the pass."},
     {"crc32c", (PyCFunction)(void (*)(void))py_crc32c, METH_FASTCALL,
      "crc32c(data, value=0) -> int: CRC-32C of data continuing value, with the implementation walk_v2 uses."},
     {"crc32c_portable", (PyCFunction)(void (*)(void))py_crc32c_portable, METH_FASTCALL,
@@ -637,7 +708,10 @@ PyMODINIT_FUNC PyInit__walk(void) {
         "records_count", ROW_RECORDS_COUNT, "marker", ROW_MARKER, "coordinator_epoch", ROW_COORDINATOR_EPOCH,
         "marker_timestamp", ROW_MARKER_TIMESTAMP);
     if (fields == NULL || PyModule_AddObject(module, "ROW_FIELDS", fields) < 0
-        || PyModule_AddIntConstant(module, "ROW_BYTES", ROW_BYTES) < 0) {
+        || PyModule_AddIntConstant(module, "ROW_BYTES", ROW_BYTES) < 0
+        || PyModule_AddIntConstant(module, "DRAFT_BYTES", DRAFT_BYTES) < 0
+        || PyModule_AddObject(module, "DRAFT_FIELDS", Py_BuildValue("(sssss)", "row", "offset", "position",
+                                                                     "max_timestamp", "max_timestamp_offset")) < 0) {
         Py_XDECREF(fields);
         Py_DECREF(module);
         return NULL;

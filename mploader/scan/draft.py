@@ -18,11 +18,12 @@ the cut, which are what a draft of the prefix would hold.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from mploader.scan.table import BatchColumns
+from mploader.scan.table import BATCH_TABLE, BatchColumns
 
 INDEX_DRAFT = np.dtype([
     ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)
@@ -32,6 +33,17 @@ INDEX_DRAFT = np.dtype([
     ("max_timestamp_offset", "<i8"),  # last offset of the batch holding that timestamp (the base offset if none)
 ])
 ROW = np.dtype("<i8")
+assert all(dtype == ROW for dtype, *_ in (INDEX_DRAFT.fields or {}).values())  # the compiled twin writes <i8s
+
+# index_draft's compiled twin (mploader.scan._walk.index_draft, installed by the walk with its compiled loop): a
+# table's draft as bytes of INDEX_DRAFT rows, in one pass; None: the numpy code below, the reference
+_compiled_index_draft: Callable[[np.ndarray, int, int], bytearray] | None = None
+
+
+def use(compiled: Callable[[np.ndarray, int, int], bytearray] | None) -> None:
+    """Make :func:`draft_recovery` draft the index with ``compiled`` (None: :func:`index_draft`)."""
+    global _compiled_index_draft
+    _compiled_index_draft = compiled
 
 
 @dataclass(slots=True)
@@ -51,7 +63,12 @@ class RecoveryDraft:
 
 def draft_recovery(rows: BatchColumns, base_offset: int, interval: int) -> RecoveryDraft:
     t0 = time.perf_counter()
-    draft = RecoveryDraft(interval, index_draft(rows, base_offset, interval), producer_order(rows), epoch_rows(rows))
+    table = rows.table
+    if _compiled_index_draft is not None and table.dtype == BATCH_TABLE and table.flags.c_contiguous:
+        index = np.frombuffer(_compiled_index_draft(table, base_offset, interval), INDEX_DRAFT)
+    else:
+        index = index_draft(rows, base_offset, interval)
+    draft = RecoveryDraft(interval, index, producer_order(rows), epoch_rows(rows))
     draft.seconds = time.perf_counter() - t0
     return draft
 

@@ -40,7 +40,8 @@ import numpy as np
 from mploader.errors import InvalidRecordError, StartupFailedError
 from mploader.format import crc as crc_functions, log as log_framing, records
 from mploader.format.records import BatchHeader
-from mploader.scan.draft import RecoveryDraft, draft_recovery
+from mploader.scan import draft as draft_functions
+from mploader.scan.draft import INDEX_DRAFT, RecoveryDraft, draft_recovery
 from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
 
 
@@ -123,8 +124,10 @@ def _load_compiled() -> ModuleType | None:
         module = importlib.import_module("mploader.scan._walk")
     except ImportError:  # not built (no C compiler at install time): the Python loop
         return None
-    if (getattr(module, "ROW_FIELDS", None), getattr(module, "ROW_BYTES", None)) != (ROW_FIELDS, BATCH_TABLE.itemsize):
-        # a build of an older _walk.c (an editable install not rebuilt): its rows would not be BATCH_TABLE's
+    if ((getattr(module, "ROW_FIELDS", None), getattr(module, "ROW_BYTES", None), getattr(module, "DRAFT_FIELDS", None))
+            != (ROW_FIELDS, BATCH_TABLE.itemsize, INDEX_DRAFT.names)):
+        # a build of an older _walk.c (an editable install not rebuilt): its rows would not be BATCH_TABLE's (nor its
+        # index draft's INDEX_DRAFT's)
         logging.getLogger(__name__).warning(
             "%s was built from another version of _walk.c (its batch-table rows differ); using the Python walk. "
             "Rebuild it: pip install -e . (or scripts/test)", module.__file__)
@@ -141,6 +144,7 @@ COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON"
 if COMPILED and _compiled is not None:
     crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
     log_framing.use(_compiled.last_entry)  # readNextOffset's walk (mploader.format.log.last_entry)
+    draft_functions.use(_compiled.index_draft)  # draft_recovery's index draft
 crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
