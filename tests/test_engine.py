@@ -47,6 +47,7 @@ if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
 
 import mploader.engine.chunks as chunks_mod  # noqa: E402
+import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
@@ -57,7 +58,7 @@ from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
-from mploader.format import records  # noqa: E402
+from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
@@ -1494,6 +1495,40 @@ def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_b
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
     assert workers_per_dir(cfg, dirs, scan_bytes) == expected
     assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
+
+
+def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:
+    """A clean dir has little to scan, and the inline engine never plans it: "auto" sizes it by a bound, the bytes
+    of its .log files as the preflight sized them (else a plan that reads no .txnindex, each counted as corrupt),
+    and plans it exactly only where that bound asks for a pool. Either way the outcome is the reference's."""
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
+    reads: list[int] = []
+    real = plan_mod._txn_index_corrupt
+    monkeypatch.setattr(plan_mod, "_txn_index_corrupt", lambda d, b: reads.append(b) or real(d, b))
+    plans: list[bool] = []  # bound_only of each plan made
+    real_plan = select_mod.plan_segment_scans
+    monkeypatch.setattr(select_mod, "plan_segment_scans",
+                        lambda p, bound_only=False: plans.append(bound_only) or real_plan(p, bound_only))
+    root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-bound")
+    assert list(root.rglob("*.txnindex")), "the data set must hold .txnindex files for this test to mean anything"
+    got = load_copy(GEN_CLEAN_INDEX_FAULTS, root, groups, "auto")
+    assert all(r.stats.workers_per_dir == 1 for r in got.raw) and reads == [] and False not in plans
+    # the preflight sized a dir whose partitions it read through (a stray .swap file, say, stops it short: then the
+    # bound is a plan)
+    assert len(plans) < len(groups[0])
+    assert_same_outcome(got, datasets.reference(GEN_CLEAN_INDEX_FAULTS, request))
+    for d in groups[0]:  # the bound holds every segment the exact plan holds
+        parts = [(str(p), *names.parse_partition_dir(p.name)) for p in sorted((root / d).iterdir()) if p.is_dir()]
+        dir_plan = plan_mod.DirPlan(str(root / d), True, parts, {})
+        exact = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan) for t in tasks}
+        bound = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan, bound_only=True) for t in tasks}
+        assert exact < bound
+    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # a pool pays: the clean dirs are planned exactly
+    reads.clear()
+    root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-exact")
+    got = load_copy(GEN_CLEAN_INDEX_FAULTS, root, groups, "auto")
+    assert got.raw[0].stats.workers_per_dir == 2 and reads and got.raw[0].stats.unplanned_scans == 0
+    assert_same_outcome(got, datasets.reference(GEN_CLEAN_INDEX_FAULTS, request))
 
 
 def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:

@@ -32,12 +32,14 @@ class DirPlan:
     recovery_points: dict[TopicPartition, int]
     index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
+    log_bytes: int | None = None  # the bytes of all its .log files, where the preflight sized them: a bound of the plan
 
 
-def plan_segment_scans(plan: DirPlan) -> PlannedScans:
+def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:
     """Per partition, the whole-segment scans Phase 2 will ask for (:func:`segments_to_scan`), partitions
     with the most bytes to scan first (so that a huge partition does not make the tail of the load),
-    segments in offset order."""
+    segments in offset order.  ``bound_only``: no ``.txnindex`` is read, each counts as corrupt: a superset
+    of the plan, for sizing the work cheaply (a clean dir's 390 ``.txnindex`` files took ~12 ms to read)."""
     planned: list[tuple[int, int, Partition, list[SegmentTask]]] = []
     for rank, part in enumerate(plan.partitions):
         path, tp, kind = part
@@ -50,7 +52,7 @@ def plan_segment_scans(plan: DirPlan) -> PlannedScans:
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
         recover_log = not plan.clean and kind is not DirKind.DELETE
         chosen = segments_to_scan(bases, files, plan.recovery_points.get(tp, 0), recover_log,
-                                  functools.partial(_txn_index_corrupt, path),
+                                  _corrupt if bound_only else functools.partial(_txn_index_corrupt, path),
                                   scan_all=plan.scan_all and kind is not DirKind.DELETE)
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
@@ -58,6 +60,10 @@ def plan_segment_scans(plan: DirPlan) -> PlannedScans:
         planned.append((sum(file_size(t.path) for t in tasks), rank, part, tasks))
     planned.sort(key=lambda p: (-p[0], p[1]))
     return [(part, tasks) for _, _, part, tasks in planned]
+
+
+def _corrupt(base: int) -> bool:
+    return True
 
 
 def _txn_index_corrupt(partition_dir: str, base: int) -> bool:

@@ -69,6 +69,11 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     return max(1, share)
 
 
+def _most_bytes(planned: dict[str, PlannedScans]) -> int:
+    """The most bytes any data dir's plan scans."""
+    return max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()), default=0)
+
+
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
                 metrics: MetricsRegistry | None = None, progress: Progress | None = None,
                 scan_bytes: int | None = None) -> Engine:
@@ -78,9 +83,17 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
     planned: dict[str, PlannedScans] = {}
     if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
-        planned = {p.data_dir: plan_segment_scans(p) for p in plans}
-        scan_bytes = max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()),
-                         default=0)
+        # a clean dir is sized by a bound first: it has little or nothing to scan, and the inline engine never plans
+        # it, so its exact plan is made only where the bound asks for a pool. The bound: its .log bytes as the
+        # preflight sized them, else plan_segment_scans' bound_only (no .txnindex read)
+        clean = [p for p in plans if p.clean and not p.scan_all]
+        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _most_bytes({"": plan_segment_scans(
+            p, bound_only=True)}) for p in clean}
+        planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
+        scan_bytes = max(_most_bytes(planned), *bounds.values(), 0)
+        if bounds and workers_per_dir(cfg, len(paths), scan_bytes) > 1:
+            planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
+            scan_bytes = _most_bytes(planned)
     n = workers_per_dir(cfg, len(paths), scan_bytes)
     engine: Engine
     if n <= 1 or not paths:

@@ -38,15 +38,16 @@ KEPT_NAMES = 100_000
 
 
 def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                    keep_listing: bool = False) -> StartupFailedError | None:
+                    keep_listing: bool = False, log_bytes: list[int] | None = None) -> StartupFailedError | None:
     """The first StartupFailedError the loader meets in ``directory`` before recovering anything, or None
     (no such failure, or an IOException comes first: see :func:`will_not_fail_with_io_error`).  The listing
     is read through the disk, which keeps it for the loader if ``keep_listing`` (the loader releases it when the
     partition is loaded), else releases it at once: the manager keeps at most :data:`KEPT_NAMES` names, since
     holding every partition's listing until its turn to load cost ~120 B of memory per segment on a big clean
-    broker."""
+    broker.  ``log_bytes``: where the bytes of the partition's ``.log`` files are appended (one sum), when the
+    preflight sized every one of them."""
     try:
-        return _first_failure(disk, directory, kind, cfg)
+        return _first_failure(disk, directory, kind, cfg, log_bytes)
     except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first
         return None
     finally:
@@ -54,7 +55,8 @@ def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveCon
             disk.release(directory)
 
 
-def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig) -> StartupFailedError | None:
+def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
+                   log_bytes: list[int] | None) -> StartupFailedError | None:
     # UnifiedLog.apply: the leader-epoch checkpoint (LogLoader._open_epoch_cache)
     epoch_path = os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT)
     if cfg.record_version >= 2 and os.path.isfile(epoch_path):
@@ -64,7 +66,8 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
             return StartupFailedError(epoch_path, "NumberFormatException", str(e))
     files, links = disk.list_files(directory), disk.symlinks(directory)
     if not links and all(map(_ordinary, files)):  # the usual partition: only the .log sizes are left to check
-        return _oversized_log(directory, [f for f in files if f.endswith(names.LOG_SUFFIX)]) or _metadata(directory)
+        return (_oversized_log(directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], log_bytes)
+                or _metadata(directory))
     # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
     for name in files:
         if name.endswith(names.SNAPSHOT_SUFFIX) and (e2 := _bad_offset(directory, name)) is not None:
@@ -100,7 +103,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                 return e2
         if names.is_log_file(name):
             logs.append(names.segment_file_name(names.offset_from_file_name(name), names.LOG_SUFFIX))
-    return _oversized_log(directory, logs) or _metadata(directory)
+    return _oversized_log(directory, logs, log_bytes) or _metadata(directory)
 
 
 # a name that passes every name check above: a padded base offset of at most 18 significant digits (as
@@ -114,8 +117,10 @@ def _ordinary(name: str) -> bool:
     return name in _UNCHECKED or _ORDINARY_NAME.fullmatch(name) is not None
 
 
-def _oversized_log(directory: str, logs: list[str]) -> StartupFailedError | None:
-    """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes."""
+def _oversized_log(directory: str, logs: list[str], log_bytes: list[int] | None) -> StartupFailedError | None:
+    """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  The sizes, summed, go to ``log_bytes``
+    when every one was below that."""
+    total = 0
     for name in logs:
         padded = os.path.join(directory, name)
         try:
@@ -125,6 +130,9 @@ def _oversized_log(directory: str, logs: list[str]) -> StartupFailedError | None
         if size > MAX_SEGMENT_BYTES:
             return StartupFailedError(padded, "KafkaException", f"segment of {size} bytes is larger than the maximum "
                                       f"segment size of {MAX_SEGMENT_BYTES} bytes")
+        total += size
+    if log_bytes is not None:
+        log_bytes.append(total)
     return None
 
 
