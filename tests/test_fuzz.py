@@ -248,6 +248,9 @@ HUGE: dict[str, Callable[[], Any]] = {
                                                      xerial_snappy.HEADER + struct.pack(">i", INT32_MAX) + bytes(8)),
     "raw snappy declaring 4 GiB": lambda: quietly(compression.decompress, compression.SNAPPY,
                                                   b"\xff\xff\xff\xff\x0f" + bytes(8)),
+    # the fuzzer's find: a 5-byte length whose last byte has its top bit set, which cramjam still reads (~4 GiB)
+    "raw snappy whose length does not end in 5 bytes": lambda: quietly(compression.decompress, compression.SNAPPY,
+                                                                        bytes.fromhex("fbffffff8e0000")),
     "framed snappy block declaring 1 GiB": lambda: quietly(
         compression.decompress, compression.SNAPPY,
         xerial_snappy.HEADER + struct.pack(">i", 9) + b"\x80\x80\x80\x80\x04" + bytes(4)),
