@@ -540,17 +540,19 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             _report_plan(progress, engine, s.path)
     cancel = threading.Event()
     try:
-        for s in states:
-            prefix = f"log-recovery-{s.path}"
-            pool = ThreadPoolExecutor(max_workers=cfg.num_recovery_threads_per_data_dir, thread_name_prefix=prefix)
-            futures = []
-            for path, tp, kind in s.partitions:
-                futures.append(pool.submit(_load_one, s, path, tp, kind, cfg, disk, now, metrics, engine, lock,
-                                           remaining, progress, t_prefetch, cancel))
-            pools.append((s, pool, futures))
         try:
+            for s in states:
+                prefix = f"log-recovery-{s.path}"
+                pool = ThreadPoolExecutor(max_workers=cfg.num_recovery_threads_per_data_dir,
+                                          thread_name_prefix=prefix)
+                futures: list[Future[LoadedLog | None]] = []
+                pools.append((s, pool, futures))  # before its first thread starts: an interrupt from here on stops it
+                for path, tp, kind in s.partitions:
+                    futures.append(pool.submit(_load_one, s, path, tp, kind, cfg, disk, now, metrics, engine, lock,
+                                               remaining, progress, t_prefetch, cancel))
             wait([f for _, _, futures in pools for f in futures])
-        except KeyboardInterrupt:  # Ctrl-C: loading threads stop at their next segment, queued partitions never start
+        except KeyboardInterrupt:  # Ctrl-C, also while the partitions are being submitted (a thread may have started):
+            # loading threads stop at their next segment, queued partitions never start
             cancel.set()
             for _, pool, _ in pools:
                 pool.shutdown(wait=False, cancel_futures=True)

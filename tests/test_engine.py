@@ -31,6 +31,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1077,6 +1078,39 @@ def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets
 
 
 PROMPT_S = 1  # the issue: "Ctrl-C during a load stops workers within a second"
+
+
+def test_keyboard_interrupt_while_the_partitions_are_submitted_stops_the_threads_already_started(
+        tmp_path, monkeypatch) -> None:
+    """Ctrl-C may land while the partitions are being handed to a dir's loading threads, after a thread has
+    started: the load still cancels, shuts every thread pool down and waits for its threads before the
+    interrupt leaves load_logs (the caller releases the dirs' locks next).  A real SIGINT is raised in the main
+    thread at the second submission (a slow, busy machine ran into it in the SIGINT test at 0.5 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    d = data_dir(tmp_path, "d1", clean=False)
+    for p in range(3):
+        PartitionBuilder(d, "t", p).segment(0, *(B(o) for o in range(20)))
+    made: list[ThreadPoolExecutor] = []
+
+    class InterruptedAtTheSecondSubmit(ThreadPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+            self.submitted = 0
+
+        def submit(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            self.submitted += 1
+            if self.submitted == 2:
+                signal.raise_signal(signal.SIGINT)  # Python's own handler: KeyboardInterrupt in this thread
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(manager_mod, "ThreadPoolExecutor", InterruptedAtTheSecondSubmit)
+    with pytest.raises(KeyboardInterrupt):
+        load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    assert made and all(pool._shutdown for pool in made), "a loading-thread pool was left running"
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("log-recovery-")]
+    assert not alive, f"loading threads alive after the interrupt: {alive}"
 
 
 @pytest.mark.parametrize("target", ["process", "process-group"])
