@@ -17,8 +17,8 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parents[1]
 
 
-def mploader_argv(workers: str, tree: Path | None = None) -> Callable[[str], list[str]]:
-    """``mploader load --json --no-progress --workers W DIR`` as a command line for DIR.
+def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[str]]:
+    """``mploader load --json --no-progress --workers W DIR [DIR ...]`` as a command line for the data dirs.
 
     Without ``tree``: the console script beside this interpreter (the working tree as installed).  With one:
     ``python -P -m mploader`` with ``PYTHONPATH`` on that tree (``-P``: the working directory, maybe this tree,
@@ -33,7 +33,7 @@ def mploader_argv(workers: str, tree: Path | None = None) -> Callable[[str], lis
         base = [str(script)] if script.exists() else [sys.executable, "-m", "mploader"]
     else:
         base = ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "mploader"]
-    return lambda d: [*base, "load", "--json", "--no-progress", "--workers", workers, d]
+    return lambda *dirs: [*base, "load", "--json", "--no-progress", "--workers", workers, *dirs]
 
 
 def compile_bytecode(tree: Path) -> None:
