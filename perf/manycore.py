@@ -2,17 +2,17 @@
 ceiling at as many processes, on the same page-cached data, in alternating rounds.
 
     python perf/manycore.py [--workers 1,2,4,8,12,16] [--rounds 3] [--base-size 1GB] [--copies 8]
-        [--small-size 2GB] [--sets big,dirs,small] [--work DIR] [--json-out F]
+        [--small-size 2GB] [--sets big,dirs4,small] [--work DIR] [--json-out F]
 
 The data sets (every one unclean, recovery point 0: every byte is read, CRC-checked and indexed again):
 
 * ``big``: one data dir of ``8 x copies`` partitions of ~1 KB batches in 64 MiB segments (``copies x
   base-size``): the case a pool is for, Phase 1 work much larger than Phase 2's;
-* ``dirs``: the same bytes and partitions over 4 data dirs (a JBOD broker: a pool and a Phase 2 thread per dir);
+* ``dirsK``: the same bytes and partitions over K data dirs (a JBOD broker: a pool and a Phase 2 thread per dir);
 * ``small``: one data dir of ``small-size`` in 1 MB segments of ~16 KB batches (2,000 segments at 2 GB): a
   realistic broker where Phase 2, serial in the parent, is a large share (Amdahl's bound on any pool).
 
-``big`` and ``dirs`` are one generated broker of 8 partitions copied under new partition numbers (the
+``big`` and ``dirsK`` are one generated broker of 8 partitions copied under new partition numbers (the
 generator spends ~8 us of CPU a batch in one process; the loads read the copies as distinct files). A load
 leaves rebuilt indexes and new snapshots behind; before each run the data dir is made unclean again
 (``make_unclean``), which gives the next run the same work (the same segments recovered, the same bytes read:
@@ -99,7 +99,8 @@ def copy_broker(base: Path, dest: Path, partitions: range) -> str:
 def make_sets(args: argparse.Namespace, root: Path) -> list[DataSet]:
     wanted = args.sets.split(",")
     sets = []
-    if {"big", "dirs"} & set(wanted):
+    dir_counts = [int(w[4:]) for w in wanted if re.fullmatch(r"dirs\d+", w)]
+    if "big" in wanted or dir_counts:
         t0 = time.perf_counter()
         g = generate(str(root / "base"), GeneratorConfig(
             data_dirs=1, topics=1, partitions_per_topic=BASE_PARTITIONS, total_bytes=args.base_size,
@@ -115,11 +116,11 @@ def make_sets(args: argparse.Namespace, root: Path) -> list[DataSet]:
             d = copy_broker(base, root / "big" / "data-0", range(n))
             sets.append(DataSet("big", f"1 data dir, {n} partitions of ~1 KB batches, 64 MiB segments "
                                 f"({size:.0f} GB)", [d], f"{made}; copied in {time.perf_counter() - t0:.1f} s"))
-        if "dirs" in wanted:
+        for k in dir_counts:
             t0 = time.perf_counter()
-            per = n // 4
-            ds = [copy_broker(base, root / "dirs" / f"data-{i}", range(i * per, (i + 1) * per)) for i in range(4)]
-            sets.append(DataSet("dirs", f"4 data dirs x {per} partitions of ~1 KB batches ({size:.0f} GB)", ds,
+            per = n // k
+            ds = [copy_broker(base, root / f"dirs{k}" / f"data-{i}", range(i * per, (i + 1) * per)) for i in range(k)]
+            sets.append(DataSet(f"dirs{k}", f"{k} data dirs x {per} partitions of ~1 KB batches ({size:.0f} GB)", ds,
                                 f"{made}; copied in {time.perf_counter() - t0:.1f} s"))
         shutil.rmtree(root / "base")
     if "small" in wanted:
@@ -204,9 +205,9 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2,4,8,12,16", help="process counts; 1 (inline) is always included")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--base-size", type=parse_size, default=parse_size("1GB"))
-    ap.add_argument("--copies", type=int, default=8, help="'big' and 'dirs' hold this many copies of the base")
+    ap.add_argument("--copies", type=int, default=8, help="'big' and 'dirsK' hold this many copies of the base")
     ap.add_argument("--small-size", type=parse_size, default=parse_size("2GB"))
-    ap.add_argument("--sets", default="big,dirs,small")
+    ap.add_argument("--sets", default="big,dirs4,small", help="big, dirsK (big's bytes in K dirs), small")
     ap.add_argument("--work", type=Path, default=Path("/dev/shm"), help="parent of the scratch directory "
                     "(default /dev/shm: tmpfs, the page-cached case); only the scratch directory is deleted")
     ap.add_argument("--json-out", type=Path, help="every run, appended as JSON lines as they finish")

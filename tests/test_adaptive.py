@@ -160,6 +160,7 @@ def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
 
 def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(select, "POOL_START_SECONDS", 0)  # a small data set, but the adaptive pool all the same
+    monkeypatch.setattr(select, "POOL_TASK_SECONDS", 0)
     out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=2,
                                                           total_bytes=6_000_000, segment_bytes=512 * 1024, faults=3,
                                                           fault_kinds=("torn_tail", "flipped_byte", "missing_index"),

@@ -1512,23 +1512,31 @@ def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, t
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
     monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # this small data set counts as big enough
+    monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
 
 
-@pytest.mark.parametrize("cpus, dirs, scan_bytes, expected", [
-    (2, 1, 2_000_000_000, 1),  # 2 workers: a 2 GB page-cached load was faster inline (perf/README.md)
-    (2, 1, 4_000_000_000, 2),  # ... and a 4 GB one with the pool
-    (16, 1, 2_000_000_000, 16),  # 16 workers save more of the scans: the pool pays sooner
-    (16, 8, 4_000_000_000, 2), (16, 8, 2_000_000_000, 1), (1, 1, 10**12, 1),  # 8 dirs: 2 CPUs each
+@pytest.mark.parametrize("cpus, dirs, scan_bytes, tasks, expected", [
+    (2, 1, 2_000_000_000, 24, 1),  # 2 workers: a 2 GB page-cached load was faster inline (perf/README.md)
+    (2, 1, 4_000_000_000, 48, 2),  # ... and a 4 GB one with the pool
+    (16, 1, 2_000_000_000, 24, 16),  # 16 workers save more of the scans: the pool pays sooner
+    # measured on 16 CPUs (perf/README.md, "Many cores"): 8 GB in 160 segments, the pool 1.5-1.75x faster; 2 GB in
+    # 2,117 segments of 1 MB, inline faster than any pool (the parent's cost per segment); 4 dirs of 2 GB, inline
+    # faster than any pool (the dirs' loading threads already scan at once)
+    (16, 1, 8_000_000_000, 160, 16), (16, 1, 2_000_000_000, 2_117, 1), (16, 4, 2_000_000_000, 40, 1),
+    (16, 2, 8_000_000_000, 80, 8),  # 2 dirs with 8 GB each: half of the scans' saving still pays
+    (16, 8, 4_000_000_000, 20, 1), (1, 1, 10**12, 1, 1),  # 8 dirs: 2 CPUs each, and 8 loading threads scanning
 ])
-def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_bytes, expected) -> None:
+def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_bytes, tasks, expected) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
-    assert workers_per_dir(cfg, dirs, scan_bytes) == expected
+    assert workers_per_dir(cfg, dirs, scan_bytes, tasks) == expected
     assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
+    assert select_mod.auto_pool_min_bytes(4, tasks=1_000) > select_mod.auto_pool_min_bytes(4, tasks=10)
+    assert select_mod.auto_pool_min_bytes(4, dirs=4) == 4 * select_mod.auto_pool_min_bytes(4)
 
 
 def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:
@@ -1558,6 +1566,7 @@ def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets
         bound = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan, bound_only=True) for t in tasks}
         assert exact < bound
     monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # a pool pays: the clean dirs are planned exactly
+    monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
     reads.clear()
     root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-exact")
     got = load_copy(GEN_CLEAN_INDEX_FAULTS, root, groups, "auto")

@@ -13,21 +13,29 @@ from mploader.metrics import MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 
-# The two figures "auto" weighs (perf/README.md, "When a pool pays"): what starting a pool costs a load, its
-# workers' start included (a fresh interpreter importing numpy and mploader, 0.15 s, on the same CPUs), and how
-# fast one process scans page-cached ~1 KB batches with the compiled walk. Measured on 2 vCPUs: at 2 GB inline
-# 0.47 s against 0.55 s with 2 workers, at 4 GB 0.94 against 0.86 s.
+# The figures "auto" weighs (perf/README.md, "When a pool pays" and "Many cores"): what starting a pool costs a load,
+# its workers' start included (a fresh interpreter importing numpy and mploader, 0.15 s, on the same CPUs); how fast
+# one process scans page-cached ~1 KB batches with the compiled walk; and what each segment handed to a worker costs
+# the parent (a shared-memory block made and unlinked, the submission, the result, the rows copied out). Measured on
+# 2 vCPUs: at 2 GB inline 0.47 s against 0.55 s with 2 workers, at 4 GB 0.94 against 0.86 s; on 16 CPUs
+# (perf/manycore.py): 2,117 segments of 1 MB, 2 GB, inline 4.0 s against 4.5-5.8 s with 2-16 workers (~0.3 ms a
+# segment beyond what the workers saved).
 POOL_START_SECONDS = 0.25
 SCAN_BYTES_PER_SECOND = 6e9
+POOL_TASK_SECONDS = 0.0003
 
 
-def auto_pool_min_bytes(workers: int) -> float:
-    """The Phase 1 work of a data dir (bytes to scan) from which "auto" starts a pool of ``workers``: where the
-    scan time the pool saves, (1 - 1/workers) of it, is above its start. 3 GB for 2 workers, 2 GB for 4, 1.6 GB
-    for 16; never for 1."""
+def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0) -> float:
+    """The Phase 1 work of the busiest data dir (bytes to scan, in ``tasks`` segments) from which "auto" starts a
+    pool of ``workers`` per dir: where the share of the scans the workers take off that dir's loading thread,
+    (1 - 1/workers) of them, is worth more than the pool's start and the parent's cost per segment.  With ``dirs``
+    data dirs the inline engine already scans them at once (a loading thread each; the compiled walk runs without
+    the GIL) while the other dirs' Phase 2 holds the GIL, so a pool takes off only 1/``dirs`` of what it would for
+    one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir).  One dir,
+    few segments: 3 GB for 2 workers, 2 GB for 4, 1.6 GB for 16; never for 1."""
     if workers <= 1:
         return math.inf
-    return POOL_START_SECONDS * SCAN_BYTES_PER_SECOND / (1 - 1 / workers)
+    return (POOL_START_SECONDS + tasks * POOL_TASK_SECONDS) * SCAN_BYTES_PER_SECOND * max(1, dirs) / (1 - 1 / workers)
 
 
 def usable_cpus() -> int:
@@ -46,13 +54,13 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
-def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None) -> int:
+def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None, scan_tasks: int = 0) -> int:
     """``num_segment_loading_threads_per_data_dir``.
 
-    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has enough
-    segments to scan for that many workers to pay for their start (:func:`auto_pool_min_bytes`; ``scan_bytes``:
-    the largest per-dir amount).  An explicit number always wins.  "adaptive" = the most workers the adaptive
-    pool may let scan at once: twice the usable CPUs shared among the data dirs, at least 2
+    "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has enough to
+    scan for that many workers to pay for their start and their segments (:func:`auto_pool_min_bytes`; ``scan_bytes``:
+    the largest per-dir amount, in ``scan_tasks`` segments).  An explicit number always wins.  "adaptive" = the most
+    workers the adaptive pool may let scan at once: twice the usable CPUs shared among the data dirs, at least 2
     (:mod:`mploader.engine.adaptive`: it starts workers only as its count grows; beyond the CPUs, more readers
     paid on a device that caps IOPS, their requests being larger: perf/README.md); like "auto", 1 below
     :func:`auto_pool_min_bytes` of the CPUs' share, at least 2 (no count of workers pays for the pool's start
@@ -62,16 +70,17 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     if n not in ("auto", "adaptive"):
         return int(n)
     share = usable_cpus() // max(1, n_dirs)
-    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share)):
+    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share), n_dirs, scan_tasks):
         return 1
     if n == "adaptive":
         return max(2, 2 * share)
     return max(1, share)
 
 
-def _most_bytes(planned: dict[str, PlannedScans]) -> int:
-    """The most bytes any data dir's plan scans."""
-    return max((sum(file_size(t.path) for _, tasks in parts for t in tasks) for parts in planned.values()), default=0)
+def _busiest(planned: dict[str, PlannedScans]) -> tuple[int, int]:
+    """The most bytes any data dir's plan scans, and in how many segments."""
+    return max(((sum(file_size(t.path) for t in ts), len(ts))
+                for ts in ([t for _, tasks in parts for t in tasks] for parts in planned.values())), default=(0, 0))
 
 
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
@@ -80,6 +89,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     """The engine for these data dirs; given their plans (or ``scan_bytes``, the most Phase 1 work of any of
     them), "auto" also weighs the Phase 1 work."""
     plans = [d for d in data_dirs if isinstance(d, DirPlan)]
+    scan_tasks = 0
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
     planned: dict[str, PlannedScans] = {}
     if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
@@ -87,14 +97,16 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
         # it, so its exact plan is made only where the bound asks for a pool. The bound: its .log bytes as the
         # preflight sized them, else plan_segment_scans' bound_only (no .txnindex read)
         clean = [p for p in plans if p.clean and not p.scan_all]
-        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _most_bytes({"": plan_segment_scans(
-            p, bound_only=True)}) for p in clean}
+        # (its segments not counted: a bound may not ask for a pool it would not ask for with them)
+        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _busiest({"": plan_segment_scans(
+            p, bound_only=True)})[0] for p in clean}
         planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
-        scan_bytes = max(_most_bytes(planned), *bounds.values(), 0)
+        scan_bytes, scan_tasks = _busiest(planned)
+        scan_bytes = max(scan_bytes, 0, *bounds.values())
         if bounds and workers_per_dir(cfg, len(paths), scan_bytes) > 1:
             planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
-            scan_bytes = _most_bytes(planned)
-    n = workers_per_dir(cfg, len(paths), scan_bytes)
+            scan_bytes, scan_tasks = _busiest(planned)
+    n = workers_per_dir(cfg, len(paths), scan_bytes, scan_tasks)
     engine: Engine
     if n <= 1 or not paths:
         engine = InlineEngine(stats, progress, cfg.read_ahead_bytes)
