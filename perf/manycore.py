@@ -140,12 +140,14 @@ def make_sets(args: argparse.Namespace, root: Path) -> list[DataSet]:
 # ----------------------------------------------------------------------------------------------- the runs
 
 
-def load_once(workers: str, ds: DataSet) -> dict[str, Any]:
-    """One whole ``mploader load`` process over the set's data dirs, made unclean first (not timed)."""
+def load_once(contender: str, ds: DataSet, base: Path | None = None) -> dict[str, Any]:
+    """One whole ``mploader load`` process over the set's data dirs, made unclean first (not timed).  A contender
+    is ``--workers``' value, with ``@base`` for the tree ``base`` instead of this one."""
+    workers, _, which = contender.partition("@")
     make_unclean([Path(d) for d in ds.dirs])
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(mploader_argv(workers)(*ds.dirs), capture_output=True, text=True)
+    proc = subprocess.run(mploader_argv(workers, base if which else None)(*ds.dirs), capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -159,30 +161,32 @@ def med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(ds: DataSet, counts: list[int], say: Any) -> None:
+def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     say(f"\n### {ds.label}\n\n{ds.facts}\n")
     say("| workers | mploader s | speed-up | compiled ceiling s | its speed-up | share of the ceiling's speed-up "
         "| CPU s | scan s (parent) | Phase 2 waited s |")
     say("|---|---|---|---|---|---|---|---|---|")
     one = med([r["seconds"] for r in ds.runs["1"]])
     c1 = med(ds.ceiling.get(1, []))
-    for w in [str(n) for n in counts] + ["auto"]:
+    for w in contenders:
         rs = ds.runs.get(w) or []
         if not rs:
             continue
         t = med([r["seconds"] for r in rs])
         picked = sorted({r["stats"]["workers_per_dir"] for r in rs})
-        label = f"auto ({'/'.join(map(str, picked))} a dir)" if w == "auto" else w
+        count, _, which = w.partition("@")
+        label = f"auto ({'/'.join(map(str, picked))} a dir)" if count == "auto" else count
+        label += f" ({which})" if which else ""
         cells = [label, f"{t:.2f}", f"{one / t:.2f}x"]
-        if w != "auto" and ds.ceiling.get(int(w)):
-            c = med(ds.ceiling[int(w)])
+        if count != "auto" and ds.ceiling.get(int(count)):
+            c = med(ds.ceiling[int(count)])
             cells += [f"{c:.3f}", f"{c1 / c:.2f}x", f"{(one / t) / (c1 / c):.0%}"]
         else:
             cells += ["", "", ""]
         cells += [f"{med([r['cpu'] for r in rs]):.2f}", f"{med([r['stats']['scan_seconds'] for r in rs]):.2f}",
                   f"{med([r['stats']['wait_seconds'] for r in rs]):.2f}"]
         say("| " + " | ".join(cells) + " |")
-    fixed = {w: med([r["seconds"] for r in rs]) for w, rs in ds.runs.items() if w != "auto" and rs}
+    fixed = {w: med([r["seconds"] for r in rs]) for w, rs in ds.runs.items() if w.isdigit() and rs}
     if ds.runs.get("auto") and fixed:
         best = min(fixed, key=fixed.__getitem__)
         say(f"\n`auto` {med([r['seconds'] for r in ds.runs['auto']]) / fixed[best]:.2f}x the best fixed count "
@@ -211,6 +215,9 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/dev/shm"), help="parent of the scratch directory "
                     "(default /dev/shm: tmpfs, the page-cached case); only the scratch directory is deleted")
     ap.add_argument("--json-out", type=Path, help="every run, appended as JSON lines as they finish")
+    ap.add_argument("--base", type=Path, help="also run each of --base-workers from this tree (a checkout of another "
+                    "revision with its compiled walk built), alternating with this one's")
+    ap.add_argument("--base-workers", default="", help="the counts (or auto) run from --base too")
     args = ap.parse_args()
     counts = sorted({1, *(int(w) for w in args.workers.split(","))})
     lines: list[str] = []
@@ -241,6 +248,8 @@ def main() -> int:
         for ds in sets:
             say(f"[{ds.key}] {ds.label}: {ds.facts}")
         contenders = [str(n) for n in counts] + ["auto"]
+        if args.base:
+            contenders += [f"{w}@base" for w in args.base_workers.split(",") if w]
         for w in ("1", str(counts[-1])):  # warm-up, not counted: the first process compiles and caches more
             load_once(w, sets[0])
         for r in range(args.rounds):
@@ -253,7 +262,7 @@ def main() -> int:
                 time.sleep(1.0)  # the ceiling's pools finish exiting: a load right after them ran 0.1-0.2 s slower
                 for w in round_order(contenders, r):
                     try:
-                        run = load_once(w, ds)
+                        run = load_once(w, ds, args.base)
                     except Failed as e:
                         say(f"!!! [{ds.key}] FAILED: {e}")
                         failures += 1
@@ -271,7 +280,7 @@ def main() -> int:
             failures += len(bad)
             say(f"[{ds.key}] correctness: {sum(map(len, ds.runs.values())) - len(bad)} runs loaded the same "
                 f"offsets as the first --workers 1 run ({len(ref)} partitions)")
-            report(ds, counts, say)
+            report(ds, contenders, say)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     say(f"\n{time.perf_counter() - t_start:.0f} s in all; "
