@@ -434,6 +434,19 @@ def test_compiled_walk_arguments() -> None:
         compiled.walk_v2("text", 0, 1, True, True)
     with pytest.raises(TypeError):
         compiled.walk_v2(b, 0, len(b), True)
+
+    class Untestable:  # its truth test raises: the walk raises that, and does not test the next flag with it set
+        def __bool__(self) -> bool:
+            raise ZeroDivisionError("no truth")
+
+    class Truthy:  # a truth test that runs Python code (True's does not)
+        def __bool__(self) -> bool:
+            return True
+
+    for flags in ((Untestable(), Truthy()), (Truthy(), Untestable())):
+        with pytest.raises(ZeroDivisionError, match="no truth") as e:
+            compiled.walk_v2(b, 0, len(b), *flags)
+        assert e.value.__cause__ is None and e.value.__context__ is None
     # a range past the buffer or a negative start never reaches it: the Python loop walks those
     for start, end in ((0, len(b) + 10), (-5, len(b))):
         _, calls = both_buffer(b, SegmentTask(PATH, 0, start, end), end)

@@ -420,8 +420,10 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
     if (walk_arguments(args, nargs, 5, "walk_v2", "buf, start, end, check_crc, parse_markers", &view, &start,
                        &end) < 0)
         return NULL;
-    int check = PyObject_IsTrue(args[3]), parse_markers = PyObject_IsTrue(args[4]);
-    PyObject *table = check < 0 || parse_markers < 0 ? NULL : PyByteArray_FromStringAndSize(NULL, 0);
+    /* one truth test at a time: the second must not run with the first's exception set */
+    int check = PyObject_IsTrue(args[3]);
+    int parse_markers = check < 0 ? -1 : PyObject_IsTrue(args[4]);
+    PyObject *table = parse_markers < 0 ? NULL : PyByteArray_FromStringAndSize(NULL, 0);
     if (table == NULL) {
         PyBuffer_Release(&view);
         return NULL;
@@ -707,12 +709,16 @@ PyMODINIT_FUNC PyInit__walk(void) {
         "producer_id", ROW_PRODUCER_ID, "producer_epoch", ROW_PRODUCER_EPOCH, "base_sequence", ROW_BASE_SEQUENCE,
         "records_count", ROW_RECORDS_COUNT, "marker", ROW_MARKER, "coordinator_epoch", ROW_COORDINATOR_EPOCH,
         "marker_timestamp", ROW_MARKER_TIMESTAMP);
-    if (fields == NULL || PyModule_AddObject(module, "ROW_FIELDS", fields) < 0
-        || PyModule_AddIntConstant(module, "ROW_BYTES", ROW_BYTES) < 0
-        || PyModule_AddIntConstant(module, "DRAFT_BYTES", DRAFT_BYTES) < 0
-        || PyModule_AddObject(module, "DRAFT_FIELDS", Py_BuildValue("(sssss)", "row", "offset", "position",
-                                                                     "max_timestamp", "max_timestamp_offset")) < 0) {
-        Py_XDECREF(fields);
+    PyObject *draft_fields = Py_BuildValue("(sssss)", "row", "offset", "position", "max_timestamp",
+                                           "max_timestamp_offset");
+    /* PyModule_AddObjectRef takes its own reference (or none when it fails): ours are dropped either way */
+    int failed = fields == NULL || draft_fields == NULL || PyModule_AddObjectRef(module, "ROW_FIELDS", fields) < 0
+                 || PyModule_AddIntConstant(module, "ROW_BYTES", ROW_BYTES) < 0
+                 || PyModule_AddIntConstant(module, "DRAFT_BYTES", DRAFT_BYTES) < 0
+                 || PyModule_AddObjectRef(module, "DRAFT_FIELDS", draft_fields) < 0;
+    Py_XDECREF(fields);
+    Py_XDECREF(draft_fields);
+    if (failed) {
         Py_DECREF(module);
         return NULL;
     }
