@@ -31,6 +31,14 @@ class TopicConfig:
     record_version: int | None = None  # 2 unless an old message.format.version applies
     remote_storage_enable: bool | None = None
 
+    def __post_init__(self) -> None:  # the bounds LoaderConfig checks for the broker's defaults (Kafka's, too)
+        if self.index_interval_bytes is not None and self.index_interval_bytes < 0:
+            raise ValueError("index_interval_bytes must be >= 0")
+        if self.max_index_size is not None and self.max_index_size < 4:
+            raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
+        if self.record_version is not None and self.record_version not in (0, 1, 2):
+            raise ValueError("record_version must be 0, 1 or 2")
+
 
 @dataclass(frozen=True, slots=True)
 class EffectiveConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from mploader.scan import BATCH_TABLE, BatchColumns, draft_recovery
@@ -47,3 +48,18 @@ def test_the_draft_stands_for_the_batch_by_batch_rules(batches, latest, cut):  #
     for a, b in ((part.index, direct.index), (part.producer_rows, direct.producer_rows),
                  (part.epoch_rows, direct.epoch_rows)):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("field, bad", [("index_interval_bytes", -1), ("max_index_size", 3), ("record_version", 3)])
+def test_a_topic_override_is_held_to_the_broker_defaults_bounds(field, bad) -> None:
+    """Kafka's topic configs have the broker's bounds (index.interval.bytes >= 0, ...): an override outside them is
+    refused where it is made, as the broker default is. A negative interval never reaches the index draft, whose
+    numpy reference would not end on one."""
+    from mploader.config import LoaderConfig, TopicConfig
+
+    with pytest.raises(ValueError, match=field.split("_")[0]):
+        TopicConfig(**{field: bad})
+    with pytest.raises(ValueError, match=field.split("_")[0]):
+        LoaderConfig(**{field: bad})
+    ok = {"index_interval_bytes": 0, "max_index_size": 4, "record_version": 0}[field]
+    assert getattr(LoaderConfig(topic_overrides={"t": TopicConfig(**{field: ok})}).for_topic("t"), field) == ok
