@@ -31,13 +31,19 @@ class TopicConfig:
     record_version: int | None = None  # 2 unless an old message.format.version applies
     remote_storage_enable: bool | None = None
 
-    def __post_init__(self) -> None:  # the bounds LoaderConfig checks for the broker's defaults (Kafka's, too)
-        if self.index_interval_bytes is not None and self.index_interval_bytes < 0:
-            raise ValueError("index_interval_bytes must be >= 0")
-        if self.max_index_size is not None and self.max_index_size < 4:
-            raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
-        if self.record_version is not None and self.record_version not in (0, 1, 2):
-            raise ValueError("record_version must be 0, 1 or 2")
+    def __post_init__(self) -> None:  # a topic's override has the broker default's bounds, as in Kafka
+        _check_topic_values(self.index_interval_bytes, self.max_index_size, self.record_version)
+
+
+def _check_topic_values(index_interval_bytes: int | None, max_index_size: int | None,
+                        record_version: int | None) -> None:
+    """The bounds of the values a topic may override (None: not given)."""
+    if index_interval_bytes is not None and index_interval_bytes < 0:
+        raise ValueError("index_interval_bytes must be >= 0")
+    if max_index_size is not None and max_index_size < 4:
+        raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
+    if record_version is not None and record_version not in (0, 1, 2):
+        raise ValueError("record_version must be 0, 1 or 2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +119,7 @@ class LoaderConfig:
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
         if self.index_check not in INDEX_CHECKS:
             raise ValueError(f"index_check must be one of {', '.join(map(repr, INDEX_CHECKS))}")
-        if self.index_interval_bytes < 0:
-            raise ValueError("index_interval_bytes must be >= 0")
-        if self.max_index_size < 4:
-            raise ValueError("max_index_size (segment.index.bytes) must be >= 4")
-        if self.record_version not in (0, 1, 2):
-            raise ValueError("record_version must be 0, 1 or 2")
+        _check_topic_values(self.index_interval_bytes, self.max_index_size, self.record_version)
 
     def for_topic(self, topic: str) -> EffectiveConfig:
         o = self.topic_overrides.get(topic, TopicConfig())
