@@ -429,36 +429,30 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
 
-    /* The rows go straight into the bytearray handed back. It grows (doubling) with the GIL held; the walk between
-     * two growths runs without it, nothing else can reach the new bytearray meanwhile. */
+    /* The rows go straight into the bytearray handed back. It grows (doubling) with the GIL held, when an accepted
+     * batch finds it full (that batch is checked again after the growth: log2(rows) times a walk); so a walk that
+     * accepts nothing allocates nothing (the Python walk calls this after each legacy entry it takes). The walk
+     * between two growths runs without the GIL: nothing else can reach the new bytearray meanwhile. */
     const unsigned char *buf = (const unsigned char *)view.buf;
     const int64_t e = end, fast_end = e - 23;
     const crc_fn crc = crc32c_fn;
     int64_t p = start;
     size_t n = 0, cap = 0;
-    int full;
-    /* an entry that is no v2 batch ends the walk before any row: answered without growing the table (the Python
-     * walk calls this after each legacy entry it takes: a segment of v0/v1 messages made 0.6 us an entry of it) */
-    if (p >= fast_end || buf[p + 16] < 2 || buf[p + 16] >= 0x80) {
-        PyBuffer_Release(&view);
-        return Py_BuildValue("(LN)", (long long)p, table);
-    }
+    int full = 0;
     do {
-        size_t grown = cap ? cap * 2 : FIRST_ROWS;
-        if (PyByteArray_Resize(table, (Py_ssize_t)(grown * ROW_BYTES)) < 0) {
-            PyBuffer_Release(&view);
-            Py_DECREF(table);
-            return NULL;
+        if (full) {
+            size_t grown = cap ? cap * 2 : FIRST_ROWS;
+            if (PyByteArray_Resize(table, (Py_ssize_t)(grown * ROW_BYTES)) < 0) {
+                PyBuffer_Release(&view);
+                Py_DECREF(table);
+                return NULL;
+            }
+            cap = grown;
         }
-        cap = grown;
         unsigned char *rows = (unsigned char *)PyByteArray_AS_STRING(table);
         full = 0;
         Py_BEGIN_ALLOW_THREADS
         while (p < fast_end) {
-            if (n == cap) {
-                full = 1;
-                break;
-            }
             const unsigned char *h = buf + p;
             /* size: signed int32 at 8; magic: signed int8 at 16; crc: uint32 at 17; attributes at 21 */
             uint32_t usize = load_be32(h + 8);
@@ -474,6 +468,10 @@ static PyObject *walk_v2(PyObject *module, PyObject *const *args, Py_ssize_t nar
             int has_marker = (h[22] & ATTR_CONTROL) && parse_markers && load_be64s(h + 43) >= 0;
             if (has_marker && !canonical_marker(h, total, marker))
                 break;
+            if (n == cap) {
+                full = 1;
+                break;
+            }
             fill_row(rows + ROW_BYTES * n++, h, p, total, has_marker ? marker : NULL);
             p += total;
         }
