@@ -1539,6 +1539,37 @@ def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_b
     assert select_mod.auto_pool_min_bytes(4, dirs=4) == 4 * select_mod.auto_pool_min_bytes(4)
 
 
+def test_auto_counts_only_the_dirs_that_scan(monkeypatch) -> None:
+    """4 data dirs on 16 CPUs, the busiest recovering 8 GB in 160 segments: where all 4 scan as much, the inline
+    engine's 4 loading threads already scan at once (inline); where it is the only one that scans, a pool of 4
+    pays as it would for that dir alone."""
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 16)
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 4) == workers_per_dir(cfg, 4, 8_000_000_000, 160) == 1
+    assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 1) == 4
+
+
+def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> None:
+    """_work: the busiest dir's bytes (sparse files of the sizes a plan would scan) and segments, and how many dirs
+    have anything to scan: 4 dirs of which one recovers 8 GB weigh as one dir, not as four."""
+    from mploader.scan import SegmentTask
+
+    def tasks(d: str, sizes: list[int]) -> list[Any]:
+        (tmp_path / d).mkdir()
+        out = []
+        for i, size in enumerate(sizes):
+            path = tmp_path / d / f"{i:020d}.log"
+            with open(path, "wb") as f:
+                f.truncate(size)
+            out.append(SegmentTask(str(path), i))
+        return out
+
+    planned = {"a": [(None, tasks("a", [4_000_000_000, 4_000_000_000]))], "b": [(None, [])], "c": [],
+               "d": [(None, tasks("d", [10, 20, 30]))]}
+    assert select_mod._work(planned) == (8_000_000_000, 2, 2)  # type: ignore[arg-type]
+    assert select_mod._work({}) == (0, 0, 0)
+
+
 def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:
     """A clean dir has little to scan, and the inline engine never plans it: "auto" sizes it by a bound, the bytes
     of its .log files as the preflight sized them (else a plan that reads no .txnindex, each counted as corrupt),

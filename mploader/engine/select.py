@@ -31,7 +31,8 @@ def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0) -> float:
     (1 - 1/workers) of them, is worth more than the pool's start and the parent's cost per segment.  With ``dirs``
     data dirs the inline engine already scans them at once (a loading thread each; the compiled walk runs without
     the GIL) while the other dirs' Phase 2 holds the GIL, so a pool takes off only 1/``dirs`` of what it would for
-    one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir).  One dir,
+    one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir); ``dirs``
+    counts the dirs that scan anything (a clean dir's loading thread has little Phase 2 to hide scans behind).  One dir,
     few segments: 3 GB for 2 workers, 2 GB for 4, 1.6 GB for 16; never for 1."""
     if workers <= 1:
         return math.inf
@@ -54,12 +55,14 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
-def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None, scan_tasks: int = 0) -> int:
+def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = None, scan_tasks: int = 0,
+                    scanning_dirs: int | None = None) -> int:
     """``num_segment_loading_threads_per_data_dir``.
 
     "auto" = the usable CPUs shared among the data dirs, but 1 (the inline path) when no data dir has enough to
     scan for that many workers to pay for their start and their segments (:func:`auto_pool_min_bytes`; ``scan_bytes``:
-    the largest per-dir amount, in ``scan_tasks`` segments).  An explicit number always wins.  "adaptive" = the most
+    the largest per-dir amount, in ``scan_tasks`` segments; ``scanning_dirs``: how many dirs scan anything, default
+    all ``n_dirs``).  An explicit number always wins.  "adaptive" = the most
     workers the adaptive pool may let scan at once: twice the usable CPUs shared among the data dirs, at least 2
     (:mod:`mploader.engine.adaptive`: it starts workers only as its count grows; beyond the CPUs, more readers
     paid on a device that caps IOPS, their requests being larger: perf/README.md); like "auto", 1 below
@@ -70,17 +73,20 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     if n not in ("auto", "adaptive"):
         return int(n)
     share = usable_cpus() // max(1, n_dirs)
-    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share), n_dirs, scan_tasks):
+    dirs = n_dirs if scanning_dirs is None else scanning_dirs
+    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share), dirs, scan_tasks):
         return 1
     if n == "adaptive":
         return max(2, 2 * share)
     return max(1, share)
 
 
-def _busiest(planned: dict[str, PlannedScans]) -> tuple[int, int]:
-    """The most bytes any data dir's plan scans, and in how many segments."""
-    return max(((sum(file_size(t.path) for t in ts), len(ts))
-                for ts in ([t for _, tasks in parts for t in tasks] for parts in planned.values())), default=(0, 0))
+def _work(planned: dict[str, PlannedScans]) -> tuple[int, int, int]:
+    """The most bytes any data dir's plan scans and in how many segments, and how many dirs scan anything."""
+    per_dir = [(sum(file_size(t.path) for t in ts), len(ts))
+               for ts in ([t for _, tasks in parts for t in tasks] for parts in planned.values())]
+    most, segments = max(per_dir, default=(0, 0))
+    return most, segments, sum(1 for _, n in per_dir if n)
 
 
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
@@ -89,7 +95,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     """The engine for these data dirs; given their plans (or ``scan_bytes``, the most Phase 1 work of any of
     them), "auto" also weighs the Phase 1 work."""
     plans = [d for d in data_dirs if isinstance(d, DirPlan)]
-    scan_tasks = 0
+    scan_tasks, scanning = 0, None
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
     planned: dict[str, PlannedScans] = {}
     if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
@@ -97,16 +103,17 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
         # it, so its exact plan is made only where the bound asks for a pool. The bound: its .log bytes as the
         # preflight sized them, else plan_segment_scans' bound_only (no .txnindex read)
         clean = [p for p in plans if p.clean and not p.scan_all]
-        # (its segments not counted: a bound may not ask for a pool it would not ask for with them)
-        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _busiest({"": plan_segment_scans(
+        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _work({"": plan_segment_scans(
             p, bound_only=True)})[0] for p in clean}
         planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
-        scan_bytes, scan_tasks = _busiest(planned)
-        scan_bytes = max(scan_bytes, 0, *bounds.values())
-        if bounds and workers_per_dir(cfg, len(paths), scan_bytes) > 1:
+        scan_bytes, scan_tasks, scanning = _work(planned)
+        scan_bytes = max([scan_bytes, *bounds.values()])
+        # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
+        # not refuse a pool the exact plans would ask for
+        if bounds and workers_per_dir(cfg, len(paths), scan_bytes, 0, max(1, scanning)) > 1:
             planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
-            scan_bytes, scan_tasks = _busiest(planned)
-    n = workers_per_dir(cfg, len(paths), scan_bytes, scan_tasks)
+            scan_bytes, scan_tasks, scanning = _work(planned)
+    n = workers_per_dir(cfg, len(paths), scan_bytes, scan_tasks, scanning)
     engine: Engine
     if n <= 1 or not paths:
         engine = InlineEngine(stats, progress, cfg.read_ahead_bytes)
