@@ -194,20 +194,26 @@ def run_once(c: Contender, template: str, scratch: Path) -> Run:
     data = scratch / "data"
     subprocess.run(["cp", "-a", template, str(data)], check=True)
     os.sync()  # the copy's writeback must not land in the timed run; its pages stay cached (warm)
+    dt, cpu, text = timed_process(c.name, c.argv(str(data)), scratch)
+    parts, stats = (parse_mploader if c.kind == "mploader" else parse_kafka)(text)
+    shutil.rmtree(scratch)
+    return Run(dt, cpu, parts, stats)
+
+
+def timed_process(name: str, argv: list[str], scratch: Path) -> tuple[float, float, str]:
+    """Run ``argv`` (its output into files under ``scratch``): its wall seconds, its CPU seconds (user + system,
+    the children it waited for included) and its stdout; Failed if it exits non-zero."""
     out_path, err_path = scratch / "stdout", scratch / "stderr"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        rc = subprocess.call(c.argv(str(data)), stdout=out, stderr=err)
+        rc = subprocess.call(argv, stdout=out, stderr=err)
         dt = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = out_path.read_text()
     if rc != 0:
-        raise Failed(f"{c.name} exited {rc}: {err_path.read_text()[-2000:]} {text[-2000:]}")
-    parts, stats = (parse_mploader if c.kind == "mploader" else parse_kafka)(text)
-    shutil.rmtree(scratch)
-    cpu = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
-    return Run(dt, cpu, parts, stats)
+        raise Failed(f"{name} exited {rc}: {err_path.read_text()[-2000:]} {text[-2000:]}")
+    return dt, ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, text
 
 
 def compare(ref: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]], max_lines: int = 10) -> list[str]:

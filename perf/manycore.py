@@ -32,10 +32,8 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,7 +49,7 @@ from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import walk as walk_mod  # noqa: E402
-from perf.kafka_compare import Failed, compare, parse_mploader, round_order  # noqa: E402
+from perf.kafka_compare import Failed, compare, parse_mploader, round_order, timed_process  # noqa: E402
 from perf.trees import mploader_argv  # noqa: E402
 
 MB = 1_000_000
@@ -140,20 +138,14 @@ def make_sets(args: argparse.Namespace, root: Path) -> list[DataSet]:
 # ----------------------------------------------------------------------------------------------- the runs
 
 
-def load_once(contender: str, ds: DataSet, base: Path | None = None) -> dict[str, Any]:
+def load_once(contender: str, ds: DataSet, scratch: Path, base: Path | None = None) -> dict[str, Any]:
     """One whole ``mploader load`` process over the set's data dirs, made unclean first (not timed).  A contender
     is ``--workers``' value, with ``@base`` for the tree ``base`` instead of this one."""
     workers, _, which = contender.partition("@")
     make_unclean([Path(d) for d in ds.dirs])
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run(mploader_argv(workers, base if which else None)(*ds.dirs), capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise Failed(f"--workers {workers} exited {proc.returncode}: {proc.stderr[-2000:]} {proc.stdout[-1000:]}")
-    partitions, stats = parse_mploader(proc.stdout)
-    cpu = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+    argv = mploader_argv(workers, base if which else None)(*ds.dirs)
+    seconds, cpu, text = timed_process(f"--workers {contender}", argv, scratch)
+    partitions, stats = parse_mploader(text)
     return {"seconds": seconds, "cpu": cpu, "stats": stats, "partitions": partitions}
 
 
@@ -251,7 +243,7 @@ def main() -> int:
         if args.base:
             contenders += [f"{w}@base" for w in args.base_workers.split(",") if w]
         for w in ("1", str(counts[-1])):  # warm-up, not counted: the first process compiles and caches more
-            load_once(w, sets[0])
+            load_once(w, sets[0], root)
         for r in range(args.rounds):
             for ds in sets:
                 paths = ds.log_paths()
@@ -262,7 +254,7 @@ def main() -> int:
                 time.sleep(1.0)  # the ceiling's pools finish exiting: a load right after them ran 0.1-0.2 s slower
                 for w in round_order(contenders, r):
                     try:
-                        run = load_once(w, ds, args.base)
+                        run = load_once(w, ds, root, args.base)
                     except Failed as e:
                         say(f"!!! [{ds.key}] FAILED: {e}")
                         failures += 1
