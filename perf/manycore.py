@@ -45,11 +45,19 @@ sys.path[:0] = [str(PERF.parent), str(PERF)]
 
 from engine import bare_parallel, bare_walk_compiled  # noqa: E402 - perf/engine.py, beside this script
 
+from mploader.engine.select import usable_cpus  # noqa: E402
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import walk as walk_mod  # noqa: E402
-from perf.kafka_compare import Failed, compare, parse_mploader, round_order, timed_process  # noqa: E402
+from perf.kafka_compare import (  # noqa: E402
+    Failed,
+    compare,
+    parse_mploader,
+    phase2_seconds,
+    round_order,
+    timed_process,
+)
 from perf.trees import mploader_argv  # noqa: E402
 
 MB = 1_000_000
@@ -156,7 +164,7 @@ def med(values: list[float]) -> float:
 def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     say(f"\n### {ds.label}\n\n{ds.facts}\n")
     say("| workers | mploader s | speed-up | compiled ceiling s | its speed-up | share of the ceiling's speed-up "
-        "| CPU s | scan s (parent) | Phase 2 waited s |")
+        "| CPU s | scan s (all processes) | Phase 2 waited s |")
     say("|---|---|---|---|---|---|---|---|---|")
     one = med([r["seconds"] for r in ds.runs["1"]])
     c1 = med(ds.ceiling.get(1, []))
@@ -188,7 +196,7 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     inline = ds.runs["1"]
     total = med([r["stats"]["seconds"]["total"] for r in inline])
     scans = med([r["stats"]["scan_seconds"] for r in inline])
-    p2 = med([r["stats"]["seconds"]["total"] - r["stats"]["scan_seconds"] for r in inline])
+    p2 = med([phase2_seconds(r["stats"]) for r in inline])
     say(f"With 1 worker: the load {total:.2f} s in process, its scans {scans:.2f} s, Phase 2 and fixed costs "
         f"{p2:.2f} s, the process around the load {one - total:.2f} s (Amdahl: with Phase 2 serial, no count of "
         f"workers brings the process under ~{p2 + one - total:.2f} s)")
@@ -212,11 +220,8 @@ def main() -> int:
     ap.add_argument("--base-workers", default="", help="the counts (or auto) run from --base too")
     args = ap.parse_args()
     counts = sorted({1, *(int(w) for w in args.workers.split(","))})
-    lines: list[str] = []
-
     def say(line: str) -> None:
         print(line, flush=True)
-        lines.append(line)
 
     def record(obj: dict[str, Any]) -> None:
         if args.json_out:
@@ -224,7 +229,7 @@ def main() -> int:
                 f.write(json.dumps(obj) + "\n")
 
     cmd = " ".join(["python perf/manycore.py", *sys.argv[1:]])
-    facts = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
+    facts = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "usable_cpus": usable_cpus(),
              "python": platform.python_version(), "compiled_walk": walk_mod.COMPILED,
              "sse4_2": "sse4_2" in Path("/proc/cpuinfo").read_text()}
     say(f"`{cmd}`, {time.strftime('%Y-%m-%d %H:%M')}; {facts}")
