@@ -210,7 +210,8 @@ def main(spec_path: str) -> None:
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
     appended there as it is created), ``started`` (touched when the first partition finished
-    loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``crashy`` (True:
+    loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``calling``
+    (touched just before ``load_logs`` is called: imports and set-up are done), ``crashy`` (True:
     install :func:`crashy_scan`).
     """
     import logging
@@ -263,6 +264,10 @@ def main(spec_path: str) -> None:
         mploader.recovery.loader.LogLoader.load = load
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
+    calling = spec.get("calling")
+    if calling:
+        with open(calling, "w"):
+            pass
     try:
         result = load_logs(spec["dirs"], cfg, now_ms=spec["now_ms"], metrics=MetricsRegistry(listener))
     except KeyboardInterrupt:  # load_logs released the dirs' locks: none of its threads may still be loading

@@ -947,7 +947,8 @@ def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, n
     (Popen, spec) with ``popen=True``."""
     spec = {"dirs": [str(d) for d in dirs], "root": str(root), "n": n, "now_ms": now_ms,
             "out": str(tmp_path / f"{name}.out.json"), "blocks": str(tmp_path / f"{name}.blocks"),
-            "started": str(tmp_path / f"{name}.started"), "crashy": crashy,
+            "started": str(tmp_path / f"{name}.started"), "calling": str(tmp_path / f"{name}.calling"),
+            "crashy": crashy,
             "hold_after_started": hold_after_started}
     spec_path = tmp_path / f"{name}.spec.json"
     spec_path.write_text(json.dumps(spec))
@@ -1056,12 +1057,14 @@ def test_keyboard_interrupt_leaves_nothing_and_a_rerun_recovers_exactly(datasets
     # the load is at 0.5 s (start-up, the first partition, or that wait)
     proc, spec = run_child(tmp_path, "sigint", [root / d for d in groups[0]], root, 2, GEN_NOW, popen=True,
                            hold_after_started=0.5 if when == "after-first-partition" else 2)
+    # 0.5 s into load_logs, not into the interpreter's start: a slow CI machine was still importing mploader
+    # at 0.5 s, and an interrupt there tests Python's import, not the load
+    marker = spec["calling"] if when == "at-0.5s" else spec["started"]
     t0 = time.monotonic()
+    while not os.path.exists(marker) and proc.poll() is None and time.monotonic() - t0 < 60:
+        time.sleep(0.01)
     if when == "at-0.5s":
         time.sleep(0.5)
-    else:
-        while not os.path.exists(spec["started"]) and proc.poll() is None and time.monotonic() - t0 < 60:
-            time.sleep(0.01)
     assert proc.poll() is None, "the load ended before it could be interrupted: use a bigger data set"
     proc.send_signal(signal.SIGINT)
     err = _exit_within(proc, spec, 20, "the load did not exit within 20 s of SIGINT")
