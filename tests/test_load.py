@@ -443,3 +443,44 @@ def test_many_recovered_segments_are_each_read_once_with_a_bounded_scan_cache(tm
     for path, scan in scans.items():
         cache.put(path, scan)  # type: ignore[arg-type]
     assert list(cache._scans) == ["pinned.log", "6.log", "7.log", "8.log", "9.log"]
+
+
+# ---- the impact report's "before" (recovery.impact.log_end_as_found)
+
+
+@pytest.mark.parametrize("damage", ["none", "flipped byte", "torn tail"])
+def test_the_log_end_as_found_is_read_off_the_active_segments_scan_where_it_proves_it(tmp_path, monkeypatch,
+                                                                                      damage) -> None:
+    """An unclean shutdown leaves the active segment's ``.index`` preallocated (zeros), so readNextOffset walks
+    the whole segment.  Where the recovery's scan of that segment found it valid to its end, the report's
+    "before" is read off the scan, with no walk; where the scan stopped early, it is walked.  Either way it is
+    the value the walk gives on the files as they were."""
+    from mploader.disk.real import RealDisk
+    from mploader.recovery import impact, segment
+    from tests.kafkadir import OFFSET_INDEX_FULL, flip_bit, load
+
+    d = data_dir(tmp_path, clean=False, rp=[("t", 0, 10)])
+    pb = PartitionBuilder(d).segment(0, *(B(o) for o in range(10))).segment(10, *(B(o) for o in range(10, 40)))
+    idx = pb.file(10, ".index")
+    idx.write_bytes(idx.read_bytes().ljust(OFFSET_INDEX_FULL, b"\0"))
+    log_path = pb.file(10, ".log")
+    if damage == "flipped byte":
+        flip_bit(log_path, log_path.stat().st_size - 30)  # in the last batch: the scan stops there
+    elif damage == "torn tail":
+        with open(log_path, "ab") as f:
+            f.write(B(40)[:40])
+    expected = impact.log_end_as_found(RealDisk(), str(pb.path))  # walked, before any change
+    walks: list[int] = []
+    real = segment.last_entry
+
+    def counting(buf, start, end, path=None):  # type: ignore[no-untyped-def]
+        walks.append(start)
+        return real(buf, start, end, path)
+
+    monkeypatch.setattr(segment, "last_entry", counting)
+    result = load(d, dry_run_first=False)
+    (lg,) = result.logs.values()
+    assert lg.log_end_offset_before == expected
+    # one walk is readNextOffset's after the recovery (Kafka's own); the report's is the second, where it is made
+    assert len(walks) == (1 if damage == "none" else 2), walks
+    assert lg.log_end_offset == (40 if damage != "flipped byte" else 39)

@@ -1111,6 +1111,21 @@ def test_one_fault_kind(tmp_path, kind, clean):
         assert any(m.truncated for m in out.models.values())
 
 
+@pytest.mark.parametrize("kind", [k for k in FAULT_KINDS if k in DATA_FAULTS or k.endswith("_index")])
+def test_the_log_end_as_found_is_what_the_files_held(tmp_path, kind):
+    """The impact report's "before" of every partition the load changed is readNextOffset of its highest segment
+    (or the walk it falls back to) on the files as generated, whether the load read it off a scan or walked."""
+    from mploader.disk.real import RealDisk
+    from mploader.recovery.impact import log_end_as_found
+
+    b = make_broker(tmp_path, GEN.replace(fault_kinds=(kind,), seed=20 + FAULT_KINDS.index(kind)))
+    as_found = {TopicPartition(k[1], k[2]): log_end_as_found(RealDisk(), str(partition_dir(b.out, k)))
+                for k in b.manifest["partitions"]}
+    result = run_load(b)
+    befores = {tp: lg.log_end_offset_before for tp, lg in result.logs.items()}
+    assert befores == as_found
+
+
 @pytest.mark.parametrize("clean", [False, True], ids=["unclean", "clean"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_mixed_faults(tmp_path, seed, clean):

@@ -351,6 +351,57 @@ def test_the_last_entry_walk_at_its_edges() -> None:
         compiled.last_entry(b"x" * 10, 0, 11)
 
 
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(parts=entries, ops=st.lists(mutation, min_size=0, max_size=3), data=st.data())
+def test_a_scan_stands_for_the_last_entry_walk_only_where_it_proves_it(parts: list[bytes], ops: list[tuple[Any, ...]],
+                                                                       data: st.DataObject) -> None:
+    """``recovery.segment._proven_last_entry``: where a scan spares readNextOffset its walk, the walk (in Python,
+    whichever walk scanned) ends on the entry the scan names; on valid and mutated segments, for a scan of the whole
+    file or of less (a start, a cut, no CRC check), from an entry's start or any byte.  Either walk scans."""
+    from mploader.errors import CorruptRecordError
+    from mploader.format import log
+    from mploader.recovery.segment import _proven_last_entry
+
+    starts = entry_starts(parts)
+    buf = mutate(b"".join(parts), starts, ops) if ops else b"".join(parts)
+    starts = [p for p in starts if p <= len(buf)]
+    anywhere = st.integers(0, len(buf))
+    start = data.draw(st.one_of(st.sampled_from(starts), anywhere) if starts else anywhere)
+    task = data.draw(st.sampled_from([SegmentTask(PATH, 0), SegmentTask(PATH, 0, check_crc=False),
+                                      SegmentTask(PATH, 0, start=min(start, len(buf)))]))
+    end = data.draw(st.sampled_from([len(buf), max(0, len(buf) - 1)]))
+    scan = scan_buffer(buf, task, end)
+    proven = _proven_last_entry(scan, start, len(buf))
+    saved = log._compiled_last_entry
+    log.use(None)  # the reference walk
+    try:
+        walked: Any = log.last_entry(buf, start, len(buf), PATH)
+    except CorruptRecordError as e:
+        walked = e
+    finally:
+        log.use(saved)
+    event("proven" if proven is not None else "walked")
+    if proven is not None:
+        assert proven == walked, (proven, walked)
+        assert task.start == 0 and end == len(buf) and scan.stop is walk.Stop.END
+
+
+def test_a_scan_proves_the_walk_of_valid_batches_from_any_entry() -> None:
+    """The case it is for: a whole segment of valid batches, walked from its start (an unclean shutdown's
+    preallocated index) or from an indexed batch: the scan names the last entry, and the walk is spared."""
+    from mploader.recovery.segment import _proven_last_entry
+
+    parts = [B(o) for o in range(6)] + [N(6, 3), T(9, 2, 7, 0), B(11)]
+    buf = b"".join(parts)
+    scan = scan_buffer(buf, SegmentTask(PATH, 0), len(buf))
+    for start in entry_starts(parts):
+        assert _proven_last_entry(scan, start, len(buf)) == entry_starts(parts)[-1]
+    assert _proven_last_entry(scan, 5, len(buf)) is None  # not an entry's start
+    assert _proven_last_entry(scan, 0, len(buf) + 1) is None  # another length of file
+    torn = scan_buffer(buf + bytes(10), SegmentTask(PATH, 0), len(buf) + 10)  # too few bytes left for a header
+    assert torn.stop is walk.Stop.INCOMPLETE and _proven_last_entry(torn, 0, len(buf) + 10) is None
+
+
 def crafted(size: int, magic: int = 2, attributes: int = 0, body: int = 0) -> bytes:
     """An entry with the given size, magic and attributes fields and a CRC-32C that matches the bytes the
     size covers (from byte 21), so that no other check than the one under test can stop the fast loop.

@@ -11,14 +11,16 @@ from mploader.disk.base import Disk
 from mploader.errors import InvalidFileNameError
 from mploader.format import names
 from mploader.recovery.segment import Segment, read_next_offset, walk_from
+from mploader.scan import SegmentScan
 
 
-def log_end_as_found(disk: Disk, directory: str) -> int | None:
+def log_end_as_found(disk: Disk, directory: str, scan: SegmentScan | None = None) -> int | None:
     """The next offset after the last batch of the partition's highest segment, as its files hold it now:
     Kafka's ``readNextOffset`` (from the last index entry, size fields only), or, where that fails on
     unrecovered bytes (a zeroed tail, an index past the end), the last batch a walk from the start of the
     segment finds.  None when there is no segment, or nothing can be read.  Never raises: the report must
-    not change the load."""
+    not change the load.  ``scan``: the recovery's scan of a segment; where it is the highest one's, it spares
+    readNextOffset its walk when it proves where that walk ends (``recovery.segment.read_next_offset``)."""
     bases = []
     for name in disk.list_files(directory):
         if names.is_log_file(name):
@@ -32,7 +34,7 @@ def log_end_as_found(disk: Disk, directory: str) -> int | None:
     try:
         if not disk.exists(seg.log_path):
             return None
-        return read_next_offset(disk, seg)
+        return read_next_offset(disk, seg, scan if scan is not None and scan.path == seg.log_path else None)
     except Exception:  # noqa: BLE001 - an unrecovered segment may fail Kafka's own read; fall back to a walk
         pass
     try:

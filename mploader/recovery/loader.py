@@ -438,11 +438,14 @@ class LogLoader:
         fsynced before that rename: after a power loss the segment has no ``.index`` or its whole rebuilt ones,
         never a renamed one whose bytes were lost (the next load, clean or below the recovery point, trusts it)."""
         self._check_cancelled()
-        self._note_log_end_before()
         psm = self._producer_state_manager(own_view=False)  # only it and the segment's own files change meanwhile
         self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint, seg.base_offset,
                                     reload_from_clean_shutdown=False)
         scan = self.full_scan(seg)
+        # the "before" is still read before the first change to a .log or an .index (the producer state above writes
+        # and deletes snapshots only), and now with the scan: where this is the highest segment, the scan spares
+        # readNextOffset a walk of all of it (an unclean shutdown leaves the active segment's index preallocated)
+        self._note_log_end_before(scan)
         pending = seg.index_path + names.DELETED_SUFFIX if index_last else None
         if pending is not None and self.disk.exists(seg.index_path):
             self.disk.rename(seg.index_path, pending)
@@ -571,11 +574,12 @@ class LogLoader:
         for suffix in (names.LOG_SUFFIX, names.INDEX_SUFFIX, names.TIME_INDEX_SUFFIX, names.TXN_INDEX_SUFFIX):
             self._delete(names.segment_file_name(seg.base_offset, suffix))
 
-    def _note_log_end_before(self) -> None:
-        """The impact report's "before": read once, before the first change to the log's offsets."""
+    def _note_log_end_before(self, scan: SegmentScan | None = None) -> None:
+        """The impact report's "before": read once, before the first change to the log's offsets (``scan``: see
+        :func:`~mploader.recovery.impact.log_end_as_found`)."""
         if not self.ctx.log_end_offset_before_read:
             self.ctx.log_end_offset_before_read = True
-            self.ctx.log_end_offset_before = log_end_as_found(self.disk, self.dir)
+            self.ctx.log_end_offset_before = log_end_as_found(self.disk, self.dir, scan)
 
     def _note_deleted(self, name: str) -> None:
         self.ctx.deleted_files.append(name)

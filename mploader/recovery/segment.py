@@ -23,7 +23,7 @@ from mploader.format import names, records
 from mploader.format.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, round_down
 from mploader.format.log import ENTRY_PREFIX, iter_entries, last_entry
 from mploader.format.records import HEADER_SIZE_UP_TO_MAGIC
-from mploader.scan import SegmentScan, SegmentTask, scan_buffer
+from mploader.scan import SegmentScan, SegmentTask, Stop, scan_buffer
 
 _OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
@@ -235,15 +235,18 @@ def _last_offset(buf: bytes | mmap.mmap, seg: Segment, p: int, magic: int) -> in
     return base + delta
 
 
-def read_next_offset(disk: Disk, seg: Segment) -> int:
+def read_next_offset(disk: Disk, seg: Segment, scan: SegmentScan | None = None) -> int:
     """LogSegment.readNextOffset: last batch's lastOffset + 1 from the index's last entry on.
 
     Kafka translates the index's last offset (:func:`translate_offset`: the first batch from the entry's
     position whose lastOffset reaches it), then walks the entries from that batch with FileLogInputStream (size
     field only: a corrupt size is fatal, a torn last entry ends the walk, nothing else is checked) and reads the
     header of the last one.  The second walk starts where the first stopped, so here they are one walk over one
-    mapping, reading the index once; the second is ``format.log.last_entry`` (the compiled loop where built: a
-    segment whose index does not cover its tail is walked whole, ~1 million entries for 16 partitions of 85 MB)."""
+    mapping, reading the index once; the second is ``format.log.last_entry`` (the compiled loop where built).
+    An unclean shutdown leaves the active segment's index preallocated: its last slot is zeros, the target is
+    the base offset, and the walk covers the whole segment (~1 million entries for 16 partitions of 85 MB).
+
+    ``scan``: a scan of this ``.log`` that may stand for the second walk (:func:`_proven_last_entry`)."""
     entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
     target = seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
     _, pos = offset_index_lookup(disk, seg, target, entries)
@@ -251,12 +254,33 @@ def read_next_offset(disk: Disk, seg: Segment) -> int:
         hit = _search_for_offset(buf, seg, size, target, max(pos, 0))  # translateOffset's max(position, 0)
         if hit is None:
             return seg.base_offset
-        try:  # the second walk, from the hit: a complete entry, so the walk finds one
-            last = last_entry(buf, hit[0], size, seg.log_path)
-        except CorruptRecordError as e:
-            raise _unrecovered_corrupt(seg, e) from e
+        last = _proven_last_entry(scan, hit[0], size)
+        if last is None:
+            try:  # the second walk, from the hit: a complete entry, so the walk finds one
+                last = last_entry(buf, hit[0], size, seg.log_path)
+            except CorruptRecordError as e:
+                raise _unrecovered_corrupt(seg, e) from e
         p = hit[0] if last is None else last
         return _last_offset(buf, seg, p, ENTRY_PREFIX.unpack_from(buf, p)[3]) + 1
+
+
+def _proven_last_entry(scan: SegmentScan | None, start: int, size: int) -> int | None:
+    """Where the size-field walk from ``start`` to ``size`` ends (its last entry's position), read off a scan
+    instead of walked, when the scan proves it: a scan from byte 0 that found every byte to ``size`` valid
+    (``Stop.END``) and whose rows follow one another, each starting where the one before ends, from 0 to
+    ``size``.  Those rows are then the file's entries, each size field read and checked, so a walk from any row's
+    start visits the rows after it and ends on the last one.  None (walk it) when ``start`` is no row's start
+    or the scan proves less: one that stopped early, a legacy wrapper's inner rows, another length of file."""
+    if scan is None or scan.start != 0 or scan.stop is not Stop.END or scan.end != size or scan.valid_bytes != size:
+        return None
+    rows = scan.batches
+    if not len(rows):
+        return None
+    pos, sizes = rows["position"], rows["size"]
+    if pos[0] != 0 or int(pos[-1] + sizes[-1]) != size or not np.array_equal(pos[1:], pos[:-1] + sizes[:-1]):
+        return None
+    i = int(np.searchsorted(pos, start))
+    return int(pos[-1]) if i < len(pos) and pos[i] == start else None
 
 
 def resize_index(disk: Disk, path: str, max_index_size: int, entry_size: int) -> None:
