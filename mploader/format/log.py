@@ -50,7 +50,8 @@ def last_entry(buf: bytes | memoryview | mmap.mmap, start: int, end: int, path: 
     """The position of the last entry :func:`iter_entries` yields from ``start`` to ``end`` (None: none); raises
     where it raises.  LogSegment.readNextOffset's walk to the last batch, which reads nothing but size fields:
     the compiled walk's own loop where it is built (:func:`use`), 3.5 against 27.1 ms for the 135,819 entries of
-    a 128 MiB segment already mapped (a segment whose index does not cover its tail is walked whole)."""
+    a 128 MiB segment already mapped (an unclean shutdown's active segment, whose preallocated index ends in zeros,
+    is walked whole)."""
     if _compiled_last_entry is not None:
         last, stop, bad_size = _compiled_last_entry(buf, start, end)
         if bad_size is not None:
