@@ -426,9 +426,10 @@ class LogLoader:
             raise LoadInterrupted(f"{self.dir}: the load was interrupted")
 
     def _recover_segment(self, seg: Segment, before_cut: Callable[[], None] = lambda: None,
-                         index_last: bool = False) -> int:
+                         index_last: bool = False, note_before: bool = True) -> int:
         """LogLoader.recoverSegment (§6.5): an intermediate PSM, then LogSegment.recover.  ``before_cut``: see
-        :func:`recover_segment`.
+        :func:`recover_segment`.  ``note_before=False``: the impact report's "before" waits for a later segment's
+        recovery (:meth:`_recover_unflushed`), unless this one fails.
 
         ``index_last``: a load-time recovery, which only a missing ``.index`` (or a corrupt ``.txnindex``)
         starts.  An existing ``.index`` is first renamed to a name every load deletes (``.deleted``), the
@@ -438,14 +439,19 @@ class LogLoader:
         fsynced before that rename: after a power loss the segment has no ``.index`` or its whole rebuilt ones,
         never a renamed one whose bytes were lost (the next load, clean or below the recovery point, trusts it)."""
         self._check_cancelled()
-        psm = self._producer_state_manager(own_view=False)  # only it and the segment's own files change meanwhile
-        self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint, seg.base_offset,
-                                    reload_from_clean_shutdown=False)
-        scan = self.full_scan(seg)
+        try:
+            psm = self._producer_state_manager(own_view=False)  # only it and the segment's own files change meanwhile
+            self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint,
+                                        seg.base_offset, reload_from_clean_shutdown=False)
+            scan = self.full_scan(seg)
+        except BaseException:
+            self._note_log_end_before()  # before what the caller does next (a truncation of this segment)
+            raise
         # the "before" is still read before the first change to a .log or an .index (the producer state above writes
         # and deletes snapshots only), and now with the scan: where this is the highest segment, the scan spares
         # readNextOffset a walk of all of it (an unclean shutdown leaves the active segment's index preallocated)
-        self._note_log_end_before(scan)
+        if note_before:
+            self._note_log_end_before(scan)
         pending = seg.index_path + names.DELETED_SUFFIX if index_last else None
         if pending is not None and self.disk.exists(seg.index_path):
             self.disk.rename(seg.index_path, pending)
@@ -490,13 +496,19 @@ class LogLoader:
 
     def _recover_unflushed(self, unflushed: list[Segment]) -> None:
         ctx = self.ctx
+        # where the highest segment is recovered too, the impact report's "before" waits for its recovery and its scan
+        # (_recover_segment): until then only earlier segments' own files change, and a cut of one deletes the later
+        # segments' files first (_delete_segment_files reads the "before" then), a failed recovery reads it at once
+        highest = self.segments.ascending()[-1] if self.segments else None
+        wait_for = highest if any(seg is highest for seg in unflushed) else None
         for i, seg in enumerate(unflushed):
             log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
                      len(unflushed))
             later = unflushed[i + 1 :]
             condemn = lambda later=later: self._delete_later_segment_files(later)  # noqa: E731
             try:
-                truncated = self._recover_segment(seg, before_cut=condemn)
+                truncated = self._recover_segment(seg, before_cut=condemn,
+                                                  note_before=wait_for is None or seg is wait_for)
                 self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
             except (InvalidOffsetError, OSError) as e:
                 if isinstance(e, OSError) and e.errno in DISK_FULL:
