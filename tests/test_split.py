@@ -274,3 +274,21 @@ def test_old_segment_in_the_map_loses_all_its_files(tmp_path):
 
     assert pb.files() == {name(b, s) for b in (0, M + 1) for s in (".log", ".index", ".timeindex")}
     assert sorted(deleted) == [name(0, ".index"), name(0, ".log"), name(0, ".txnindex")]
+
+
+def test_the_impact_reports_before_is_read_before_a_split_of_an_earlier_segment(tmp_path) -> None:
+    """recoverLog waits with the impact report's "before" for the highest segment's recovery; an overflow split of an
+    earlier segment comes first and changes .log files: here the split writes a segment with the highest one's base,
+    whose .swap replaces its files (Kafka's replaceSegments).  The report says what the files held before it, and the
+    offsets the split's replacement lost (a review found this)."""
+    from mploader.recovery.impact import log_end_as_found
+
+    d = data_dir(tmp_path, clean=False, rp=[("t", 0, 0)])
+    pb = PartitionBuilder(d, interval=1)
+    pb.write(name(0, ".log"), small(0) + small(M + 1)).write(name(0, ".index"), b"").write(name(0, ".timeindex"), b"")
+    pb.segment(M + 1, *(small(o) for o in range(M + 1, M + 21)))
+    as_found = log_end_as_found(RealDisk(), str(pb.path))
+    assert as_found == M + 21
+    lg = load(d, index_interval_bytes=1).logs[TopicPartition("t", 0)]
+    assert (lg.impact.log_end_offset_before, lg.impact.log_end_offset_after) == (as_found, M + 2)
+    assert lg.impact.records_removed == 19

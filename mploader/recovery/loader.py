@@ -287,6 +287,9 @@ class LogLoader:
 
                 old = e.segment
                 log.info("%s: %s; splitting the segment and retrying", self.dir, e)
+                # the split changes .log files (a segment it writes may replace the highest one's, or be higher):
+                # the impact report's "before" first, where recoverLog was still waiting with it
+                self._note_log_end_before()
                 in_map = old.base_offset in self.segments  # False inside loadSegmentFiles
                 new = split_overflowed_segment(self.disk, old, self.cfg, in_map, deleted=self.ctx.deleted_files)
                 self._scans.drop({old.log_path, *(s.log_path for s in new)})
