@@ -447,7 +447,7 @@ class LogLoader:
             self.rebuild_producer_state(psm, self.segments.ascending(), self.ctx.log_start_checkpoint,
                                         seg.base_offset, reload_from_clean_shutdown=False)
             scan = self.full_scan(seg)
-        except BaseException:
+        except Exception:
             self._note_log_end_before()  # before what the caller does next (a truncation of this segment)
             raise
         # the "before" is still read before the first change to a .log or an .index (the producer state above writes
@@ -499,19 +499,16 @@ class LogLoader:
 
     def _recover_unflushed(self, unflushed: list[Segment]) -> None:
         ctx = self.ctx
-        # where the highest segment is recovered too, the impact report's "before" waits for its recovery and its scan
-        # (_recover_segment): until then only earlier segments' own files change, and a cut of one deletes the later
+        # ``unflushed`` runs to the highest segment: the impact report's "before" waits for its recovery and its scan
+        # (_recover_segment); until then only earlier segments' own files change, and a cut of one deletes the later
         # segments' files first (_delete_segment_files reads the "before" then), a failed recovery reads it at once
-        highest = self.segments.ascending()[-1] if self.segments else None
-        wait_for = highest if any(seg is highest for seg in unflushed) else None
         for i, seg in enumerate(unflushed):
             log.info("%s: recovering unflushed segment %d (%d/%d recovered)", self.dir, seg.base_offset, i,
                      len(unflushed))
             later = unflushed[i + 1 :]
             condemn = lambda later=later: self._delete_later_segment_files(later)  # noqa: E731
             try:
-                truncated = self._recover_segment(seg, before_cut=condemn,
-                                                  note_before=wait_for is None or seg is wait_for)
+                truncated = self._recover_segment(seg, before_cut=condemn, note_before=not later)
                 self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
             except (InvalidOffsetError, OSError) as e:
                 if isinstance(e, OSError) and e.errno in DISK_FULL:
