@@ -267,18 +267,13 @@ def read_next_offset(disk: Disk, seg: Segment, scan: SegmentScan | None = None) 
 def _proven_last_entry(scan: SegmentScan | None, start: int, size: int) -> int | None:
     """Where the size-field walk from ``start`` to ``size`` ends (its last entry's position), read off a scan
     instead of walked, when the scan proves it: a scan from byte 0 that found every byte to ``size`` valid
-    (``Stop.END``) and whose rows follow one another, each starting where the one before ends, from 0 to
-    ``size``.  Those rows are then the file's entries, each size field read and checked, so a walk from any row's
-    start visits the rows after it and ends on the last one.  None (walk it) when ``start`` is no row's start
-    or the scan proves less: one that stopped early, a legacy wrapper's inner rows, another length of file."""
+    (``Stop.END``).  Its rows are then the file's entries, a row per (outer) entry, each starting where the one before
+    ends, each size field read and checked, so a walk from any row's start visits the rows after it and ends on the
+    last one.  None (walk it) when ``start`` is no row's start or the scan proves less: one that stopped early,
+    a range, another length of file."""
     if scan is None or scan.start != 0 or scan.stop is not Stop.END or scan.end != size or scan.valid_bytes != size:
         return None
-    rows = scan.batches
-    if not len(rows):
-        return None
-    pos, sizes = rows["position"], rows["size"]
-    if pos[0] != 0 or int(pos[-1] + sizes[-1]) != size or not np.array_equal(pos[1:], pos[:-1] + sizes[:-1]):
-        return None
+    pos = scan.batches["position"]
     i = int(np.searchsorted(pos, start))
     return int(pos[-1]) if i < len(pos) and pos[i] == start else None
 
