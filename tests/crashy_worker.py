@@ -31,9 +31,13 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+import psutil
+
 from mploader.engine.pool import worker_scan as _real_worker_scan
+from mploader.engine.worker import WORKER_NAME
 
 # LoadStats fields that legitimately depend on the engine (or on time) and are left out when two
 # loads are compared: timings, what the pool did (pickled bytes, workers, restarts, fallbacks,
@@ -84,6 +88,42 @@ def startup_report() -> tuple[dict[str, str | None], int]:
 
     names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
     return {n: os.environ.get(n) for n in names}, len(os.listdir(f"/proc/{os.getpid()}/task"))
+
+
+def is_scan_worker(pid: int) -> bool:
+    """Whether process ``pid`` is a Phase 1 worker now: once started, forked or spawned, a worker names itself
+    :data:`mploader.engine.worker.WORKER_NAME` (its ``comm``), and a zombie is no worker any more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    name, _, rest = stat.partition(b"(")[2].rpartition(b")")
+    return name.decode(errors="replace") == WORKER_NAME and rest.split()[0] != b"Z"
+
+
+def scan_workers(pid: int | None = None) -> list[int]:
+    """The Phase 1 workers under process ``pid`` (this process if None), at any depth."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [c.pid for c in children if is_scan_worker(c.pid)]
+
+
+def process_report() -> tuple[list[str], list[str], list[str], str]:
+    """Runs in a worker: its command line, the top-level packages it has imported, where its descriptors
+    point, and its memory map."""
+    pid = os.getpid()
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+    fds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed meanwhile
+            pass
+    modules = sorted({m.partition(".")[0] for m in sys.modules})
+    return argv, modules, fds, Path(f"/proc/{pid}/maps").read_text()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from mploader import LoaderConfig, load_logs
@@ -38,6 +37,7 @@ from tests.crash_points import (
     recorded_load,
     small_broker,
 )
+from tests.crashy_worker import scan_workers
 from tests.fingerprint import changed, tree_state
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -326,14 +326,4 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
 
 def _workers(pid: int) -> int:
     """The Phase 1 worker processes under ``pid`` now."""
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return 0
-    n = 0
-    for p in children:
-        try:
-            n += "LokyProcess" in " ".join(p.cmdline())
-        except psutil.Error:
-            pass
-    return n
+    return len(scan_workers(pid))

@@ -59,12 +59,19 @@ from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
+from mploader.engine.worker import WORKER_STARTS, worker_start  # noqa: E402
 from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
-from tests.crashy_worker import relabel, result_digest, shm_blocks, tree_digest  # noqa: E402
+from tests.crashy_worker import (  # noqa: E402
+    is_scan_worker,
+    relabel,
+    result_digest,
+    shm_blocks,
+    tree_digest,
+)
 from tests.kafkadir import (  # noqa: E402
     NOW,
     B,
@@ -750,25 +757,61 @@ def test_a_worker_ignores_ctrl_c(tmp_path) -> None:
 
 
 @pytest.mark.skipif(psutil.cpu_count() < 2, reason="OpenBLAS starts no extra thread on one CPU")
-def test_workers_start_no_blas_threads(tmp_path) -> None:
-    """numpy's import starts OpenBLAS's thread pool, one thread per CPU, which the workers never use;
-    the pool's workers are started with it limited to one (their start-up is CPU the parent's scans
-    share)."""
+@pytest.mark.parametrize("start", WORKER_STARTS)
+def test_workers_start_no_blas_threads(tmp_path, start: str) -> None:
+    """numpy's import starts OpenBLAS's thread pool, one thread per CPU, which the workers never use: a
+    spawned worker starts with it limited to one (its start-up is CPU the parent's scans share), a forked one
+    has none of the parent's threads."""
     from loky import ProcessPoolExecutor
 
     from tests.crashy_worker import startup_report
 
-    engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None)
+    engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None, start=start)
     try:
         env, threads = engine._executor(str(tmp_path)).submit(startup_report).result()
     finally:
         engine.close()
-    assert env == ONE_BLAS_THREAD
+    if start == "spawn":
+        assert env == ONE_BLAS_THREAD
     if any(os.environ.get(name) for name in ONE_BLAS_THREAD):
         pytest.skip("this process's environment limits the threads already")
-    with ProcessPoolExecutor(max_workers=1) as plain:  # the same worker without ONE_BLAS_THREAD
+    with ProcessPoolExecutor(max_workers=1) as plain:  # a spawned worker without ONE_BLAS_THREAD
         _, plain_threads = plain.submit(startup_report).result()
     assert threads < plain_threads
+
+
+@pytest.mark.parametrize("start", WORKER_STARTS)
+def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, start: str) -> None:
+    """``start="fork"``: the worker is a copy of the parent (its command line, the modules the parent had
+    imported); ``"spawn"``: loky's fresh interpreter.  Either way it holds no descriptor of the
+    load's owner marker (a killed load's marker would stay locked while its workers live, and the next load
+    would leave its blocks), and no mapping of a block the parent made before the worker started (the
+    block's pages would stay in /dev/shm until the worker exits)."""
+    from tests.crashy_worker import process_report
+
+    engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None, start=start)
+    try:
+        early, _ = engine._new_block(1 << 20)
+        assert early.buf is not None
+        early.buf[:4096] = b"x" * 4096  # a page the parent has touched
+        marker = os.path.realpath(f"/proc/self/fd/{engine._marker}")
+        argv, modules, fds, maps = engine._executor(str(tmp_path)).submit(process_report).result()
+    finally:
+        engine.close()
+    me = Path("/proc/self/cmdline").read_bytes().split(b"\0")[:-1]
+    assert (argv == [a.decode() for a in me]) == (start == "fork")
+    assert ("_pytest" in modules) == (start == "fork")  # this process's test runner: a copy of it has it too
+    assert marker.startswith("/dev/shm/") and marker not in fds
+    assert early.name not in maps
+
+
+@pytest.mark.parametrize("value, expected", [("", "fork"), ("fork", "fork"), ("Spawn", "spawn")])
+def test_the_start_method_comes_from_the_environment(monkeypatch, value: str, expected: str) -> None:
+    monkeypatch.setenv("MPLOADER_WORKER_START", value)
+    assert worker_start() == (expected if sys.platform == "linux" or value else "spawn")
+    monkeypatch.setenv("MPLOADER_WORKER_START", "forkserver")
+    with pytest.raises(ValueError, match="MPLOADER_WORKER_START='forkserver': expected one of fork, spawn"):
+        worker_start()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1132,7 +1175,7 @@ def test_keyboard_interrupt_stops_the_load_promptly(datasets, request, tmp_path,
     time.sleep(0.5)
     assert proc.poll() is None
     workers = psutil.Process(proc.pid).children(recursive=True)  # the resource trackers among them
-    assert any("LokyProcess" in " ".join(p.cmdline()) for p in workers), "the load started no worker processes"
+    assert any(is_scan_worker(p.pid) for p in workers), "the load started no worker processes"
     if target == "process":
         proc.send_signal(signal.SIGINT)
     else:
@@ -1237,7 +1280,7 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
                     tries.append((moment / 2, retry + 1))
                 continue
             before_kill = _load_processes(proc.pid)
-            workers = len([p for p in before_kill if "LokyProcess" in _cmdline(p)])
+            workers = len([p for p in before_kill if is_scan_worker(p)])
             t_kill = time.monotonic()
             if target == "parent":
                 os.kill(proc.pid, signal.SIGKILL)
@@ -1270,14 +1313,6 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
     assert any("(0 workers)" not in r for r in report if "gone" in r), f"no kill while workers ran: {report}"
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def test_workers_stay_while_the_thread_that_started_them_ends_and_leave_with_the_parent(tmp_path) -> None:
     """Linux sends a parent-death signal when the *thread* that started a worker ends, not the process (loky
     starts workers in the thread that submits first: a loading thread, after a worker crash).  A worker must
@@ -1287,9 +1322,9 @@ def test_workers_stay_while_the_thread_that_started_them_ends_and_leave_with_the
         import psutil
         from mploader.engine.pool import PoolEngine
         from mploader.result import LoadStats
+        from tests.crashy_worker import scan_workers
         def workers():
-            return sorted(p.pid for p in psutil.Process().children() if "LokyProcess" in " ".join(p.cmdline())
-                          and p.status() != psutil.STATUS_ZOMBIE)
+            return sorted(scan_workers())
         engine = PoolEngine(LoadStats(), 2, [sys.argv[1]], None)
         ex = engine._executor(sys.argv[1])
         t = threading.Thread(target=lambda: ex.submit(os.getpid).result())

@@ -25,6 +25,7 @@ from mploader.scan.audit import AuditTask
 from mploader.verify import background as background_module, verify_logs
 from mploader.verify.background import BackgroundVerification, SegmentRef, inactive_segments, newest_first
 from tests import cli_json
+from tests.crashy_worker import scan_workers
 from tests.fingerprint import tree_state
 
 SMALL = GeneratorConfig(
@@ -122,17 +123,10 @@ def test_the_callers_order_decides_what_is_audited_and_when(unclean_source: Path
     assert newest_first(inactive_segments(result))[0].path == oldest.path != newest_first(everything)[0].path
 
 
-def _workers() -> list[psutil.Process]:
+def _workers() -> list[int]:
     """This process's live worker processes (not the resource trackers, which live as long as it does; not a
     worker that exited and is not reaped yet: a zombie holds nothing but its process id)."""
-    out = []
-    for c in psutil.Process().children(recursive=True):
-        try:
-            if c.status() != psutil.STATUS_ZOMBIE and "popen_loky" in " ".join(c.cmdline()):
-                out.append(c)
-        except psutil.Error:  # gone, or a zombie, meanwhile
-            continue
-    return out
+    return scan_workers()
 
 
 def test_cancel_stops_it_and_leaves_nothing(unclean_source: Path, tmp_path: Path) -> None:

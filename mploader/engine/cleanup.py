@@ -33,6 +33,7 @@ cannot be attributed to a process and are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import logging
@@ -87,6 +88,22 @@ def load_prefix() -> str:
     return f"{PREFIX}{pid}-{process_start(pid) or 0}-{next(_loads)}"
 
 
+# the descriptors of this process's owner markers while their loads run: a forked child (a pool worker, see
+# mploader.engine.worker.WORKER_START) closes its copies, or an flock() it shares would keep a killed load's marker
+# locked, and its blocks kept from the next load's cleanup, until the last worker had exited too
+_held: set[int] = set()
+
+
+def _close_held_in_child() -> None:
+    for fd in list(_held):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_in_child)
+
+
 def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
     """Create the owner marker ``name`` of a load of this process and lock it; returns its descriptor for
     :func:`release`, or None if it could not be created (the load goes on without: its blocks' names still say
@@ -101,6 +118,7 @@ def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:  # pragma: no cover - a file system without flock
         log.info("could not lock the owner marker %s (%s)", path, e)
+    _held.add(fd)
     return fd
 
 
@@ -109,6 +127,7 @@ def release(name: str, fd: int, shm_dir: str = SHM_DIR) -> None:
     try:
         _unlink(os.path.join(shm_dir, name))
     finally:
+        _held.discard(fd)
         os.close(fd)
 
 

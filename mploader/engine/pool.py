@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import mmap
+import multiprocessing
 import os
 import pickle
 import threading
@@ -86,6 +88,7 @@ from mploader.engine.worker import (
     arrays_from_block,
     init_worker,
     worker_scan,
+    worker_start,
 )
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
@@ -153,11 +156,12 @@ class PoolEngine(Engine):
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = None, chunk_bytes: int | None = None,
-                 read_ahead_bytes: int | str = "auto", adaptive: bool = False):
+                 read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None):
         super().__init__(stats, progress, read_ahead_bytes)
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
+        self.start = worker_start() if start is None else start  # how its workers start (engine.worker)
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[TaskKey, _Pending] = {}
         self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit
@@ -196,8 +200,10 @@ class PoolEngine(Engine):
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
             gate = None if self.adaptive is None else self.adaptive.gates[data_dir].semaphore(fresh=ex is not None)
+            forked = self.start == "fork"
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=ONE_BLAS_THREAD, initializer=init_worker,
-                                     initargs=(os.getpid(), gate))
+                                     initargs=(os.getpid(), gate, forked),
+                                     context=multiprocessing.get_context("fork") if forked else None)
             if self.adaptive is not None:  # started with the workers the count needs so far (engine.adaptive)
                 ex._max_workers = self.adaptive.pool_size(data_dir, ex)
             self._executors[data_dir] = ex
@@ -210,6 +216,9 @@ class PoolEngine(Engine):
         capacity = nbytes_range // MIN_ENTRY_BYTES + 1
         block = shared_memory.SharedMemory(f"{self._name}-{next(self._seq)}", create=True,
                                            size=max(1, capacity * SLOT_BYTES))
+        if self.start == "fork":  # a worker forked later must not map it too: it would hold its pages in /dev/shm
+            # after the parent unlinked it, until that worker exits (SharedMemory's mapping: _mmap, since 3.8)
+            getattr(block, "_mmap").madvise(mmap.MADV_DONTFORK)  # noqa: B009
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import gc
 import os
 import signal
 import sys
@@ -105,12 +106,36 @@ _PR_SET_PDEATHSIG = 1
 _GATE: Any = None
 
 
-def init_worker(parent_pid: int, gate: Any = None) -> None:
+# How a pool's workers start.  "fork": a copy of the parent, which has numpy and the scan modules imported already,
+# so a worker's first scan starts at once.  "spawn": loky's own start, a fresh interpreter that imports what a scan
+# needs (~0.14 s of CPU a worker here, most of it numpy), the start every platform has.  On 2 CPUs the fresh
+# interpreters cost the 2 GB load more than the second worker gained (perf/README.md, "Workers forked").
+# MPLOADER_WORKER_START chooses; Linux forks unless told otherwise, elsewhere loky starts them.
+WORKER_STARTS = ("fork", "spawn")
+
+
+def worker_start() -> str:
+    """The start method a new pool uses: ``MPLOADER_WORKER_START`` if set (one of :data:`WORKER_STARTS`), else
+    "fork" on Linux and "spawn" elsewhere."""
+    chosen = os.environ.get("MPLOADER_WORKER_START", "").strip().lower()
+    if not chosen:
+        return "fork" if sys.platform == "linux" else "spawn"
+    if chosen not in WORKER_STARTS:
+        raise ValueError(f"MPLOADER_WORKER_START={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
+    return chosen
+
+
+def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None:
     """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
     (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`); ``gate``: the adaptive
-    pool's semaphore (None: a worker scans as soon as it has a task)."""
+    pool's semaphore (None: a worker scans as soon as it has a task).  A ``forked`` worker first moves every
+    object it inherited out of the garbage collector's reach (``gc.freeze``): a collection that walked them would
+    write to each one's header and copy the parent's pages it shares."""
     global _GATE
+    if forked:
+        gc.freeze()
     _GATE = gate
+    _set_name(WORKER_NAME)
     ignore_interrupts()
     exit_with_parent(parent_pid)
 
@@ -133,6 +158,17 @@ def exit_with_parent(parent_pid: int) -> None:
 
 
 PARENT_POLL_S = 0.2
+
+# a worker's process name (``comm``: what top, pidof and psutil's name() show), which a forked worker would
+# otherwise share with its parent and a spawned one with every other Python process
+WORKER_NAME = "mploader-scan"
+_PR_SET_NAME = 15
+
+
+def _set_name(name: str) -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def _set_parent_death_signal(signum: int) -> bool:
@@ -228,5 +264,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
 
 
 __all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
-           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "arrays_from_block", "exit_with_parent", "ignore_interrupts",
-           "init_worker", "regions", "worker_scan"]
+           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "WORKER_STARTS", "arrays_from_block",
+           "exit_with_parent", "ignore_interrupts", "init_worker", "regions", "worker_scan", "worker_start"]
