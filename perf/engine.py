@@ -48,6 +48,7 @@ from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
+from mploader.engine.worker import worker_start  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import (  # noqa: E402
     SegmentScan,
@@ -195,11 +196,23 @@ def warm(paths: list[str]) -> None:
                 pass
 
 
-def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto") -> tuple[float, dict]:
+def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto",
+               start: str | None = None) -> tuple[float, dict]:
+    """One in-process load; ``start``: how a pool's workers start (MPLOADER_WORKER_START for this load)."""
     gc.collect()
-    t0 = time.perf_counter()
-    r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead))
-    dt = time.perf_counter() - t0
+    before = os.environ.get("MPLOADER_WORKER_START")
+    if start is not None:
+        os.environ["MPLOADER_WORKER_START"] = start
+    try:
+        t0 = time.perf_counter()
+        r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers,
+                                         read_ahead_bytes=read_ahead))
+        dt = time.perf_counter() - t0
+    finally:
+        if before is None:
+            os.environ.pop("MPLOADER_WORKER_START", None)
+        else:
+            os.environ["MPLOADER_WORKER_START"] = before
     return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds,
                 "bytes": r.stats.bytes_read, "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
                 "scanned": r.stats.segments_scanned}
@@ -220,6 +233,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--workers", default="1,2", help="comma-separated process counts; the first is the baseline")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--starts", default=worker_start(),
+                    help="comma-separated ways the pool's workers start (fork, spawn), each measured side by side; "
+                         "default: the one a load gets here")
     ap.add_argument("--cold", action="store_true", help="also measure with an empty page cache (needs root)")
     ap.add_argument("--clean-segments", type=int, default=0, help="also time a clean load of this many segments")
     ap.add_argument("--clean-partitions", type=int, default=3000)
@@ -228,6 +244,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
+    starts = [s.strip() for s in args.starts.split(",") if s.strip()]
+    loads = [(w, None) for w in workers[:1]] + [(w, s) for w in workers[1:] for s in starts]
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     printed = Lines()
@@ -256,7 +274,7 @@ def main() -> None:
     bare_runs: dict[int, list[float]] = {n: [] for n in workers[1:]}
     compiled = walk_mod.COMPILED  # the compiled ceiling too, where the compiled walk is built
     compiled_runs: dict[int, list[float]] = {n: [] for n in workers} if compiled else {}
-    results: dict[int, list[tuple[float, dict]]] = {w: [] for w in workers}
+    results: dict[tuple[int, str | None], list[tuple[float, dict]]] = {ws: [] for ws in loads}
     batches = 0
     for _ in range(args.repeat):
         warm(paths)
@@ -269,9 +287,9 @@ def main() -> None:
         for n in compiled_runs:
             warm(paths)
             compiled_runs[n].append(bare_parallel(paths, n, bare_walk_compiled))
-        for w in workers:
+        for w, start in loads:
             warm(paths)
-            results[w].append(timed_load(dirs, w))
+            results[w, start].append(timed_load(dirs, w, start=start))
     if compiled and bare_walk_compiled(paths)[0] != batches:  # both ceilings walk the same batches
         raise SystemExit("the compiled walk counted other batches than the Python walk")
     bare1 = min(bare1_runs)
@@ -284,10 +302,10 @@ def main() -> None:
     for n, t in compiled_n.items():
         say(f"| compiled walk+CRC (mploader.scan._walk), {n} process{'es' if n > 1 else ''} | {t:.2f} | "
             f"{total / t / 1e9:.2f} | {t / batches * 1e6:.2f} | {compiled_n[workers[0]] / t:.2f}x the 1-process one |")
-    base = min(r[0] for r in results[workers[0]])
-    for w in workers:
-        best, info = min(results[w], key=lambda r: r[0])
-        label = "inline" if w == 1 else f"{w} worker processes"
+    base = min(r[0] for r in results[loads[0]])
+    for w, start in loads:
+        best, info = min(results[w, start], key=lambda r: r[0])
+        label = "inline" if w == 1 else f"{w} worker processes, {start}ed"
         say(f"| mploader load, {label} | {best:.2f} | {total / best / 1e9:.2f} | {best / batches * 1e6:.2f} | "
             f"{base / best:.2f}x |")
         if w == 1:
@@ -303,21 +321,22 @@ def main() -> None:
         else:
             say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B in all "
                 f"({info['scanned']} segments scanned, the parent's own among them) |")
-    for n in workers[1:]:
-        best = min(r[0] for r in results[n])
-        say(f"| mploader {n} workers vs ceiling of {n} bare processes | | | | "
+    for n, start in loads[1:]:
+        best = min(r[0] for r in results[n, start])
+        n_label = f"{n} workers ({start}ed)"
+        say(f"| mploader {n_label} vs ceiling of {n} bare processes | | | | "
             f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
         if compiled_n:
             c1, cn = compiled_n[workers[0]], compiled_n[n]
-            say(f"| mploader {n} workers vs {n} compiled-walk processes | | | | "
+            say(f"| mploader {n_label} vs {n} compiled-walk processes | | | | "
                 f"{(base / best) / (c1 / cn):.0%} of their speed-up ({c1 / cn:.2f}x) |")
-        say(f"| mploader {n} workers vs {n} x the 1-process bare rate (cores x single-process walk+CRC) | | "
+        say(f"| mploader {n_label} vs {n} x the 1-process bare rate (cores x single-process walk+CRC) | | "
             f"{total / best / 1e9:.2f} | | {(total / best) / (n * total / bare1):.0%} of "
             f"{n * total / bare1 / 1e9:.2f} GB/s |")
     threads = max(workers)
     warm(paths)
     tt = min(load_with_threads(dirs, threads) for _ in range(args.repeat))
-    best_n = min(r[0] for r in results[max(workers)])
+    best_n = min(r[0] for (w, _), rs in results.items() if w == max(workers) for r in rs)
     say(f"| thread-pool engine, {threads} threads (KIP design) | {tt:.2f} | {total / tt / 1e9:.2f} | | "
         f"mploader {max(workers)} workers is {tt / best_n:.2f}x faster |")
     kp_s, kp_bytes = kafka_python_serial(paths, budget_s=20.0)

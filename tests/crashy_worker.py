@@ -91,15 +91,20 @@ def startup_report() -> tuple[dict[str, str | None], int]:
 
 
 def is_scan_worker(pid: int) -> bool:
-    """Whether process ``pid`` is a Phase 1 worker now: once started, forked or spawned, a worker names itself
-    :data:`mploader.engine.worker.WORKER_NAME` (its ``comm``), and a zombie is no worker any more."""
+    """Whether process ``pid`` is a Phase 1 worker now: a worker names itself
+    :data:`mploader.engine.worker.WORKER_NAME` (its ``comm``) in its initializer; a spawned one is loky's
+    ``LokyProcess`` from its start, while it still imports what a scan needs.  A zombie is no worker any more."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
     except OSError:
         return False
     name, _, rest = stat.partition(b"(")[2].rpartition(b")")
-    return name.decode(errors="replace") == WORKER_NAME and rest.split()[0] != b"Z"
+    if rest.split()[0] == b"Z":
+        return False
+    return name.decode(errors="replace") == WORKER_NAME or b"LokyProcess" in cmdline
 
 
 def scan_workers(pid: int | None = None) -> list[int]:

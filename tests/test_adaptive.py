@@ -188,11 +188,11 @@ def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) 
 def test_the_adaptive_pool_starts_one_worker_and_grows_with_its_count(tmp_path, monkeypatch) -> None:
     """The pool of a dir starts with the first count's workers (each costs ~0.2 s of CPU to start) and gets more
     when the count grows (loky starts them at the next submission; this holds the private attribute it uses)."""
+    import psutil
 
     from mploader.engine.plan import DirPlan
     from mploader.engine.pool import PoolEngine
     from mploader.result import LoadStats
-    from tests.crashy_worker import scan_workers
     from tests.test_engine import _partitions_of
 
     out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=4,
@@ -202,7 +202,7 @@ def test_the_adaptive_pool_starts_one_worker_and_grows_with_its_count(tmp_path, 
     monkeypatch.setattr("mploader.engine.adaptive.MIN_SCANS", 10**9)
 
     def workers() -> set[int]:
-        return set(scan_workers())
+        return {c.pid for c in psutil.Process().children() if "resource_tracker" not in " ".join(c.cmdline())}
 
     before = workers()  # (other tests' processes, if any are still about)
     engine = PoolEngine(LoadStats(), 3, [d], None, adaptive=True)
