@@ -46,9 +46,9 @@ from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside
 import mploader.manager as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
+from mploader.engine import worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
-from mploader.engine.worker import worker_start  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import (  # noqa: E402
     SegmentScan,

@@ -53,13 +53,12 @@ import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
 import mploader.manager as manager_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
-from mploader.engine import ONE_BLAS_THREAD  # noqa: E402
+from mploader.engine import ONE_BLAS_THREAD, WORKER_STARTS, worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
-from mploader.engine.worker import WORKER_STARTS, worker_start  # noqa: E402
 from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
@@ -1549,7 +1548,8 @@ def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, t
 
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
-    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # this small data set counts as big enough
+    # this small data set counts as big enough
+    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
     monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
@@ -1557,31 +1557,42 @@ def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) ->
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
 
 
-@pytest.mark.parametrize("cpus, dirs, scan_bytes, tasks, expected", [
-    (2, 1, 2_000_000_000, 24, 1),  # 2 workers: a 2 GB page-cached load was faster inline (perf/README.md)
-    (2, 1, 4_000_000_000, 48, 2),  # ... and a 4 GB one with the pool
-    (16, 1, 2_000_000_000, 24, 16),  # 16 workers save more of the scans: the pool pays sooner
+@pytest.mark.parametrize("start, cpus, dirs, scan_bytes, tasks, expected", [
+    # spawned workers: a fresh interpreter each
+    ("spawn", 2, 1, 2_000_000_000, 24, 1),  # 2 workers: a 2 GB page-cached load was faster inline (perf/README.md)
+    ("spawn", 2, 1, 4_000_000_000, 48, 2),  # ... and a 4 GB one with the pool
+    ("spawn", 16, 1, 2_000_000_000, 24, 16),  # 16 workers save more of the scans: the pool pays sooner
     # measured on 16 CPUs (perf/README.md, "Many cores"): 8 GB in 160 segments, the pool 1.5-1.75x faster; 2 GB in
     # 2,117 segments of 1 MB, inline faster than any pool (the parent's cost per segment); 4 dirs of 2 GB, inline
     # faster than any pool (the dirs' loading threads already scan at once)
-    (16, 1, 8_000_000_000, 160, 16), (16, 1, 2_000_000_000, 2_117, 1), (16, 4, 2_000_000_000, 40, 1),
-    (16, 2, 4_000_000_000, 40, 8),  # 2 dirs of 4 GB: half of the scans' saving still pays (measured: 8 a dir 1.14x)
-    (16, 8, 4_000_000_000, 20, 1), (1, 1, 10**12, 1, 1),  # 8 dirs: 2 CPUs each, and 8 loading threads scanning
+    ("spawn", 16, 1, 8_000_000_000, 160, 16), ("spawn", 16, 1, 2_000_000_000, 2_117, 1),
+    ("spawn", 16, 4, 2_000_000_000, 40, 1),
+    ("spawn", 16, 2, 4_000_000_000, 40, 8),  # 2 dirs of 4 GB: half of the scans' saving still pays (8 a dir 1.14x)
+    ("spawn", 16, 8, 4_000_000_000, 20, 1), ("spawn", 1, 1, 10**12, 1, 1),  # 8 dirs: 2 CPUs each, 8 loading threads
+    # forked workers (perf/README.md, "Workers forked"), 2 CPUs: 2 GB 1.2-1.35x as fast as inline, 1 GB 1.09x,
+    # 512 MB no faster (0.19 against 0.18 s)
+    ("fork", 2, 1, 2_000_000_000, 24, 2), ("fork", 2, 1, 1_000_000_000, 16, 2), ("fork", 2, 1, 512_000_000, 16, 1),
+    ("fork", 16, 1, 2_000_000_000, 2_117, 1), ("fork", 16, 4, 2_000_000_000, 40, 1), ("fork", 1, 1, 10**12, 1, 1),
 ])
-def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, cpus, dirs, scan_bytes, tasks, expected) -> None:
+def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, start, cpus, dirs, scan_bytes, tasks, expected) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
+    monkeypatch.setenv("MPLOADER_WORKER_START", start)
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
     assert workers_per_dir(cfg, dirs, scan_bytes, tasks) == expected
     assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
     assert select_mod.auto_pool_min_bytes(4, tasks=1_000) > select_mod.auto_pool_min_bytes(4, tasks=10)
     assert select_mod.auto_pool_min_bytes(4, dirs=4) == 4 * select_mod.auto_pool_min_bytes(4)
+    this_start = select_mod.auto_pool_min_bytes(2)
+    monkeypatch.setenv("MPLOADER_WORKER_START", "spawn" if start == "fork" else "fork")
+    assert (this_start < select_mod.auto_pool_min_bytes(2)) == (start == "fork")  # a fork is the cheaper start
 
 
 def test_auto_counts_only_the_dirs_that_scan(monkeypatch) -> None:
     """4 data dirs on 16 CPUs, the busiest recovering 8 GB in 160 segments: where all 4 scan as much, the inline
     engine's 4 loading threads already scan at once (inline); where it is the only one that scans, a pool of 4
-    pays as it would for that dir alone."""
+    pays as it would for that dir alone.  Spawned workers, the start those 16-CPU figures were measured with."""
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 16)
+    monkeypatch.setenv("MPLOADER_WORKER_START", "spawn")
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
     assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 4) == workers_per_dir(cfg, 4, 8_000_000_000, 160) == 1
     assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 1) == 4
@@ -1634,7 +1645,8 @@ def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets
         exact = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan) for t in tasks}
         bound = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan, bound_only=True) for t in tasks}
         assert exact < bound
-    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", 0)  # a pool pays: the clean dirs are planned exactly
+    # a pool pays: the clean dirs are planned exactly
+    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
     monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
     reads.clear()
     root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-exact")

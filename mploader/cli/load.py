@@ -69,7 +69,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto|adaptive",
                    help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
                         "usable CPUs divided among the data dirs, in this process when a dir has too little to scan "
-                        "for them to pay for their start and its segments (under 3 GB for 2 workers, 1.6 GB for 16, "
+                        "for them to pay for their start and its segments (under ~0.7 GB for 2 workers, 0.4 GB for 16, "
                         "more in small segments or over several dirs); 'adaptive': up "
                         "to twice that many (at least 2), as many as raise the throughput while the dir's device is "
                         "under 90%% busy, fewer when it is saturated")

@@ -89,7 +89,7 @@ def load_prefix() -> str:
 
 
 # the descriptors of this process's owner markers while their loads run: a forked child (a pool worker, see
-# mploader.engine.worker.WORKER_START) closes its copies, or an flock() it shares would keep a killed load's marker
+# mploader.engine.worker_start) closes its copies, or an flock() it shares would keep a killed load's marker
 # locked, and its blocks kept from the next load's cleanup, until the last worker had exited too
 _held: set[int] = set()
 

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 from loky import ProcessPoolExecutor
 from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
-from mploader.engine import ONE_BLAS_THREAD
+from mploader.engine import ONE_BLAS_THREAD, worker_start
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     MIN_ENTRY_BYTES,
@@ -88,7 +88,6 @@ from mploader.engine.worker import (
     arrays_from_block,
     init_worker,
     worker_scan,
-    worker_start,
 )
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
@@ -161,7 +160,7 @@ class PoolEngine(Engine):
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
-        self.start = worker_start() if start is None else start  # how its workers start (engine.worker)
+        self.start = worker_start() if start is None else start  # how its workers start (mploader.engine.worker_start)
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[TaskKey, _Pending] = {}
         self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit

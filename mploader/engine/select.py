@@ -6,6 +6,7 @@ import math
 import os
 
 from mploader.config import LoaderConfig
+from mploader.engine import worker_start
 from mploader.engine.base import Engine
 from mploader.engine.inline import InlineEngine
 from mploader.engine.plan import DirPlan, PlannedScans, file_size, plan_segment_scans
@@ -13,14 +14,16 @@ from mploader.metrics import MetricsRegistry
 from mploader.progress import Progress
 from mploader.result import LoadStats
 
-# The figures "auto" weighs (perf/README.md, "When a pool pays" and "Many cores"): what starting a pool costs a load,
-# its workers' start included (a fresh interpreter importing numpy and mploader, 0.15 s, on the same CPUs); how fast
-# one process scans page-cached ~1 KB batches with the compiled walk; and what each segment handed to a worker costs
-# the parent (a shared-memory block made and unlinked, the submission, the result, the rows copied out). Measured on
-# 2 vCPUs: at 2 GB inline 0.47 s against 0.55 s with 2 workers, at 4 GB 0.94 against 0.86 s; on 16 CPUs
-# (perf/manycore.py): 2,117 segments of 1 MB, 2 GB, inline 4.0 s against 4.5-5.8 s with 2-16 workers (~0.3 ms a
-# segment beyond what the workers saved).
-POOL_START_SECONDS = 0.25
+# The figures "auto" weighs (perf/README.md, "When a pool pays", "Many cores" and "Workers forked"): what starting a
+# pool costs a load, by how its workers start (mploader.engine.worker_start): spawned, each a fresh interpreter
+# importing numpy and mploader (0.15 s) on the same CPUs, measured on 2 vCPUs at 2 GB inline 0.47 s against 0.55 s
+# with 2 workers, at 4 GB 0.94 against 0.86 s; forked, 2 workers broke even with inline between 512 MB and 1 GB
+# (0.19 against 0.18 s, 0.30 against 0.32 s) and 1.2-1.35x as fast at 2 GB.  How fast one process scans
+# page-cached ~1 KB batches with the compiled walk; what each segment handed to a worker costs the parent (a
+# shared-memory block made and unlinked, the submission, the result, the rows copied out): on 16 CPUs
+# (perf/manycore.py) 2,117 segments of 1 MB, 2 GB, inline 4.0 s against 4.5-5.8 s with 2-16 spawned workers (~0.3 ms
+# a segment beyond what the workers saved).
+POOL_START_SECONDS = {"fork": 0.06, "spawn": 0.25}
 SCAN_BYTES_PER_SECOND = 6e9
 POOL_TASK_SECONDS = 0.0003
 
@@ -33,10 +36,12 @@ def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0) -> float:
     the GIL) while the other dirs' Phase 2 holds the GIL, so a pool takes off only 1/``dirs`` of what it would for
     one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir); ``dirs``
     counts the dirs that scan anything (a clean dir's loading thread has little Phase 2 to hide scans behind).  One dir,
-    few segments: 3 GB for 2 workers, 2 GB for 4, 1.6 GB for 16; never for 1."""
+    few segments, forked workers: 720 MB for 2 workers, 480 MB for 4, 384 MB for 16 (spawned: 3 GB, 2 GB, 1.6 GB);
+    never for 1."""
     if workers <= 1:
         return math.inf
-    return (POOL_START_SECONDS + tasks * POOL_TASK_SECONDS) * SCAN_BYTES_PER_SECOND * max(1, dirs) / (1 - 1 / workers)
+    start = POOL_START_SECONDS[worker_start()]
+    return (start + tasks * POOL_TASK_SECONDS) * SCAN_BYTES_PER_SECOND * max(1, dirs) / (1 - 1 / workers)
 
 
 def usable_cpus() -> int:

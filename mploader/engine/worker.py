@@ -106,25 +106,6 @@ _PR_SET_PDEATHSIG = 1
 _GATE: Any = None
 
 
-# How a pool's workers start.  "fork": a copy of the parent, which has numpy and the scan modules imported already,
-# so a worker's first scan starts at once.  "spawn": loky's own start, a fresh interpreter that imports what a scan
-# needs (~0.14 s of CPU a worker here, most of it numpy), the start every platform has.  On 2 CPUs the fresh
-# interpreters cost the 2 GB load more than the second worker gained (perf/README.md, "Workers forked").
-# MPLOADER_WORKER_START chooses; Linux forks unless told otherwise, elsewhere loky starts them.
-WORKER_STARTS = ("fork", "spawn")
-
-
-def worker_start() -> str:
-    """The start method a new pool uses: ``MPLOADER_WORKER_START`` if set (one of :data:`WORKER_STARTS`), else
-    "fork" on Linux and "spawn" elsewhere."""
-    chosen = os.environ.get("MPLOADER_WORKER_START", "").strip().lower()
-    if not chosen:
-        return "fork" if sys.platform == "linux" else "spawn"
-    if chosen not in WORKER_STARTS:
-        raise ValueError(f"MPLOADER_WORKER_START={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
-    return chosen
-
-
 def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None:
     """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
     (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`); ``gate``: the adaptive
@@ -264,5 +245,5 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
 
 
 __all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
-           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "WORKER_STARTS", "arrays_from_block",
-           "exit_with_parent", "ignore_interrupts", "init_worker", "regions", "worker_scan", "worker_start"]
+           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "arrays_from_block",
+           "exit_with_parent", "ignore_interrupts", "init_worker", "regions", "worker_scan"]
