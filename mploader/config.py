@@ -88,6 +88,11 @@ class LoaderConfig:
                                                  its log end offset once its recovered files are durable, so that a
                                                  killed load or the broker's next start does not recover it again
                                                  (:mod:`mploader.recovery.resume`); False (default): as Kafka's load
+    ``worker_start``                             how a pool's worker processes start: "fork" (copies of the loading
+                                                 process, nothing to import; a caller that writes much of a big heap
+                                                 while the load runs pays copy-on-write for it), "spawn" (loky's
+                                                 fresh interpreters); None (default): ``MPLOADER_WORKER_START``, else
+                                                 "fork" on Linux (:func:`mploader.engine.worker_start`)
     """
 
     num_recovery_threads_per_data_dir: int = 1
@@ -105,6 +110,7 @@ class LoaderConfig:
     index_check: IndexCheck = "kafka"
     max_read_bytes_per_sec: int | None = None
     persist_recovery_points: bool = False
+    worker_start: Literal["fork", "spawn"] | None = None
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
@@ -117,6 +123,8 @@ class LoaderConfig:
         r = self.read_ahead_bytes
         if r != "auto" and (not isinstance(r, int) or r < 0):
             raise ValueError('read_ahead_bytes must be "auto" or an int >= 0 (0: no read-ahead)')
+        if self.worker_start not in (None, "fork", "spawn"):
+            raise ValueError('worker_start must be "fork", "spawn" or None')
         if self.index_check not in INDEX_CHECKS:
             raise ValueError(f"index_check must be one of {', '.join(map(repr, INDEX_CHECKS))}")
         _check_topic_values(self.index_interval_bytes, self.max_index_size, self.record_version)

@@ -804,6 +804,26 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
     assert early.name not in maps
 
 
+@pytest.mark.parametrize("start", WORKER_STARTS)
+def test_the_configs_start_wins_over_the_environment(tmp_path, monkeypatch, start: str) -> None:
+    """``LoaderConfig.worker_start`` reaches the pool and "auto"'s weighing of its start, whatever
+    MPLOADER_WORKER_START says."""
+    other = next(s for s in WORKER_STARTS if s != start)
+    monkeypatch.setenv("MPLOADER_WORKER_START", other)
+    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 2)
+    engine = make_engine(LoaderConfig(num_segment_loading_threads_per_data_dir=2, worker_start=start),
+                         [str(tmp_path)], LoadStats())
+    try:
+        assert isinstance(engine, PoolEngine) and engine.start == start
+    finally:
+        engine.close()
+    # 1 GB in 16 segments: a forked pool of 2 pays there, a spawned one does not (perf/README.md)
+    auto = LoaderConfig(num_segment_loading_threads_per_data_dir="auto", worker_start=start)
+    assert workers_per_dir(auto, 1, 1_000_000_000, 16) == (2 if start == "fork" else 1)
+    with pytest.raises(ValueError, match="worker_start"):
+        LoaderConfig(worker_start="forkserver")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("value, expected", [("", "fork"), ("fork", "fork"), ("Spawn", "spawn")])
 def test_the_start_method_comes_from_the_environment(monkeypatch, value: str, expected: str) -> None:
     monkeypatch.setenv("MPLOADER_WORKER_START", value)

@@ -32,9 +32,13 @@ ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM
 WORKER_STARTS = ("fork", "spawn")
 
 
-def worker_start() -> str:
-    """The start method a new pool uses: ``MPLOADER_WORKER_START`` if set (one of :data:`WORKER_STARTS`), else
-    "fork" on Linux and "spawn" elsewhere."""
+def worker_start(chosen: str | None = None) -> str:
+    """The start method a new pool uses: ``chosen`` (``LoaderConfig.worker_start``) if given, else
+    ``MPLOADER_WORKER_START`` if set (one of :data:`WORKER_STARTS`), else "fork" on Linux and "spawn" elsewhere."""
+    if chosen is not None:
+        if chosen not in WORKER_STARTS:
+            raise ValueError(f"worker_start={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
+        return chosen
     chosen = os.environ.get("MPLOADER_WORKER_START", "").strip().lower()
     if not chosen:
         return "fork" if sys.platform == "linux" else "spawn"

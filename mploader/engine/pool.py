@@ -160,7 +160,7 @@ class PoolEngine(Engine):
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
-        self.start = worker_start() if start is None else start  # how its workers start (mploader.engine.worker_start)
+        self.start = worker_start(start)  # how its workers start: "fork" or "spawn" (mploader.engine.worker_start)
         self._executors: dict[str, ProcessPoolExecutor] = {}
         self._pending: dict[TaskKey, _Pending] = {}
         self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit

@@ -28,20 +28,22 @@ SCAN_BYTES_PER_SECOND = 6e9
 POOL_TASK_SECONDS = 0.0003
 
 
-def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0) -> float:
+def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0, start: str | None = None) -> float:
     """The Phase 1 work of the busiest data dir (bytes to scan, in ``tasks`` segments) from which "auto" starts a
     pool of ``workers`` per dir: where the share of the scans the workers take off that dir's loading thread,
     (1 - 1/workers) of them, is worth more than the pool's start and the parent's cost per segment.  With ``dirs``
     data dirs the inline engine already scans them at once (a loading thread each; the compiled walk runs without
     the GIL) while the other dirs' Phase 2 holds the GIL, so a pool takes off only 1/``dirs`` of what it would for
     one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir); ``dirs``
-    counts the dirs that scan anything (a clean dir's loading thread has little Phase 2 to hide scans behind).  One dir,
+    counts the dirs that scan anything (a clean dir's loading thread has little Phase 2 to hide scans behind);
+    ``start``: how the workers start (``LoaderConfig.worker_start``; None: :func:`mploader.engine.worker_start`'s).
+    One dir,
     few segments, forked workers: 720 MB for 2 workers, 480 MB for 4, 384 MB for 16 (spawned: 3 GB, 2 GB, 1.6 GB);
     never for 1."""
     if workers <= 1:
         return math.inf
-    start = POOL_START_SECONDS[worker_start()]
-    return (start + tasks * POOL_TASK_SECONDS) * SCAN_BYTES_PER_SECOND * max(1, dirs) / (1 - 1 / workers)
+    start_seconds = POOL_START_SECONDS[worker_start(start)]
+    return (start_seconds + tasks * POOL_TASK_SECONDS) * SCAN_BYTES_PER_SECOND * max(1, dirs) / (1 - 1 / workers)
 
 
 def usable_cpus() -> int:
@@ -79,7 +81,7 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
         return int(n)
     share = usable_cpus() // max(1, n_dirs)
     dirs = n_dirs if scanning_dirs is None else scanning_dirs
-    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share), dirs, scan_tasks):
+    if scan_bytes is not None and scan_bytes < auto_pool_min_bytes(max(2, share), dirs, scan_tasks, cfg.worker_start):
         return 1
     if n == "adaptive":
         return max(2, 2 * share)
@@ -126,7 +128,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
         from mploader.engine.pool import PoolEngine  # loky only when a pool is started
 
         engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes,
-                            adaptive=cfg.num_segment_loading_threads_per_data_dir == "adaptive")
+                            adaptive=cfg.num_segment_loading_threads_per_data_dir == "adaptive", start=cfg.worker_start)
     engine.max_read_bytes_per_sec = cfg.max_read_bytes_per_sec
     engine.planned.update(planned)  # prefetch reuses the plans "auto" already made
     return engine
