@@ -45,5 +45,3 @@ def worker_start(chosen: str | None = None) -> str:
     if chosen not in WORKER_STARTS:
         raise ValueError(f"MPLOADER_WORKER_START={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
     return chosen
-
-

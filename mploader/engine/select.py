@@ -37,9 +37,8 @@ def auto_pool_min_bytes(workers: int, dirs: int = 1, tasks: int = 0, start: str 
     one dir (on 16 CPUs, 4 dirs of 2 GB loaded in 2.05 s inline and in 2.4-4.4 s with 2-16 workers a dir); ``dirs``
     counts the dirs that scan anything (a clean dir's loading thread has little Phase 2 to hide scans behind);
     ``start``: how the workers start (``LoaderConfig.worker_start``; None: :func:`mploader.engine.worker_start`'s).
-    One dir,
-    few segments, forked workers: 720 MB for 2 workers, 480 MB for 4, 384 MB for 16 (spawned: 3 GB, 2 GB, 1.6 GB);
-    never for 1."""
+    One dir, few segments, forked workers: 720 MB for 2 workers, 480 MB for 4, 384 MB for 16 (spawned: 3 GB, 2 GB,
+    1.6 GB); never for 1."""
     if workers <= 1:
         return math.inf
     start_seconds = POOL_START_SECONDS[worker_start(start)]

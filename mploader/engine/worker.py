@@ -110,15 +110,27 @@ def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None
     """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
     (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`); ``gate``: the adaptive
     pool's semaphore (None: a worker scans as soon as it has a task).  A ``forked`` worker first moves every
-    object it inherited out of the garbage collector's reach (``gc.freeze``): a collection that walked them would
-    write to each one's header and copy the parent's pages it shares."""
+    object it inherited out of the garbage collector's reach (``gc.freeze``: a collection that walked them would
+    write to each one's header and copy the parent's pages it shares), and drops the signal handlers the parent's
+    Python code installed (:func:`_default_handlers`)."""
     global _GATE
     if forked:
         gc.freeze()
+        _default_handlers()
     _GATE = gate
     _set_name(WORKER_NAME)
     ignore_interrupts()
     exit_with_parent(parent_pid)
+
+
+def _default_handlers() -> None:
+    """A forked worker takes every signal as a fresh interpreter would: a handler the parent's Python code set (an
+    experiment's SIGTERM that stops its run, a harness's own) belongs to the parent's objects, and run here it would
+    act on copies of them, or raise in the middle of a scan."""
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):  # signals no process may handle (SIGKILL, SIGSTOP)
+            if callable(signal.getsignal(signum)) and signum != signal.SIGINT:  # SIGINT: ignore_interrupts
+                signal.signal(signum, signal.SIG_DFL)
 
 
 def exit_with_parent(parent_pid: int) -> None:
