@@ -121,6 +121,24 @@ def test_usage_errors_with_json_print_a_json_error_document(tmp_path: Path) -> N
     assert out.returncode == 2 and out.stdout == "" and "--workers must be >= 1" in out.stderr
 
 
+def test_a_wrong_worker_start_in_the_environment_is_a_usage_error_before_any_work(tmp_path: Path) -> None:
+    """MPLOADER_WORKER_START is read when a pool starts, in the middle of a load: the command checks it first,
+    and says what is wrong and what to do, not a traceback from the engine."""
+    d, _ = _lossy_broker(tmp_path)
+    before = tree_state(d)
+    env = {"MPLOADER_WORKER_START": "vfork"}
+    out = cli_json.run("load", "--json", "--workers", "2", str(d), env=env)
+    assert out.returncode == 2
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "usage" and "MPLOADER_WORKER_START='vfork'" in error["message"]
+    out = cli_json.run("load", "--workers", "2", str(d), env=env)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert "expected one of fork, spawn (unset it" in out.stderr
+    out = cli_json.run("cleanup", env=env)  # a command without --json: the same message on stderr
+    assert out.returncode == 2 and "MPLOADER_WORKER_START" in out.stderr and "Traceback" not in out.stderr
+    assert tree_state(d) == before
+
+
 def test_an_offline_dir_gives_a_valid_document_and_exit_code_1(tmp_path: Path) -> None:
     d = data_dir(tmp_path, clean=True)
     PartitionBuilder(d).segment(0, B(0))

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from mploader.cli.logs import setup_logging
-from mploader.cli.output import error_document, print_document, tool_version
+from mploader.cli.output import error_document, fail, print_document, tool_version
 from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
-from mploader.engine import ONE_BLAS_THREAD
+from mploader.engine import ONE_BLAS_THREAD, worker_start
 
 # --------------------------------------------------------------------------------------------
 # The subcommand table
@@ -144,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a dry run: mploader load --dry-run, mploader verify (its load's prediction), mploader spark load without --apply
     dry_run = bool(vars(args).get("dry_run")) or vars(args).get("apply") is False
     setup_logging(args.verbose + vars(args).get("sub_verbose", 0), dry_run=dry_run)
+    try:  # a pool reads it when it starts, in the middle of a load: say it is wrong before any work
+        worker_start()
+    except ValueError as e:
+        return fail(args, EXIT_USAGE, "usage", f"{e} (unset it for this platform's default)")
     try:
         run: Callable[[argparse.Namespace], int] = args._run  # set_defaults(_run=...) of the subcommand
         return run(args)

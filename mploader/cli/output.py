@@ -41,7 +41,7 @@ def fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields:
     """A command's failure, answered as the command was asked: with ``--json`` the error document on stdout
     (``fields``: :func:`error_document`'s), else ``mploader COMMAND: message`` on stderr (``_prog``, the
     subcommand parser's name, :func:`mploader.cli.main.build_parser`).  Returns ``code``, the exit code."""
-    if args.json:
+    if getattr(args, "json", False):  # (a command without --json answers on stderr)
         print_document(error_document(kind, message, exit_code=code, **fields))
     else:
         print(f"{args._prog}: {message}", file=sys.stderr)
