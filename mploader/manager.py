@@ -181,7 +181,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         else:
             engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
                       if factory is None else factory(stats, progress))
-            stats.workers_per_dir = engine.workers_per_dir
+            stats.workers_per_dir, stats.worker_start = engine.workers_per_dir, engine.start
             interrupted = False
             try:
                 loaded = _load_all(live, cfg, disk, now, metrics, engine, stats, offline, progress)

@@ -150,6 +150,7 @@ class LoadStats:
     scans_in_parent: int = 0  # planned scans the parent made: its head of the order, or no worker had started them
     unplanned_scans: int = 0  # whole-segment scans Phase 2 asked for that the engine had not planned (0 expected)
     workers_per_dir: int = 1
+    worker_start: str | None = None  # how the pool's workers started: "fork" or "spawn"; None: no pool here
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results

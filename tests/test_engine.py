@@ -829,6 +829,10 @@ def test_the_configs_start_wins_over_the_environment(tmp_path, monkeypatch, star
     assert workers_per_dir(auto, 1, 1_000_000_000, 16) == (2 if start == "fork" else 1)
     with pytest.raises(ValueError, match="worker_start"):
         LoaderConfig(worker_start="forkserver")  # type: ignore[arg-type]
+    # the load's stats say how its workers started (none: inline)
+    for n, expected in ((2, start), (1, None)):
+        got = load_logs([str(tmp_path)], LoaderConfig(num_segment_loading_threads_per_data_dir=n, worker_start=start))
+        assert (got.stats.workers_per_dir, got.stats.worker_start) == (n, expected)
 
 
 @pytest.mark.parametrize("value, expected", [("", "fork"), ("fork", "fork"), ("Spawn", "spawn")])

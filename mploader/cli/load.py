@@ -167,7 +167,9 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     else:
         lines.append(f"impact: no record {verb}removed")
     s = result.stats
-    how = "in this process" if s.workers_per_dir <= 1 else f"with {s.workers_per_dir} worker processes per data dir"
+    how = ("in this process" if s.workers_per_dir <= 1
+           else f"with {s.workers_per_dir} worker processes per data dir"
+           + (f" ({s.worker_start}ed)" if s.worker_start else ""))
     if s.loaded_by is not None:
         how = f"where the partitions were loaded: {s.loaded_by}"
     lines.append(f"total: {s.partitions} partitions, {s.segments_recovered} segments {verb}recovered, "

@@ -83,6 +83,7 @@ class Engine(abc.ABC):
     """Where Phase 1 runs (see the module docstring)."""
 
     workers_per_dir = 1
+    start: str | None = None  # how its worker processes start ("fork", "spawn": mploader.engine.worker_start)
     max_read_bytes_per_sec: int | None = None  # LoaderConfig.max_read_bytes_per_sec, set by make_engine
 
     def __init__(self, stats: LoadStats, progress: Progress | None = None, read_ahead_bytes: int | str = "auto"):
