@@ -45,8 +45,8 @@ from mploader.engine.worker import WORKER_NAME
 # and segments_scanned (the pool counts the segments Phase 2 collected, the inline engine every scan,
 # including the producer-state reads of unrecovered segments).
 # Any other stats field whose name contains "seconds" is a timing too and is left out as well.
-ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "segments_scanned",
-                          "worker_restarts", "inline_fallbacks", "scans_in_parent", "loaded_by")
+ENGINE_DEPENDENT_STATS = ("seconds", "dir_seconds", "pickled_bytes", "workers_per_dir", "worker_start",
+                          "segments_scanned", "worker_restarts", "inline_fallbacks", "scans_in_parent", "loaded_by")
 
 
 def crashy_scan(task, block_name, capacity, not_before=0.0):  # type: ignore[no-untyped-def]
