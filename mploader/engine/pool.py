@@ -2,7 +2,8 @@
 
 Data flow of the process-pool engine::
 
-    parent (Phase 2 threads)                        worker processes (N per data dir, loky)
+    parent (Phase 2 threads)                        worker processes (N per data dir, loky; forked
+                                                    from the parent on Linux: mploader.engine.worker_start)
     ------------------------                        ---------------------------------------
     prefetch(): plan the scans Phase 2 will ask
       for (recovery range of unclean partitions,
@@ -148,9 +149,11 @@ class PoolEngine(Engine):
     """
 
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of submitting
-    # them, while loky starts the workers (0.15 s to a worker's first result). Chosen when the parent scanned ~1 GB/s;
-    # with the compiled walk (~5 GB/s) a head of 1 GiB was measured too: within the rounds' noise of this one on 2 GB
-    # (3 alternating rounds, 0.64-0.79 against 0.67-0.89 s), so it stays
+    # them, while loky starts the workers (0.15 s to a spawned worker's first result, 30 ms to a forked one's).
+    # Chosen when the parent scanned ~1 GB/s; with the compiled walk (~5 GB/s) a head of 1 GiB was measured too:
+    # within the rounds' noise of this one on 2 GB (3 alternating rounds, 0.64-0.79 against 0.67-0.89 s), so it
+    # stays; with forked workers no head at all was within the noise too (7 rounds, medians 0.811 against 0.801 s),
+    # and a head of 1 GB slower (0.932 s)
     parent_head_bytes = PARENT_HEAD_BYTES
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
