@@ -116,9 +116,9 @@ def scan_workers(pid: int | None = None) -> list[int]:
     return [c.pid for c in children if is_scan_worker(c.pid)]
 
 
-def process_report() -> tuple[list[str], list[str], list[str], str, str]:
+def process_report() -> tuple[list[str], list[str], list[str], str, str, int]:
     """Runs in a worker: its command line, the top-level packages it has imported, where its descriptors
-    point, its memory map, and its SIGTERM handler."""
+    point, its memory map, its SIGTERM handler and its signal wake-up descriptor."""
     pid = os.getpid()
     argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
     fds = []
@@ -128,7 +128,8 @@ def process_report() -> tuple[list[str], list[str], list[str], str, str]:
         except OSError:  # the listing's own descriptor, closed meanwhile
             pass
     modules = sorted({m.partition(".")[0] for m in sys.modules})
-    return argv, modules, fds, Path(f"/proc/{pid}/maps").read_text(), repr(signal.getsignal(signal.SIGTERM))
+    wakeup = signal.set_wakeup_fd(-1)
+    return argv, modules, fds, Path(f"/proc/{pid}/maps").read_text(), repr(signal.getsignal(signal.SIGTERM)), wakeup
 
 
 # ------------------------------------------------------------------------------------------------

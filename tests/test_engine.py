@@ -786,7 +786,7 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
     load's owner marker (a killed load's marker would stay locked while its workers live, and the next load
     would leave its blocks), no mapping of a block the parent made before the worker started (the
     block's pages would stay in /dev/shm until the worker exits), and none of the parent's Python signal
-    handlers."""
+    handlers or its signal wake-up descriptor (an event loop's pipe)."""
     from tests.crashy_worker import process_report
 
     def parents_own(signum: int, frame: object) -> None:  # pragma: no cover - never sent
@@ -794,21 +794,27 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
 
     engine = PoolEngine(LoadStats(), 1, [str(tmp_path)], None, start=start)
     previous = signal.signal(signal.SIGTERM, parents_own)
+    loop_r, loop_w = os.pipe()
+    os.set_blocking(loop_w, False)
+    previous_wakeup = signal.set_wakeup_fd(loop_w)
     try:
         early, _ = engine._new_block(1 << 20)
         assert early.buf is not None
         early.buf[:4096] = b"x" * 4096  # a page the parent has touched
         marker = os.path.realpath(f"/proc/self/fd/{engine._marker}")
-        argv, modules, fds, maps, on_sigterm = engine._executor(str(tmp_path)).submit(process_report).result()
+        argv, modules, fds, maps, on_sigterm, wakeup = engine._executor(str(tmp_path)).submit(process_report).result()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.set_wakeup_fd(previous_wakeup)
+        os.close(loop_r)
+        os.close(loop_w)
         engine.close()
     me = Path("/proc/self/cmdline").read_bytes().split(b"\0")[:-1]
     assert (argv == [a.decode() for a in me]) == (start == "fork")
     assert ("_pytest" in modules) == (start == "fork")  # this process's test runner: a copy of it has it too
     assert marker.startswith("/dev/shm/") and marker not in fds
     assert early.name not in maps
-    assert on_sigterm == repr(signal.SIG_DFL)
+    assert on_sigterm == repr(signal.SIG_DFL) and wakeup == -1
 
 
 @pytest.mark.parametrize("start", WORKER_STARTS)

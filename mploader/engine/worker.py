@@ -126,7 +126,10 @@ def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None
 def _default_handlers() -> None:
     """A forked worker takes every signal as a fresh interpreter would: a handler the parent's Python code set (an
     experiment's SIGTERM that stops its run, a harness's own) belongs to the parent's objects, and run here it would
-    act on copies of them, or raise in the middle of a scan."""
+    act on copies of them, or raise in the middle of a scan.  The parent's wake-up descriptor (an event loop's) goes
+    too: a signal here would write to the parent's pipe."""
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
     for signum in signal.valid_signals():
         with contextlib.suppress(OSError, ValueError):  # signals no process may handle (SIGKILL, SIGSTOP)
             if callable(signal.getsignal(signum)) and signum != signal.SIGINT:  # SIGINT: ignore_interrupts
