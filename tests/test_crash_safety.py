@@ -273,7 +273,8 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     """A broker of two data dirs with faults, loaded by a child with 2 workers per dir; the child's whole
     session (parent, workers, resource trackers) gets SIGKILL at random moments of the load; a rerun leaves
     every byte and the outcome of one uninterrupted load.  The moments are drawn over an uninterrupted child
-    load's duration, measured first; a moment the load outran is tried again, earlier.  "resumable": the
+    load's duration, measured first, and one more over the part of it its workers lived (forked workers scan a
+    load's segments in about half of it); a moment the load outran is tried again, earlier.  "resumable": the
     recovery points are written by their writer's own thread meanwhile (the rerun starts from them: the
     loader's own recovery point is not compared)."""
     config = INLINE.replace(persist_recovery_points=resumable)
@@ -292,10 +293,15 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     copy_tree(tmp_path / "pristine", work)
     proc = _child(dirs, started, resumable)
     t0 = _wait_started(proc, started)
+    pool_end = 0.0  # the last moment a worker was seen
+    while proc.poll() is None and time.monotonic() - t0 < 120:
+        if _workers(proc.pid):
+            pool_end = time.monotonic() - t0
+        time.sleep(0.005)
     assert proc.wait(timeout=120) == 0
     window = time.monotonic() - t0
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
-    tries = [rng.uniform(0.05, 0.9) * window for _ in range(5)]
+    tries = [rng.uniform(0.05, 0.9) * window for _ in range(5)] + [rng.uniform(0.05, 0.9) * pool_end]
     report = []
     for i, moment in enumerate(tries):
         copy_tree(tmp_path / "pristine", work)
