@@ -2,7 +2,7 @@
 ceiling at as many processes, on the same page-cached data, in alternating rounds.
 
     python perf/manycore.py [--workers 1,2,4,8,12,16] [--rounds 3] [--base-size 1GB] [--copies 8]
-        [--small-size 2GB] [--sets big,dirs4,small] [--work DIR] [--json-out F]
+        [--small-size 2GB] [--sets big,dirs4,small] [--work DIR] [--json-out F] [--spawned-workers 2,16]
 
 The data sets (every one unclean, recovery point 0: every byte is read, CRC-checked and indexed again):
 
@@ -58,7 +58,7 @@ from perf.kafka_compare import (  # noqa: E402
     round_order,
     timed_process,
 )
-from perf.trees import mploader_argv  # noqa: E402
+from perf.trees import mploader_argv, worker_start_as  # noqa: E402
 
 MB = 1_000_000
 BASE_PARTITIONS = 8
@@ -146,13 +146,23 @@ def make_sets(args: argparse.Namespace, root: Path) -> list[DataSet]:
 # ----------------------------------------------------------------------------------------------- the runs
 
 
+def contender_parts(contender: str) -> tuple[str, bool, str | None]:
+    """A contender is ``--workers``' value, with ``@base`` for the tree ``--base`` instead of this one, or ``~spawn``
+    for workers started as fresh interpreters (``MPLOADER_WORKER_START=spawn``) instead of forked: the count, whether
+    from the base tree, and the start method asked for (None: the default)."""
+    spec, _, start = contender.partition("~")
+    workers, _, which = spec.partition("@")
+    return workers, bool(which), start or None
+
+
 def load_once(contender: str, ds: DataSet, scratch: Path, base: Path | None = None) -> dict[str, Any]:
-    """One whole ``mploader load`` process over the set's data dirs, made unclean first (not timed).  A contender
-    is ``--workers``' value, with ``@base`` for the tree ``base`` instead of this one."""
-    workers, _, which = contender.partition("@")
+    """One whole ``mploader load`` process over the set's data dirs, made unclean first (not timed) (a contender:
+    :func:`contender_parts`)."""
+    workers, from_base, start = contender_parts(contender)
     make_unclean([Path(d) for d in ds.dirs])
-    argv = mploader_argv(workers, base if which else None)(*ds.dirs)
-    seconds, cpu, text = timed_process(f"--workers {contender}", argv, scratch)
+    argv = mploader_argv(workers, base if from_base else None)(*ds.dirs)
+    with worker_start_as(start):
+        seconds, cpu, text = timed_process(f"--workers {contender}", argv, scratch)
     partitions, stats = parse_mploader(text)
     return {"seconds": seconds, "cpu": cpu, "stats": stats, "partitions": partitions}
 
@@ -174,9 +184,10 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
             continue
         t = med([r["seconds"] for r in rs])
         picked = sorted({r["stats"]["workers_per_dir"] for r in rs})
-        count, _, which = w.partition("@")
+        count, from_base, start = contender_parts(w)
         label = f"auto ({'/'.join(map(str, picked))} a dir)" if count == "auto" else count
-        label += f" ({which})" if which else ""
+        label += " (base)" if from_base else ""
+        label += f" ({start}ed)" if start else ""
         cells = [label, f"{t:.2f}", f"{one / t:.2f}x"]
         if count != "auto" and ds.ceiling.get(int(count)):
             c = med(ds.ceiling[int(count)])
@@ -218,6 +229,8 @@ def main() -> int:
     ap.add_argument("--base", type=Path, help="also run each of --base-workers from this tree (a checkout of another "
                     "revision with its compiled walk built), alternating with this one's")
     ap.add_argument("--base-workers", default="", help="the counts (or auto) run from --base too")
+    ap.add_argument("--spawned-workers", default="", help="the counts (or auto) run again with spawned workers "
+                    "(MPLOADER_WORKER_START=spawn), alternating with the forked ones")
     args = ap.parse_args()
     counts = sorted({1, *(int(w) for w in args.workers.split(","))})
     def say(line: str) -> None:
@@ -247,6 +260,7 @@ def main() -> int:
         contenders = [str(n) for n in counts] + ["auto"]
         if args.base:
             contenders += [f"{w}@base" for w in args.base_workers.split(",") if w]
+        contenders += [f"{w}~spawn" for w in args.spawned_workers.split(",") if w]
         for w in ("1", str(counts[-1])):  # warm-up, not counted: the first process compiles and caches more
             load_once(w, sets[0], root)
         for r in range(args.rounds):

@@ -7,6 +7,7 @@ One place for the command line of a load and for the worktree of a revision, so 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def worker_start_as(start: str | None) -> Iterator[None]:
+    """``MPLOADER_WORKER_START`` set to ``start`` inside (None: left as it is): how the pools of the loads run
+    inside start their workers, in this process or in the commands it starts."""
+    before = os.environ.get("MPLOADER_WORKER_START")
+    if start is not None:
+        os.environ["MPLOADER_WORKER_START"] = start
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MPLOADER_WORKER_START", None)
+        else:
+            os.environ["MPLOADER_WORKER_START"] = before
 
 
 def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[str]]:
