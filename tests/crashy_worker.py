@@ -116,8 +116,8 @@ def scan_workers(pid: int | None = None) -> list[int]:
     return [c.pid for c in children if is_scan_worker(c.pid)]
 
 
-def process_report() -> tuple[list[str], list[str], list[str], str, str, int]:
-    """Runs in a worker: its command line, the top-level packages it has imported, where its descriptors
+def process_report() -> dict[str, Any]:
+    """Runs in a worker: its command line, name, the top-level packages it has imported, where its descriptors
     point, its memory map, its SIGTERM handler and its signal wake-up descriptor."""
     pid = os.getpid()
     argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
@@ -128,8 +128,9 @@ def process_report() -> tuple[list[str], list[str], list[str], str, str, int]:
         except OSError:  # the listing's own descriptor, closed meanwhile
             pass
     modules = sorted({m.partition(".")[0] for m in sys.modules})
-    wakeup = signal.set_wakeup_fd(-1)
-    return argv, modules, fds, Path(f"/proc/{pid}/maps").read_text(), repr(signal.getsignal(signal.SIGTERM)), wakeup
+    return {"argv": argv, "name": Path(f"/proc/{pid}/comm").read_text().strip(), "modules": modules, "fds": fds,
+            "maps": Path(f"/proc/{pid}/maps").read_text(), "sigterm": repr(signal.getsignal(signal.SIGTERM)),
+            "wakeup_fd": signal.set_wakeup_fd(-1)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -295,7 +295,7 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     t0 = _wait_started(proc, started)
     pool_end = 0.0  # the last moment a worker was seen
     while proc.poll() is None and time.monotonic() - t0 < 120:
-        if _workers(proc.pid):
+        if scan_workers(proc.pid):
             pool_end = time.monotonic() - t0
         time.sleep(0.005)
     assert proc.wait(timeout=120) == 0
@@ -310,7 +310,7 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
         t0 = _wait_started(proc, started)
         time.sleep(max(0.0, moment - (time.monotonic() - t0)))
         ended = proc.poll() is not None
-        workers = _workers(proc.pid)
+        workers = len(scan_workers(proc.pid))
         if not ended:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -328,8 +328,3 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     print(f"SIGKILL of the process tree at {', '.join(report)} of a {window:.2f} s load: 0 mismatches")
     assert sum("ended" not in r for r in report) >= 3, report
     assert any("(0 workers)" not in r and "ended" not in r for r in report), f"no kill while workers ran: {report}"
-
-
-def _workers(pid: int) -> int:
-    """The Phase 1 worker processes under ``pid`` now."""
-    return len(scan_workers(pid))

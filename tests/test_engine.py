@@ -59,6 +59,7 @@ from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
 from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
+from mploader.engine.worker import WORKER_NAME  # noqa: E402
 from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
@@ -782,11 +783,11 @@ def test_workers_start_no_blas_threads(tmp_path, start: str) -> None:
 @pytest.mark.parametrize("start", WORKER_STARTS)
 def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, start: str) -> None:
     """``start="fork"``: the worker is a copy of the parent (its command line, the modules the parent had
-    imported); ``"spawn"``: loky's fresh interpreter.  Either way it holds no descriptor of the
-    load's owner marker (a killed load's marker would stay locked while its workers live, and the next load
-    would leave its blocks), no mapping of a block the parent made before the worker started (the
-    block's pages would stay in /dev/shm until the worker exits), and none of the parent's Python signal
-    handlers or its signal wake-up descriptor (an event loop's pipe)."""
+    imported); ``"spawn"``: loky's fresh interpreter.  Either way it names itself ``mploader-scan`` and holds no
+    descriptor of the load's owner marker (a killed load's marker would stay locked while its workers live, and the
+    next load would leave its blocks), no mapping of a block the parent made before the worker started (the block's
+    pages would stay in /dev/shm until the worker exits), and none of the parent's Python signal handlers or its
+    signal wake-up descriptor (an event loop's pipe)."""
     from tests.crashy_worker import process_report
 
     def parents_own(signum: int, frame: object) -> None:  # pragma: no cover - never sent
@@ -802,7 +803,7 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
         assert early.buf is not None
         early.buf[:4096] = b"x" * 4096  # a page the parent has touched
         marker = os.path.realpath(f"/proc/self/fd/{engine._marker}")
-        argv, modules, fds, maps, on_sigterm, wakeup = engine._executor(str(tmp_path)).submit(process_report).result()
+        got = engine._executor(str(tmp_path)).submit(process_report).result()
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.set_wakeup_fd(previous_wakeup)
@@ -810,11 +811,12 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
         os.close(loop_w)
         engine.close()
     me = Path("/proc/self/cmdline").read_bytes().split(b"\0")[:-1]
-    assert (argv == [a.decode() for a in me]) == (start == "fork")
-    assert ("_pytest" in modules) == (start == "fork")  # this process's test runner: a copy of it has it too
-    assert marker.startswith("/dev/shm/") and marker not in fds
-    assert early.name not in maps
-    assert on_sigterm == repr(signal.SIG_DFL) and wakeup == -1
+    assert (got["argv"] == [a.decode() for a in me]) == (start == "fork")
+    assert ("_pytest" in got["modules"]) == (start == "fork")  # this process's test runner: a copy of it has it too
+    assert got["name"] == WORKER_NAME  # what top and pidof show, however it started
+    assert marker.startswith("/dev/shm/") and marker not in got["fds"]
+    assert early.name not in got["maps"]
+    assert got["sigterm"] == repr(signal.SIG_DFL) and got["wakeup_fd"] == -1
 
 
 @pytest.mark.parametrize("start", WORKER_STARTS)
@@ -1360,20 +1362,17 @@ def test_workers_stay_while_the_thread_that_started_them_ends_and_leave_with_the
     not take that for its parent's death; it must still go when the parent process is killed."""
     code = """if True:
         import json, os, sys, threading, time
-        import psutil
         from mploader.engine.pool import PoolEngine
         from mploader.result import LoadStats
         from tests.crashy_worker import scan_workers
-        def workers():
-            return sorted(scan_workers())
         engine = PoolEngine(LoadStats(), 2, [sys.argv[1]], None)
         ex = engine._executor(sys.argv[1])
         t = threading.Thread(target=lambda: ex.submit(os.getpid).result())
         t.start(); t.join()  # the workers were started in t, which has ended
-        first = workers()
+        first = sorted(scan_workers())
         time.sleep(0.5)
         ex.submit(os.getpid).result(timeout=30)
-        print(json.dumps([first, workers()]), flush=True)
+        print(json.dumps([first, sorted(scan_workers())]), flush=True)
         time.sleep(60)
     """
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -123,12 +123,6 @@ def test_the_callers_order_decides_what_is_audited_and_when(unclean_source: Path
     assert newest_first(inactive_segments(result))[0].path == oldest.path != newest_first(everything)[0].path
 
 
-def _workers() -> list[int]:
-    """This process's live worker processes (not the resource trackers, which live as long as it does; not a
-    worker that exited and is not reaped yet: a zombie holds nothing but its process id)."""
-    return scan_workers()
-
-
 def test_cancel_stops_it_and_leaves_nothing(unclean_source: Path, tmp_path: Path) -> None:
     d = _copy(unclean_source, tmp_path)
     result = mploader.load_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW,
@@ -139,9 +133,9 @@ def test_cancel_stops_it_and_leaves_nothing(unclean_source: Path, tmp_path: Path
     with pytest.raises(LoadInterrupted):
         result.background.wait(10)
     deadline = time.monotonic() + 10
-    while _workers() and time.monotonic() < deadline:
+    while scan_workers() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _workers()
+    assert not scan_workers()
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"mploader-{os.getpid()}-")]
 
 

@@ -35,13 +35,11 @@ WORKER_STARTS = ("fork", "spawn")
 def worker_start(chosen: str | None = None) -> str:
     """The start method a new pool uses: ``chosen`` (``LoaderConfig.worker_start``) if given, else
     ``MPLOADER_WORKER_START`` if set (one of :data:`WORKER_STARTS`), else "fork" on Linux and "spawn" elsewhere."""
-    if chosen is not None:
-        if chosen not in WORKER_STARTS:
-            raise ValueError(f"worker_start={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
-        return chosen
-    chosen = os.environ.get("MPLOADER_WORKER_START", "").strip().lower()
-    if not chosen:
-        return "fork" if sys.platform == "linux" else "spawn"
+    source = "worker_start"
+    if chosen is None:
+        source, chosen = "MPLOADER_WORKER_START", os.environ.get("MPLOADER_WORKER_START", "").strip().lower()
+        if not chosen:
+            return "fork" if sys.platform == "linux" else "spawn"
     if chosen not in WORKER_STARTS:
-        raise ValueError(f"MPLOADER_WORKER_START={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
+        raise ValueError(f"{source}={chosen!r}: expected one of {', '.join(WORKER_STARTS)}")
     return chosen

@@ -218,9 +218,9 @@ class PoolEngine(Engine):
         capacity = nbytes_range // MIN_ENTRY_BYTES + 1
         block = shared_memory.SharedMemory(f"{self._name}-{next(self._seq)}", create=True,
                                            size=max(1, capacity * SLOT_BYTES))
-        if self.start == "fork":  # a worker forked later must not map it too: it would hold its pages in /dev/shm
-            # after the parent unlinked it, until that worker exits (SharedMemory's mapping: _mmap, since 3.8)
-            getattr(block, "_mmap").madvise(mmap.MADV_DONTFORK)  # noqa: B009
+        # no process forked later maps it too (a forked worker, a caller's own child): it would hold the block's
+        # pages in /dev/shm after the parent unlinked it, until it exits (SharedMemory's mapping: _mmap, since 3.8)
+        getattr(block, "_mmap").madvise(mmap.MADV_DONTFORK)  # noqa: B009
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 

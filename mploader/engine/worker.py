@@ -118,7 +118,7 @@ def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None
         gc.freeze()
         _default_handlers()
     _GATE = gate
-    _set_name(WORKER_NAME)
+    _prctl(_PR_SET_NAME, WORKER_NAME.encode()[:15])  # comm holds 15 bytes
     ignore_interrupts()
     exit_with_parent(parent_pid)
 
@@ -147,7 +147,7 @@ def exit_with_parent(parent_pid: int) -> None:
             os._exit(PARENT_DIED_EXIT)
 
     signal.signal(PARENT_DEATH_SIGNAL, on_parent_death)
-    if not _set_parent_death_signal(PARENT_DEATH_SIGNAL):
+    if not _prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL)):
         threading.Thread(target=_poll_parent, args=(parent_pid,), name="mploader-parent-watch", daemon=True).start()
     if os.getppid() != parent_pid:  # the parent died before the kernel was asked to tell
         os._exit(PARENT_DIED_EXIT)
@@ -161,18 +161,12 @@ WORKER_NAME = "mploader-scan"
 _PR_SET_NAME = 15
 
 
-def _set_name(name: str) -> None:
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
-
-
-def _set_parent_death_signal(signum: int) -> bool:
+def _prctl(option: int, arg: int | bytes) -> bool:
+    """Linux's prctl(option, arg); False where there is none (another platform, a libc without it) or it failed."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0)
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0)
     except (OSError, AttributeError):  # no prctl in this libc
         return False
 
