@@ -1610,7 +1610,7 @@ def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) ->
     ("spawn", 16, 4, 2_000_000_000, 40, 1),
     ("spawn", 16, 2, 4_000_000_000, 40, 8),  # 2 dirs of 4 GB: half of the scans' saving still pays (8 a dir 1.14x)
     ("spawn", 16, 8, 4_000_000_000, 20, 1), ("spawn", 1, 1, 10**12, 1, 1),  # 8 dirs: 2 CPUs each, 8 loading threads
-    # forked workers (perf/README.md, "Workers forked"), 2 CPUs: 2 GB 1.2-1.35x as fast as inline, 1 GB 1.09x,
+    # forked workers (perf/README.md, "Workers forked"), 2 CPUs: 2 GB 1.10-1.41x as fast as inline, 1 GB 1.09x,
     # 512 MB no faster (0.19 against 0.18 s)
     ("fork", 2, 1, 2_000_000_000, 24, 2), ("fork", 2, 1, 1_000_000_000, 16, 2), ("fork", 2, 1, 512_000_000, 16, 1),
     ("fork", 16, 1, 2_000_000_000, 2_117, 1), ("fork", 16, 4, 2_000_000_000, 40, 1), ("fork", 1, 1, 10**12, 1, 1),
