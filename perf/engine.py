@@ -42,7 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
-from trees import worker_start_as  # noqa: E402 - perf/trees.py, beside this script
 
 import mploader.manager as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
@@ -199,13 +198,13 @@ def warm(paths: list[str]) -> None:
 
 def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto",
                start: str | None = None) -> tuple[float, dict]:
-    """One in-process load; ``start``: how a pool's workers start (MPLOADER_WORKER_START for this load)."""
+    """One in-process load; ``start``: how a pool's workers start (``LoaderConfig.worker_start``)."""
     gc.collect()
-    with worker_start_as(start):
-        t0 = time.perf_counter()
-        r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers,
-                                         read_ahead_bytes=read_ahead))
-        dt = time.perf_counter() - t0
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead,
+                       worker_start=start)
+    t0 = time.perf_counter()
+    r = load_logs(dirs, cfg)
+    dt = time.perf_counter() - t0
     return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds,
                 "bytes": r.stats.bytes_read, "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
                 "scanned": r.stats.segments_scanned}

@@ -20,8 +20,8 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 @contextlib.contextmanager
 def worker_start_as(start: str | None) -> Iterator[None]:
-    """``MPLOADER_WORKER_START`` set to ``start`` inside (None: left as it is): how the pools of the loads run
-    inside start their workers, in this process or in the commands it starts."""
+    """``MPLOADER_WORKER_START`` set to ``start`` inside (None: left as it is): how the pools of the ``mploader``
+    commands started inside start their workers (in process, ``LoaderConfig.worker_start`` says it)."""
     before = os.environ.get("MPLOADER_WORKER_START")
     if start is not None:
         os.environ["MPLOADER_WORKER_START"] = start
