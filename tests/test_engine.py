@@ -665,8 +665,8 @@ print(json.dumps({"digest": result_digest(r, sys.argv[3]), "stats": r.stats.to_j
 
 def test_a_small_dev_shm_slows_a_load_but_does_not_break_it(tmp_path) -> None:
     """With a 1 MiB /dev/shm (a private tmpfs mounted over it in a new mount namespace, as root), the
-    workers' tables do not fit: each worker finds out with posix_fallocate before writing (writing would
-    kill it with SIGBUS), writes nothing, and the parent scans those chunks; the load is the inline one."""
+    workers' tables do not fit: each worker's write fails with ENOSPC (a store through a mapping would kill
+    it with SIGBUS), and the parent scans those chunks; the load is the inline one."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a private /dev/shm")
     out = tmp_path / "broker"
@@ -785,9 +785,9 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
     """``start="fork"``: the worker is a copy of the parent (its command line, the modules the parent had
     imported); ``"spawn"``: loky's fresh interpreter.  Either way it names itself ``mploader-scan`` and holds no
     descriptor of the load's owner marker (a killed load's marker would stay locked while its workers live, and the
-    next load would leave its blocks), no mapping of a block the parent made before the worker started (the block's
-    pages would stay in /dev/shm until the worker exits), and none of the parent's Python signal handlers or its
-    signal wake-up descriptor (an event loop's pipe)."""
+    next load would leave its blocks), no mapping or descriptor of a block the parent made before the worker started
+    (the block's pages would stay in /dev/shm until the worker exits), and none of the parent's Python signal
+    handlers or its signal wake-up descriptor (an event loop's pipe)."""
     from tests.crashy_worker import process_report
 
     def parents_own(signum: int, frame: object) -> None:  # pragma: no cover - never sent
@@ -800,8 +800,7 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
     previous_wakeup = signal.set_wakeup_fd(loop_w)
     try:
         early, _ = engine._new_block(1 << 20)
-        assert early.buf is not None
-        early.buf[:4096] = b"x" * 4096  # a page the parent has touched
+        early.write([np.ones(4096, np.uint8)])  # a page of the block in /dev/shm
         marker = os.path.realpath(f"/proc/self/fd/{engine._marker}")
         got = engine._executor(str(tmp_path)).submit(process_report).result()
     finally:
@@ -815,7 +814,7 @@ def test_a_worker_starts_as_chosen_and_holds_nothing_of_the_parents(tmp_path, st
     assert ("_pytest" in got["modules"]) == (start == "fork")  # this process's test runner: a copy of it has it too
     assert got["name"] == WORKER_NAME  # what top and pidof show, however it started
     assert marker.startswith("/dev/shm/") and marker not in got["fds"]
-    assert early.name not in got["maps"]
+    assert early.name not in got["maps"] and early.path not in got["fds"]
     assert got["sigterm"] == repr(signal.SIG_DFL) and got["wakeup_fd"] == -1
 
 
@@ -954,22 +953,23 @@ def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_in
 
 
 def test_worker_scan_reports_a_grown_file_instead_of_writing_past_its_block(tmp_path) -> None:
-    from multiprocessing import shared_memory
-
-    from mploader.engine.worker import SLOT_BYTES, Grown, Scanned, worker_scan
-    from mploader.scan import SegmentTask
+    from mploader.engine.block import Block
+    from mploader.engine.worker import SLOT_BYTES, Grown, Scanned, arrays_from_block, worker_scan
+    from mploader.scan import SegmentTask, scan_segment
 
     d = _one_segment_dir(tmp_path, 50)
     task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)
-    block = shared_memory.SharedMemory(create=True, size=50 * SLOT_BYTES)
+    block = Block.create(f"mploader-test-{os.getpid()}-grown", 50 * SLOT_BYTES)
     try:
         assert isinstance(worker_scan(task, block.name, 10), Grown)  # 10 slots claimed for 50 rows
-        assert not any(block.buf[: 50 * SLOT_BYTES])  # nothing written
+        assert os.stat(block.path).st_blocks == 0  # nothing written
         ok = worker_scan(task, block.name, 50)  # exactly enough slots
+        assert isinstance(ok, Scanned) and ok.rows == 50
+        table, _ = arrays_from_block(block, ok.rows, ok.draft)
     finally:
-        block.close()
         block.unlink()
-    assert isinstance(ok, Scanned) and ok.rows == 50
+    assert not os.path.exists(block.path)
+    assert table.tobytes() == scan_segment(task).batches.tobytes()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -88,17 +88,18 @@ def load_prefix() -> str:
     return f"{PREFIX}{pid}-{process_start(pid) or 0}-{next(_loads)}"
 
 
-# the descriptors of this process's owner markers while their loads run: a forked child (a pool worker, see
-# mploader.engine.worker_start) closes its copies, or an flock() it shares would keep a killed load's marker
-# locked, and its blocks kept from the next load's cleanup, until the last worker had exited too
-_held: set[int] = set()
+# the descriptors of this process's owner markers while their loads run, and of its blocks for the moment of a
+# read (mploader.engine.block): a forked child (a pool worker, see mploader.engine.worker_start) closes its copies,
+# or an flock() it shares would keep a killed load's marker locked, and its blocks kept from the next load's
+# cleanup, until the last worker had exited too (and a block's descriptor would keep its pages after the unlink)
+held: set[int] = set()
 
 
 def _close_held_in_child() -> None:
-    for fd in list(_held):
+    for fd in list(held):
         with contextlib.suppress(OSError):
             os.close(fd)
-    _held.clear()
+    held.clear()
 
 
 os.register_at_fork(after_in_child=_close_held_in_child)
@@ -118,7 +119,7 @@ def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:  # pragma: no cover - a file system without flock
         log.info("could not lock the owner marker %s (%s)", path, e)
-    _held.add(fd)
+    held.add(fd)
     return fd
 
 
@@ -127,7 +128,7 @@ def release(name: str, fd: int, shm_dir: str = SHM_DIR) -> None:
     try:
         _unlink(os.path.join(shm_dir, name))
     finally:
-        _held.discard(fd)
+        held.discard(fd)
         os.close(fd)
 
 
@@ -206,5 +207,5 @@ def remove_orphaned_blocks(shm_dir: str = SHM_DIR) -> Removed:
     return removed
 
 
-__all__ = ["PREFIX", "SHM_DIR", "Removed", "claim", "load_prefix", "process_start", "release",
+__all__ = ["PREFIX", "SHM_DIR", "Removed", "claim", "held", "load_prefix", "process_start", "release",
            "remove_orphaned_blocks"]

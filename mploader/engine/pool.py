@@ -12,21 +12,20 @@ Data flow of the process-pool engine::
       offset-index positions; a read-ahead thread
       asks the disk for them in that order
       (mploader.engine.readahead)
-    per chunk submitted: a SharedMemory block   ──►  scan the mmap'd .log range (CRC, headers,
-      sized for the worst case (sparse in /dev/shm)    control markers), write the batch table
-                                                       into the block through a raw byte view
+    per chunk submitted: a block in /dev/shm    ──►  scan the mmap'd .log range (CRC, headers,
+      sized for the worst case (sparse: a file        control markers), write the batch table
+      no one maps, mploader.engine.block)              into the block (pwritev)
                                                  ◄──  return a small descriptor (stop, valid bytes,
                                                        row count): nothing per batch is pickled
     scan(dir, task) (Phase 2 asks): wait for the future,
-      copy the rows out, unlink the block, stitch
+      read the rows out (preadv), unlink the block, stitch
       chunks, submit the next ones (at most 2 per
       worker not yet collected); a crashed worker's
       task is retried on a fresh pool, then scanned
       here; a task never prefetched or not yet
       submitted, or a stale file, is scanned here
 
-The parent creates and unlinks every shared-memory block; workers only attach
-(on Python 3.11 a worker must not unregister a block it did not create).
+The parent creates and unlinks every block; workers only write into them.
 
 A parent killed outright (``kill -9``, the OOM killer) leaves nothing running and, after the next pool load's
 start, nothing in /dev/shm: each worker exits when its parent dies (``PR_SET_PDEATHSIG``, see
@@ -49,7 +48,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import mmap
 import multiprocessing
 import os
 import pickle
@@ -59,7 +57,6 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
-from multiprocessing import shared_memory
 from typing import TYPE_CHECKING
 
 from loky import ProcessPoolExecutor
@@ -67,6 +64,7 @@ from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from mploader.engine import ONE_BLAS_THREAD, worker_start
 from mploader.engine.base import Engine
+from mploader.engine.block import Block
 from mploader.engine.chunks import (
     MIN_ENTRY_BYTES,
     FileStat,
@@ -115,8 +113,7 @@ def pickled_size(obj: object) -> int:
 @dataclass(slots=True)
 class _Chunk:
     task: SegmentTask
-    block: shared_memory.SharedMemory | None  # None: /dev/shm had no room for it (the parent scans the chunk)
-    capacity: int
+    block: Block | None  # None: /dev/shm had no room for it (the parent scans the chunk)
     future: Future[WorkerResult]
     executor: ProcessPoolExecutor
     retried: bool = False
@@ -138,8 +135,8 @@ class PoolEngine(Engine):
     submitted whole), each with one block, and a block takes memory only for the rows its
     worker writes (80 bytes of table and 56 of draft per batch: about 13% of the chunk's bytes for ~1 KB
     batches, at most 136/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
-    (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, the worker
-    writes nothing (``posix_fallocate`` fails first) and the parent scans that chunk itself: a small /dev/shm
+    (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, its write fails with
+    ``ENOSPC`` (:class:`mploader.engine.block.Block`) and the parent scans that chunk itself: a small /dev/shm
     makes a load slower, never wrong.
 
     A read budget (:mod:`mploader.engine.throttle`) books each chunk's turn at submission and its worker waits for
@@ -177,7 +174,7 @@ class PoolEngine(Engine):
             from mploader.engine.adaptive import Adaptive
 
             self.adaptive = Adaptive(workers, list(data_dirs), self._closed)
-        self._blocks: dict[str, shared_memory.SharedMemory] = {}
+        self._blocks: dict[str, Block] = {}
         # blocks are named after the load (mploader.engine.cleanup): what a killed load leaves, the next removes
         try:
             remove_orphaned_blocks()
@@ -214,23 +211,18 @@ class PoolEngine(Engine):
                 raise LoadInterrupted("the engine was closed")
         return ex
 
-    def _new_block(self, nbytes_range: int) -> tuple[shared_memory.SharedMemory, int]:
+    def _new_block(self, nbytes_range: int) -> tuple[Block, int]:
         capacity = nbytes_range // MIN_ENTRY_BYTES + 1
-        block = shared_memory.SharedMemory(f"{self._name}-{next(self._seq)}", create=True,
-                                           size=max(1, capacity * SLOT_BYTES))
-        # no process forked later maps it too (a forked worker, a caller's own child): it would hold the block's
-        # pages in /dev/shm after the parent unlinked it, until it exits (SharedMemory's mapping: _mmap, since 3.8)
-        getattr(block, "_mmap").madvise(mmap.MADV_DONTFORK)  # noqa: B009
+        block = Block.create(f"{self._name}-{next(self._seq)}", max(1, capacity * SLOT_BYTES))
         self._blocks[block.name] = block  # sparse in /dev/shm: only the rows written take memory
         return block, capacity
 
-    def _free(self, block: shared_memory.SharedMemory | None) -> None:
+    def _free(self, block: Block | None) -> None:
         if block is None:
             return
         with self.lock:
             owned = self._blocks.pop(block.name, None) is not None
         if owned:
-            block.close()
             block.unlink()
 
     def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
@@ -245,7 +237,7 @@ class PoolEngine(Engine):
                 done.set_result(NoSpace(os.getpid(), 0))
                 log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, chunk_task.path, e)
                 self._read_ahead_done(data_dir, chunk_task)
-                return _Chunk(chunk_task, None, 0, done, self._executor(data_dir), not_before=not_before)
+                return _Chunk(chunk_task, None, done, self._executor(data_dir), not_before=not_before)
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
             try:
@@ -260,7 +252,7 @@ class PoolEngine(Engine):
             meter = self.adaptive.meter
             fut.add_done_callback(lambda f, n=end - chunk_task.start: None if f.cancelled() or f.exception()
                                   else meter.scanned(data_dir, n))
-        return _Chunk(chunk_task, block, capacity, fut, ex, not_before=not_before)
+        return _Chunk(chunk_task, block, fut, ex, not_before=not_before)
 
     # ---- prefetch ------------------------------------------------------------------------------------
 
@@ -388,7 +380,7 @@ class PoolEngine(Engine):
                      data_dir, result.nbytes, chunk.task.path, result.pid)
             return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         assert chunk.block is not None  # a worker scanned it into its block
-        table, drafted = arrays_from_block(chunk.block, chunk.capacity, result.rows, result.draft)
+        table, drafted = arrays_from_block(chunk.block, result.rows, result.draft)
         t = chunk.task
         scan = SegmentScan(t.path, t.base_offset, t.start, result.end, result.valid_bytes, Stop(result.stop),
                            result.stop_detail, table, result.fatal, result.fatal_exception,

@@ -3,11 +3,11 @@
 Kept apart from :mod:`mploader.engine.pool` so that a worker imports only what a scan needs (numpy, crc32c,
 :mod:`mploader.scan.walk`), not loky's parent side, the engine and the loader.
 
-A block has, per slot, room for a batch-table row and for a row of each recovery-draft array; with
-``capacity`` slots the arrays lie one after the other (:func:`regions`).  The parent creates the block
-sized for the worst case and reads it back with :func:`arrays_from_block`; the worker attaches to it by
-name, writes through raw byte views and returns a small typed result (:data:`WorkerResult`): nothing
-per batch is pickled.
+A block (:class:`mploader.engine.block.Block`) has, per slot, room for a batch-table row and for a row of each
+recovery-draft array; the parent creates it sized for the worst case (``capacity`` slots, sparse in /dev/shm),
+the worker writes the arrays packed from byte 0, in that order (every row width is a multiple of 8 bytes, and no
+array has more rows than the table), and returns a small typed result
+(:data:`WorkerResult`): nothing per batch is pickled; the parent reads them back (:func:`arrays_from_block`).
 
 A worker catches only ``OSError`` (the file's problem: the parent raises it again, as an inline scan
 would).  Any other exception is the scan code's own, and loky hands it to the parent with the worker's
@@ -25,11 +25,11 @@ import signal
 import sys
 import threading
 import time
-from multiprocessing import shared_memory
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from mploader.engine.block import Block
 from mploader.scan import BATCH_TABLE, SegmentTask, scan_segment
 from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
 
@@ -73,7 +73,7 @@ class Grown(NamedTuple):
 
 
 class NoSpace(NamedTuple):
-    """/dev/shm could not hold the rows (``posix_fallocate`` failed): nothing was written."""
+    """/dev/shm could not hold the rows (the write failed with ``ENOSPC``): the parent scans the chunk itself."""
 
     pid: int
     nbytes: int
@@ -177,31 +177,15 @@ def _poll_parent(parent_pid: int) -> None:
     os._exit(PARENT_DIED_EXIT)
 
 
-def regions(capacity: int) -> list[int]:
-    """Byte offsets of the table and of each draft array in a block of ``capacity`` slots."""
-    offsets = [0]
-    for dtype in (BATCH_TABLE, *DRAFT_DTYPES):
-        offsets.append(offsets[-1] + capacity * dtype.itemsize)
-    return offsets
-
-
 def _draft_arrays(draft: RecoveryDraft) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return draft.index, draft.producer_rows, draft.epoch_rows
 
 
-def arrays_from_block(block: shared_memory.SharedMemory, capacity: int, rows: int,
-                      draft: DraftLayout | None) -> tuple[np.ndarray, RecoveryDraft | None]:
-    """Copy the batch table (and the recovery draft) out of a block through raw byte views (10x faster
-    than a structured assignment)."""
-    at = regions(capacity)
-    buf = block.buf
-    assert buf is not None  # None only once the block is closed
-    out = []
+def arrays_from_block(block: Block, rows: int, draft: DraftLayout | None) -> tuple[np.ndarray, RecoveryDraft | None]:
+    """Read the batch table (and the recovery draft) a worker wrote into ``block``."""
     lengths = (rows, *(() if draft is None else draft.lengths))
-    for k, (dtype, n) in enumerate(zip((BATCH_TABLE, *DRAFT_DTYPES), lengths)):
-        a = np.empty(n, dtype)
-        a.view(np.uint8)[:] = np.frombuffer(buf, np.uint8, count=n * dtype.itemsize, offset=at[k])
-        out.append(a)
+    out = [np.empty(n, dtype) for dtype, n in zip((BATCH_TABLE, *DRAFT_DTYPES), lengths)]
+    block.read(out)
     if draft is None:
         return out[0], None
     return out[0], RecoveryDraft(draft.interval, out[1], out[2], out[3], seconds=draft.seconds)
@@ -228,31 +212,16 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
     arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
     draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
                                                                               len(arrays[3])), scan.draft.seconds)
-    at = regions(capacity)
-    block = shared_memory.SharedMemory(name=block_name)
     try:
-        # allocate the pages first: writing to a page tmpfs cannot give would kill this process (SIGBUS)
-        try:
-            for a, offset in zip(arrays, at):
-                if a.nbytes:
-                    # SharedMemory keeps its shm_open descriptor as _fd (not public API, stable since 3.8)
-                    os.posix_fallocate(getattr(block, "_fd"), offset, a.nbytes)  # noqa: B009
-        except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.ENOMEM):
-                raise
-            return NoSpace(os.getpid(), sum(a.nbytes for a in arrays))
-        buf = block.buf
-        assert buf is not None  # None only once the block is closed
-        for a, offset in zip(arrays, at):
-            view = np.frombuffer(buf, np.uint8, count=a.nbytes, offset=offset)
-            view[:] = a.view(np.uint8)
-            del view
-    finally:
-        block.close()
+        Block(block_name).write(arrays)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.ENOMEM):
+            raise
+        return NoSpace(os.getpid(), sum(a.nbytes for a in arrays))
     return Scanned(os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
 __all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
            "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "arrays_from_block",
-           "exit_with_parent", "ignore_interrupts", "init_worker", "regions", "worker_scan"]
+           "exit_with_parent", "ignore_interrupts", "init_worker", "worker_scan"]
