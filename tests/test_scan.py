@@ -181,3 +181,32 @@ def test_a_plain_walk_reads_a_tiny_v2_entrys_header_up_to_the_end_of_the_file_no
     assert scan.fatal is None and scan.valid_bytes == end and len(scan.batches) == 2
     at_eof = scan_buffer(head + tiny, SegmentTask("x.log", 0, check_crc=False), end)
     assert at_eof.fatal is not None and at_eof.fatal_exception == "KafkaException"
+
+
+def _scan_fields(scan):  # type: ignore[no-untyped-def]
+    d = scan.draft
+    return (scan.end, scan.valid_bytes, scan.stop, scan.stop_detail, scan.fatal, scan.batches.tobytes(),
+            None if d is None else (d.index.tobytes(), d.producer_rows.tobytes(), d.epoch_rows.tobytes()))
+
+
+def test_a_small_segment_read_and_a_big_one_mapped_scan_the_same(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """scan_segment reads a file up to READ_BELOW_BYTES and maps a bigger one: the same scan either way, from
+    byte 0 or from a position, whole or up to an end, with a torn tail; and a read the kernel cuts short is read
+    on (taken for the file's end, it would look like a torn tail, and recovery would cut valid bytes)."""
+    import os
+
+    import mploader.scan.walk as walk
+
+    batch = records.build_batch(0, records.simple_records([b"x" * 300]))
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(batch * 40 + batch[:50])
+    tasks = [SegmentTask(str(path), 0, index_interval=1024), SegmentTask(str(path), 0, start=3 * len(batch)),
+             SegmentTask(str(path), 0, end=7 * len(batch) + 5), SegmentTask(str(path), 0, start=10**6)]
+    monkeypatch.setattr(walk, "READ_BELOW_BYTES", 0)  # every file mapped
+    mapped = [_scan_fields(walk.scan_segment(t)) for t in tasks]
+    monkeypatch.setattr(walk, "READ_BELOW_BYTES", 1 << 20)
+    assert [_scan_fields(walk.scan_segment(t)) for t in tasks] == mapped
+    assert mapped[0][1] == 40 * len(batch) and mapped[0][2] is walk.Stop.INCOMPLETE
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 1000), at))  # 1,000 bytes a call
+    assert [_scan_fields(walk.scan_segment(t)) for t in tasks] == mapped
