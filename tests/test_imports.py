@@ -95,6 +95,28 @@ def test_a_load_with_the_compiled_walk_imports_neither_the_crc32c_package_nor_im
     assert not loaded & {"crc32c", "importlib.metadata"}, sorted(loaded & {"crc32c", "importlib.metadata"})
 
 
+def test_a_pool_load_imports_loky_only_when_it_starts_workers(tmp_path: Path) -> None:
+    """``--workers 2`` where the parent scans every segment itself (the head of the order, here all of it) starts no
+    pool, and imports no loky (26 ms of the command's start); with no head, the same load starts one and imports it."""
+    from mploader.generate import GeneratorConfig, generate
+
+    out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=2,
+                                                          total_bytes=60_000, segment_bytes=16 * 1024,
+                                                          batch_bytes=1024, faults=0, seed=5))
+    data = Path(out.data_dirs[0])
+    (data / "recovery-point-offset-checkpoint").write_text("0\n0\n")  # every segment recovered
+    load = (f"from mploader.cli.main import main\n"
+            f"assert main(['load', '--no-progress', '--json', '--workers', '2', {str(data)!r}]) == 0")
+    (head_only,) = _modules_after(load)
+    (pool,) = _modules_after(f"from mploader.engine.pool import PoolEngine\nPoolEngine.parent_head_bytes = 0\n{load}")
+
+    def loky(modules: set[str]) -> list[str]:
+        return sorted(m for m in modules if m == "loky" or m.startswith("loky."))
+
+    assert "mploader.engine.pool" in head_only and not loky(head_only), loky(head_only)
+    assert "loky.process_executor" in pool
+
+
 def test_the_command_starts_no_blas_threads(tmp_path: Path) -> None:
     """numpy's import starts OpenBLAS's thread pool, one thread per CPU; the command never calls BLAS, so its
     process (``cli.main.command``) asks for one thread before numpy is imported (engine.ONE_BLAS_THREAD): ~0.09 s

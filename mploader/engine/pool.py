@@ -35,7 +35,8 @@ pool load first removes those of dead loads and their loky semaphores
 (:func:`mploader.engine.cleanup.remove_orphaned_blocks`).
 Phase 2's results never depend on whether or where a scan ran.
 
-Failures.  A worker that died (killed, crashed, out of memory: loky's ``BrokenProcessPool``, or a
+Failures.  A worker that died (killed, crashed, out of memory: loky's ``BrokenProcessPool``, caught as its base
+``concurrent.futures.BrokenExecutor`` so that loky is imported only when a load starts its first pool, or a
 ``MemoryError`` raised in it) has its task retried once on a fresh pool, then scanned in the parent:
 the load neither hangs nor fails because of it (``stats.worker_restarts``, ``stats.inline_fallbacks``).
 An ``OSError`` of the file comes back as :class:`~mploader.engine.worker.ReadFailed` and is raised
@@ -48,19 +49,15 @@ from __future__ import annotations
 
 import itertools
 import logging
-import multiprocessing
 import os
 import pickle
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import BrokenExecutor, CancelledError, Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from loky import ProcessPoolExecutor
-from loky.process_executor import BrokenProcessPool, ShutdownExecutorError
 
 from mploader.engine import ONE_BLAS_THREAD, worker_start
 from mploader.engine.base import Engine
@@ -96,6 +93,8 @@ from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 
 if TYPE_CHECKING:
+    from loky import ProcessPoolExecutor
+
     from mploader.engine.adaptive import Adaptive
 
 log = logging.getLogger(__name__)
@@ -199,6 +198,10 @@ class PoolEngine(Engine):
             if ex is not None:  # a broken pool: its workers are gone; join its manager so it cleans up
                 ex.shutdown(wait=True, kill_workers=True)
             gate = None if self.adaptive is None else self.adaptive.gates[data_dir].semaphore(fresh=ex is not None)
+            import multiprocessing
+
+            from loky import ProcessPoolExecutor
+
             forked = self.start == "fork"
             ex = ProcessPoolExecutor(max_workers=self.workers_per_dir, env=ONE_BLAS_THREAD, initializer=init_worker,
                                      initargs=(os.getpid(), gate, forked),
@@ -242,7 +245,7 @@ class PoolEngine(Engine):
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
             try:
                 fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
-            except BrokenProcessPool:  # the replacement broke too (another task's worker died)
+            except BrokenExecutor:  # the replacement broke too (another task's worker died)
                 ex = self._executor(data_dir, fresh=True)
                 fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
         read_ahead = self._read_ahead.get(data_dir)
@@ -362,7 +365,7 @@ class PoolEngine(Engine):
             return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         try:
             result = chunk.future.result()
-        except (BrokenProcessPool, CancelledError) as e:
+        except (BrokenExecutor, CancelledError) as e:
             if self._closed.is_set():
                 raise LoadInterrupted("the load was interrupted") from None
             return self._after_crash(data_dir, chunk, e)
@@ -415,14 +418,16 @@ class PoolEngine(Engine):
             raise LoadInterrupted("the engine was closed")
         try:
             future: Future[SegmentAudit] = self._executor(data_dir).submit(audit_segment, task)
-        except BrokenProcessPool:  # a worker died under an earlier task: a fresh pool for the next ones
+        except BrokenExecutor:  # a worker died under an earlier task: a fresh pool for the next ones
             future = self._executor(data_dir, fresh=True).submit(audit_segment, task)
         return future
 
     def _audit_result(self, data_dir: str, task: AuditTask, future: Future[SegmentAudit]) -> SegmentAudit:
+        from loky.process_executor import ShutdownExecutorError  # imported already: the future is a pool's
+
         try:
             return future.result()
-        except (BrokenProcessPool, MemoryError, CancelledError, ShutdownExecutorError) as e:
+        except (BrokenExecutor, MemoryError, CancelledError, ShutdownExecutorError) as e:
             if self._closed.is_set():  # closed under it (a cancel): not a worker that died
                 raise LoadInterrupted("the engine was closed") from e
             log.warning("%s: a worker died while auditing %s (%s: %s); auditing it in the parent", data_dir,
@@ -453,7 +458,7 @@ class PoolEngine(Engine):
             log.warning("%s: a Phase 1 worker died or failed while scanning %s (%s: %s); retrying on a fresh "
                         "worker", data_dir, chunk.task.path, type(error).__name__, error)
             # replace the pool only if it broke: a healthy one still runs other tasks
-            broken = chunk.executor if isinstance(error, BrokenProcessPool) else None
+            broken = chunk.executor if isinstance(error, BrokenExecutor) else None
             retry = self._submit(data_dir, chunk.task, broken=broken)
             retry.retried = True
             try:
