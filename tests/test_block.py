@@ -4,6 +4,7 @@ nothing maps it; a descriptor open at a fork is not the child's."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -82,3 +83,36 @@ def test_a_child_forked_while_a_block_is_open_does_not_keep_it(block: Block, mon
     monkeypatch.setattr(block_mod, "_transfer", transfer_with_a_fork)
     block.write([np.ones(8, np.int64)])
     assert seen["child"] == "closed"
+
+
+def test_a_fork_waits_for_no_open_and_leaves_both_sides_free_to_open(tmp_path) -> None:
+    """The fork guard (mploader.engine.cleanup.open_held) is taken around every fork and let go on both sides: a
+    child that could not open a block after the fork would hang its first scan, a parent its next load."""
+    from mploader.engine.cleanup import close_held, open_held
+
+    marker = str(tmp_path / "held")
+    fd = open_held(marker, os.O_RDWR | os.O_CREAT)
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's descriptor is gone, and a new one opens and closes
+        try:
+            os.fstat(fd)
+            os._exit(3)
+        except OSError:
+            pass
+        mine = open_held(marker, os.O_RDONLY)
+        close_held(mine)
+        os._exit(0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the child hung on the fork guard")
+    assert os.waitstatus_to_exitcode(status) == 0
+    close_held(fd)  # the parent too: the guard is free again
+    again = open_held(marker, os.O_RDONLY)
+    close_held(again)

@@ -713,6 +713,35 @@ def test_no_room_for_a_block_is_never_taken_for_the_segments_io_error(datasets, 
     assert got.raw[0].stats.scans_in_parent >= got.raw[0].stats.segments_recovered > 0
 
 
+def test_a_block_that_cannot_be_written_or_read_back_is_never_the_segments_error(datasets, request, monkeypatch,
+                                                                                 tmp_path) -> None:
+    """Any error of a block (its write: a full /dev/shm, a tmpfs quota, a block gone; its read-back: no descriptor
+    left) is the engine's: the worker reports it, or the parent meets it, and the parent scans the chunk itself.
+    Raised as the segment's OSError, it would fail the partition (its data dir taken offline)."""
+    import errno
+
+    from mploader.engine.worker import NoSpace, worker_scan
+    from mploader.scan import SegmentTask
+
+    d = _one_segment_dir(tmp_path, 20)
+    task = SegmentTask(str(d / "t-0" / "00000000000000000000.log"), 0)
+    gone = worker_scan(task, f"mploader-test-{os.getpid()}-never-created", 20)
+    assert isinstance(gone, NoSpace) and "No such file" in gone.error
+
+    def no_descriptor_left(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(pool_mod, "arrays_from_block", no_descriptor_left)
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
+    spy = BlockSpy(monkeypatch)
+    before = shm_blocks()
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "no-read-back")
+    got = load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+    assert got.raw[0].stats.scans_in_parent >= got.raw[0].stats.segments_recovered > 0
+    assert_no_new_blocks(before, spy.names)
+
+
 def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) -> None:
     """The first segments Phase 2 needs, up to parent_head_bytes, are scanned by the parent while the
     pool starts (never submitted); the rest go to the workers; the load is the inline one."""

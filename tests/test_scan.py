@@ -201,7 +201,8 @@ def test_a_small_segment_read_and_a_big_one_mapped_scan_the_same(tmp_path, monke
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(batch * 40 + batch[:50])
     tasks = [SegmentTask(str(path), 0, index_interval=1024), SegmentTask(str(path), 0, start=3 * len(batch)),
-             SegmentTask(str(path), 0, end=7 * len(batch) + 5), SegmentTask(str(path), 0, start=10**6)]
+             SegmentTask(str(path), 0, end=7 * len(batch) + 5), SegmentTask(str(path), 0, start=10**6),
+             SegmentTask(str(path), 0, end=40 * len(batch) + 30, check_crc=False)]
     monkeypatch.setattr(walk, "READ_BELOW_BYTES", 0)  # every file mapped
     mapped = [_scan_fields(walk.scan_segment(t)) for t in tasks]
     monkeypatch.setattr(walk, "READ_BELOW_BYTES", 1 << 20)
@@ -210,3 +211,24 @@ def test_a_small_segment_read_and_a_big_one_mapped_scan_the_same(tmp_path, monke
     real_pread = os.pread
     monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 1000), at))  # 1,000 bytes a call
     assert [_scan_fields(walk.scan_segment(t)) for t in tasks] == mapped
+
+
+def test_a_read_error_names_the_segment(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """An I/O error of the read (os.pread names no file) is raised with the segment's path, as open() gave it."""
+    import errno
+    import os
+
+    import pytest
+
+    import mploader.scan.walk as walk
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(records.build_batch(0, records.simple_records([b"x"])) * 3)
+
+    def failing_pread(fd, n, at):  # type: ignore[no-untyped-def]
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pread", failing_pread)
+    with pytest.raises(OSError) as got:
+        walk.scan_segment(SegmentTask(str(path), 0))
+    assert (got.value.errno, got.value.filename) == (errno.EIO, str(path))

@@ -12,7 +12,7 @@ Neither side maps it:
 On the 2 GB load these halved the cost of handing the tables over (perf/README.md, "Tables written, not mapped").
 No descriptor stays open between calls: a worker forked meanwhile (``mploader.engine.worker_start``) would hold
 the block's pages in /dev/shm after the unlink, until it exits; one open for the moment of a call is closed in a
-child forked during it (:data:`mploader.engine.cleanup.held`).
+child forked during it (:func:`mploader.engine.cleanup.open_held`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from mploader.engine.cleanup import SHM_DIR, held
+from mploader.engine.cleanup import SHM_DIR, close_held, open_held
 
 
 class Block:
@@ -40,7 +40,11 @@ class Block:
         """A new block of ``size`` bytes, sparse: only the bytes written take memory."""
         block = cls(name, shm_dir)
         with _opened(block.path, os.O_RDWR | os.O_CREAT | os.O_EXCL) as fd:
-            os.ftruncate(fd, size)
+            try:
+                os.ftruncate(fd, size)
+            except OSError:  # no block: none left behind either
+                block.unlink()
+                raise
         return block
 
     def write(self, arrays: Sequence[np.ndarray]) -> None:
@@ -60,13 +64,11 @@ class Block:
 
 @contextlib.contextmanager
 def _opened(path: str, flags: int) -> Iterator[int]:
-    fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
-    held.add(fd)
+    fd = open_held(path, flags)  # a child forked meanwhile closes it (mploader.engine.cleanup.open_held)
     try:
         yield fd
     finally:
-        held.discard(fd)
-        os.close(fd)
+        close_held(fd)
 
 
 def _transfer(call: object, fd: int, arrays: Sequence[np.ndarray], path: str) -> None:

@@ -8,17 +8,17 @@ A pool load (:mod:`mploader.engine.pool`) names its shared-memory blocks after i
 ``<pid>`` and ``<start>`` (the process's start time, in clock ticks after boot: ``/proc/<pid>/stat`` field 22,
 so that a pid used again by another process is not taken for the owner) say which process made them, ``<load>``
 which of its loads (a count per process).  The marker (:func:`claim`) is created before the load's first block
-and its loky pools, and removed after its last block and after its pools ended (:func:`release`).  Unlike the
-blocks, it is not registered with a resource tracker: when a killed load's trackers remove its blocks and
-semaphores, the marker stays (an empty file) and tells the next load which process's semaphores it may remove
-(a kill can land between loky's creating a semaphore and registering it).
+and its loky pools, and removed after its last block and after its pools ended (:func:`release`).  Neither the
+marker nor the blocks (:mod:`mploader.engine.block`) are registered with a resource tracker; loky registers its
+semaphores with its own, so the marker, which stays (an empty file), also tells the next load which process's
+semaphores it may remove (a kill can land between loky's creating a semaphore and registering it).
 
 A load that ends in any way a process can (return, exception, Ctrl-C) removes everything it made.  A process
 killed outright (``kill -9``, the OOM killer) cannot: when only the parent dies, its workers exit
-(:func:`mploader.engine.worker.exit_with_parent`), and its resource trackers then see their pipes close and
-remove what was registered with them (the blocks, loky's semaphores); when the whole process tree dies at once
-(a process group or a container killed) nothing is left to do it.  :func:`remove_orphaned_blocks`, which every
-pool load calls when it starts, removes then what such a load left:
+(:func:`mploader.engine.worker.exit_with_parent`) and loky's resource tracker then sees its pipe close and removes
+the semaphores registered with it, but the marker and the blocks stay; when the whole process tree dies at once
+(a process group or a container killed) the semaphores stay too.  :func:`remove_orphaned_blocks`, which every
+pool load (and ``mploader cleanup``) calls when it starts, removes then what such a load left:
 
 * every ``mploader-<pid>-<start>-<load>[-<seq>]`` entry whose process is gone (no process ``<pid>``, a zombie,
   or a process ``<pid>`` that started at another time), unless its marker is still locked: a live load in
@@ -39,6 +39,7 @@ import itertools
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
@@ -88,21 +89,40 @@ def load_prefix() -> str:
     return f"{PREFIX}{pid}-{process_start(pid) or 0}-{next(_loads)}"
 
 
-# the descriptors of this process's owner markers while their loads run, and of its blocks for the moment of a
-# read (mploader.engine.block): a forked child (a pool worker, see mploader.engine.worker_start) closes its copies,
-# or an flock() it shares would keep a killed load's marker locked, and its blocks kept from the next load's
-# cleanup, until the last worker had exited too (and a block's descriptor would keep its pages after the unlink)
-held: set[int] = set()
+# the descriptors of this process's owner markers while their loads run, and of its blocks while one is created,
+# written or read (mploader.engine.block): a forked child (a pool worker, see mploader.engine.worker_start) closes
+# its copies, or an flock() it shares would keep a killed load's marker locked, and its blocks kept from the next
+# load's cleanup, until the last worker had exited too (and a block's descriptor would keep its pages after the
+# unlink).  A fork waits for an open or a close in progress (_fork_guard), so that no descriptor is ever open and not
+# yet in the set, or out of it and not yet closed, at the moment of a fork.
+_held: set[int] = set()
+_fork_guard = threading.Lock()
+
+
+def open_held(path: str, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` a descriptor that no child forked while it is open keeps (close it with :func:`close_held`)."""
+    with _fork_guard:
+        fd = os.open(path, flags | os.O_CLOEXEC, mode)
+        _held.add(fd)
+    return fd
+
+
+def close_held(fd: int) -> None:
+    with _fork_guard:
+        _held.discard(fd)
+        os.close(fd)
 
 
 def _close_held_in_child() -> None:
-    for fd in list(held):
+    for fd in list(_held):
         with contextlib.suppress(OSError):
             os.close(fd)
-    held.clear()
+    _held.clear()
+    _fork_guard.release()
 
 
-os.register_at_fork(after_in_child=_close_held_in_child)
+os.register_at_fork(before=_fork_guard.acquire, after_in_parent=_fork_guard.release,
+                    after_in_child=_close_held_in_child)
 
 
 def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
@@ -111,7 +131,7 @@ def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
     whose they are)."""
     path = os.path.join(shm_dir, name)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fd = open_held(path, os.O_CREAT | os.O_EXCL | os.O_RDWR)
     except OSError as e:
         log.info("no owner marker %s for this load's shared memory (%s)", path, e)
         return None
@@ -119,7 +139,6 @@ def claim(name: str, shm_dir: str = SHM_DIR) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:  # pragma: no cover - a file system without flock
         log.info("could not lock the owner marker %s (%s)", path, e)
-    held.add(fd)
     return fd
 
 
@@ -128,8 +147,7 @@ def release(name: str, fd: int, shm_dir: str = SHM_DIR) -> None:
     try:
         _unlink(os.path.join(shm_dir, name))
     finally:
-        held.discard(fd)
-        os.close(fd)
+        close_held(fd)
 
 
 def _owner_gone(pid: int, start: int) -> bool:
@@ -207,5 +225,5 @@ def remove_orphaned_blocks(shm_dir: str = SHM_DIR) -> Removed:
     return removed
 
 
-__all__ = ["PREFIX", "SHM_DIR", "Removed", "claim", "held", "load_prefix", "process_start", "release",
-           "remove_orphaned_blocks"]
+__all__ = ["PREFIX", "SHM_DIR", "Removed", "claim", "close_held", "load_prefix", "open_held", "process_start",
+           "release", "remove_orphaned_blocks"]

@@ -12,7 +12,7 @@ Data flow of the process-pool engine::
       offset-index positions; a read-ahead thread
       asks the disk for them in that order
       (mploader.engine.readahead)
-    per chunk submitted: a block in /dev/shm    ──►  scan the mmap'd .log range (CRC, headers,
+    per chunk submitted: a block in /dev/shm    ──►  scan the .log range, read or mapped (CRC, headers,
       sized for the worst case (sparse: a file        control markers), write the batch table
       no one maps, mploader.engine.block)              into the block (pwritev)
                                                  ◄──  return a small descriptor (stop, valid bytes,
@@ -29,8 +29,8 @@ The parent creates and unlinks every block; workers only write into them.
 
 A parent killed outright (``kill -9``, the OOM killer) leaves nothing running and, after the next pool load's
 start, nothing in /dev/shm: each worker exits when its parent dies (``PR_SET_PDEATHSIG``, see
-:func:`mploader.engine.worker.exit_with_parent`), loky's and Python's resource trackers then see their pipes
-close and exit too; the blocks are named after the load (``mploader-<pid>-<start>-<load>-<seq>``) and every
+:func:`mploader.engine.worker.exit_with_parent`), loky's resource tracker then sees its pipe close and exits
+too; the blocks are named after the load (``mploader-<pid>-<start>-<load>-<seq>``) and every
 pool load first removes those of dead loads and their loky semaphores
 (:func:`mploader.engine.cleanup.remove_orphaned_blocks`).
 Phase 2's results never depend on whether or where a scan ran.
@@ -377,13 +377,23 @@ class PoolEngine(Engine):
         if isinstance(result, ReadFailed):
             raise OSError(result.errno, result.strerror, result.filename)
         if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
+            self._free(chunk.block)
             return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
-            log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d); scanning it in the parent",
-                     data_dir, result.nbytes, chunk.task.path, result.pid)
+            log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d: %s); scanning it in the "
+                     "parent", data_dir, result.nbytes, chunk.task.path, result.pid, result.error or "no block")
+            self._free(chunk.block)  # what a write that failed half-way holds goes back before the scan, not after
             return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         assert chunk.block is not None  # a worker scanned it into its block
-        table, drafted = arrays_from_block(chunk.block, result.rows, result.draft)
+        try:
+            table, drafted = arrays_from_block(chunk.block, result.rows, result.draft)
+        except (OSError, EOFError) as e:  # the block's (no descriptor left, unlinked by a close), never the file's
+            if self._closed.is_set():
+                raise LoadInterrupted("the load was interrupted") from None
+            log.warning("%s: could not read back the rows of %s (%s); scanning it in the parent", data_dir,
+                        chunk.task.path, e)
+            self._free(chunk.block)
+            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         t = chunk.task
         scan = SegmentScan(t.path, t.base_offset, t.start, result.end, result.valid_bytes, Stop(result.stop),
                            result.stop_detail, table, result.fatal, result.fatal_exception,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import gc
 import os
 import signal
@@ -73,10 +72,12 @@ class Grown(NamedTuple):
 
 
 class NoSpace(NamedTuple):
-    """/dev/shm could not hold the rows (the write failed with ``ENOSPC``): the parent scans the chunk itself."""
+    """The block could not take the rows (a full /dev/shm: ``ENOSPC``; or another error of the write, never the
+    segment's): the parent scans the chunk itself."""
 
     pid: int
     nbytes: int
+    error: str = ""
 
 
 WorkerResult = Scanned | ReadFailed | Grown | NoSpace
@@ -214,10 +215,8 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
                                                                               len(arrays[3])), scan.draft.seconds)
     try:
         Block(block_name).write(arrays)
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.ENOMEM):
-            raise
-        return NoSpace(os.getpid(), sum(a.nbytes for a in arrays))
+    except OSError as e:  # the block's (ENOSPC, ENOMEM, a tmpfs quota), never the segment's: recovery must not see it
+        return NoSpace(os.getpid(), sum(a.nbytes for a in arrays), str(e))
     return Scanned(os.getpid(), scan.end, scan.valid_bytes, scan.stop.value, scan.stop_detail, rows, draft,
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 

@@ -384,8 +384,8 @@ def _marker(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader,
     return int(m.type), m.coordinator_epoch, m.timestamp, None
 
 
-# a segment up to this size is read into memory, a bigger one mapped: a read() copies the bytes, a mapping costs a
-# mmap, a page fault per 64 KiB and a munmap; the read was ~40% faster for 100 KB, the same at 1 MB
+# a segment file up to this size is read into memory, a bigger one mapped: a read() copies the bytes, a mapping costs
+# a mmap, a page fault per 64 KiB and a munmap; the read was ~40% faster for 100 KB, the same at 1 MB
 # (perf/README.md, "Small segments read, not mapped")
 READ_BELOW_BYTES = 1 << 20
 
@@ -396,14 +396,22 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
     try:
         size = os.fstat(fd).st_size
         end = size if task.end is None else min(task.end, size)
-        if end > READ_BELOW_BYTES and end > task.start:
+        if end <= task.start:
+            return scan_buffer(b"", task, task.start)
+        if size > READ_BELOW_BYTES:
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
                 return scan_buffer(mm, task, end)
-        data = _read_to(fd, end) if end > task.start else b""
+        # the whole file, as a mapping shows it: the walk reads a header past ``end`` up to the file's end
+        data = _read_to(fd, size)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, task.path) from e  # fstat, pread and mmap name no file
     finally:
         os.close(fd)
-    # shorter than asked only if the file shrank since the fstat (where a mapping would raise SIGBUS)
-    return scan_buffer(data, task, len(data)) if len(data) > task.start else scan_buffer(b"", task, task.start)
+    # shorter than the fstat said only if the file shrank since (where a mapping would raise SIGBUS)
+    end = min(end, len(data))
+    return scan_buffer(data, task, end) if end > task.start else scan_buffer(b"", task, task.start)
 
 
 def _read_to(fd: int, end: int) -> bytes:
