@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
+from mploader.recovery import segment_recovery
 from mploader.recovery.segment_recovery import IndexPlan, plan_indexes
 from mploader.scan import BATCH_TABLE
 from mploader.scan.draft import index_draft
@@ -131,9 +132,17 @@ def segments(draw):
 
 
 def check(base, sizes, rel_offsets, timestamps, interval, max_index_size):
+    """The plan is the model's whichever way it is made: vectorised, or Kafka's checks one entry at a time
+    (the way a plan of fewer than SEQUENTIAL_BELOW entries, or one where an append fails, is made)."""
     rows = batch_table(base, sizes, rel_offsets, timestamps)
     expected = model_recover(base, rows, interval, max_index_size)
-    assert plan_outcome(base, rows, interval, max_index_size) == expected
+    default = segment_recovery.SEQUENTIAL_BELOW
+    try:
+        for below in (0, 10**9):
+            segment_recovery.SEQUENTIAL_BELOW = below
+            assert plan_outcome(base, rows, interval, max_index_size) == expected, below
+    finally:
+        segment_recovery.SEQUENTIAL_BELOW = default
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

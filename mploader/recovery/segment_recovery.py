@@ -53,6 +53,12 @@ class IndexPlan:
     full: str | None = None  # the IllegalArgumentException of an append to a full index, at failed_at_row
 
 
+# below this many indexed batches, Kafka's checks one entry at a time (_plan_sequential) are the faster: ~0.6 us an
+# entry, against ~25 us for the vectorised plan's numpy calls whatever the size (they cross at ~40 entries; a 100 KB
+# segment indexes ~5: perf/README.md, "Small segments read, not mapped")
+SEQUENTIAL_BELOW = 32
+
+
 def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: int, path: str,
                  draft: np.ndarray, final_entry: bool = True) -> IndexPlan:
     """The §7.1 index rule over a batch table, with Kafka's append checks.  ``draft``: the
@@ -60,8 +66,8 @@ def plan_indexes(base: int, rows: BatchColumns, offset_slots: int, time_slots: i
     ``final_entry``: False when recover() throws inside its loop, before the time entry it appends after it."""
     n = len(rows)
     d = draft[: np.searchsorted(draft["row"], n)]
-    plan = _plan_vectorised(base, d, offset_slots, time_slots)
-    if plan is None:  # an append would fail: replay Kafka's checks one entry at a time for the exact outcome
+    plan = _plan_vectorised(base, d, offset_slots, time_slots) if len(d) >= SEQUENTIAL_BELOW else None
+    if plan is None:  # few entries, or an append would fail: Kafka's checks one entry at a time, the exact outcome
         plan = _plan_sequential(base, d, offset_slots, time_slots)
     if final_entry and plan.failed_at_row is None and n:
         _final_time_entry(plan, base, rows, time_slots, path)
