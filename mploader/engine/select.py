@@ -20,7 +20,7 @@ from mploader.result import LoadStats
 # with 2 workers, at 4 GB 0.94 against 0.86 s; forked, 2 workers broke even with inline between 512 MB and 1 GB
 # (0.19 against 0.18 s, 0.30 against 0.32 s) and 1.10-1.41x as fast at 2 GB.  How fast one process scans
 # page-cached ~1 KB batches with the compiled walk; what each segment handed to a worker costs the parent (a
-# shared-memory block made and unlinked, the submission, the result, the rows copied out): on 16 CPUs
+# shared-memory block made and unlinked, the submission, the result, the rows read back): on 16 CPUs
 # (perf/manycore.py) 2,117 segments of 1 MB, 2 GB, inline 4.0 s against 4.5-5.8 s with 2-16 spawned workers (~0.3 ms
 # a segment beyond what the workers saved).
 POOL_START_SECONDS = {"fork": 0.06, "spawn": 0.25}
