@@ -213,7 +213,7 @@ def test_the_adaptive_pool_starts_one_worker_and_grows_with_its_count(tmp_path, 
         assert engine.adaptive is not None
         engine.adaptive._apply(d, 3)
         assert engine.adaptive.gates[d].permits == 3
-        engine._submit(d, engine.planned[d][0][1][0])  # any submission brings the pool to its new size
+        engine._submit(d, [engine.planned[d][0][1][0]])  # any submission brings the pool to its new size
         assert len(workers() - before) == 3
     finally:
         engine.close()

@@ -623,21 +623,24 @@ def test_pool_scans_of_whole_segments_bring_the_index_draft(datasets, request, m
 
 
 def test_the_shared_memory_in_flight_is_bounded(datasets, request, monkeypatch) -> None:
-    """At most IN_FLIGHT_PER_WORKER x workers chunks of a data dir have a block at any time (blocks are
-    created as chunks are submitted, freed when Phase 2 collects them); the load is still the inline one.
-    (No worker dies here, so no retry adds a block.)"""
-    live: set[str] = set()
-    most = [0]
+    """At most IN_FLIGHT_PER_WORKER x workers calls of a data dir are in flight (blocks are created as chunks are
+    submitted, freed when Phase 2 collects them); a call is one chunk, or a batch of small whole segments of at most
+    GROUP_BYTES and GROUP_TASKS; the load is still the inline one.  (No worker dies here, so no retry adds a
+    block.)"""
+    live: dict[str, int] = {}  # block name -> the bytes of log it holds the rows of
+    most = {"blocks": 0, "bytes": 0}
     real_new, real_free = PoolEngine._new_block, PoolEngine._free
 
     def new_block(engine: PoolEngine, nbytes_range: int):  # type: ignore[no-untyped-def]
         block, capacity = real_new(engine, nbytes_range)
-        live.add(block.name)
-        most[0] = max(most[0], len(live))
+        live[block.name] = nbytes_range
+        most["blocks"] = max(most["blocks"], len(live))
+        most["bytes"] = max(most["bytes"], sum(live.values()))
         return block, capacity
 
     def free(engine: PoolEngine, block: Any) -> None:
-        live.discard(block.name)
+        if block is not None:
+            live.pop(block.name, None)
         real_free(engine, block)
 
     monkeypatch.setattr(PoolEngine, "_new_block", new_block)
@@ -647,9 +650,43 @@ def test_the_shared_memory_in_flight_is_bounded(datasets, request, monkeypatch) 
     got = load_copy(GEN_UNCLEAN, root, groups, 2)
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
     submitted = got.raw[0].stats.segments_recovered
-    assert submitted > 2 * pool_mod.IN_FLIGHT_PER_WORKER * 2  # far more chunks than the window
-    window = pool_mod.IN_FLIGHT_PER_WORKER * 2 * len(groups[0])  # per data dir
-    assert 0 < most[0] <= window, (most, window)
+    window = pool_mod.IN_FLIGHT_PER_WORKER * 2 * len(groups[0])  # calls, per data dir
+    assert submitted > window  # more chunks than the window
+    biggest = max(p.stat().st_size for p in root.rglob("*.log"))
+    assert 0 < most["blocks"] <= window * pool_mod.GROUP_TASKS, (most, window)
+    assert most["bytes"] <= window * max(pool_mod.GROUP_BYTES, biggest), (most, window)
+    # and a window that batches nothing holds a block a call (the bound before batches)
+    live.clear()
+    most.update(blocks=0, bytes=0)
+    monkeypatch.setattr(pool_mod, "GROUP_TASKS", 1)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "window-1")
+    got = load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+    assert 0 < most["blocks"] <= window, (most, window)
+
+
+def test_small_whole_segments_go_to_a_worker_together(datasets, request, monkeypatch) -> None:
+    """Small whole segments are handed over several to a call (one loky call costs the parent more than scanning
+    a small segment), in Phase 2's order, none over GROUP_BYTES in all; the load is the inline one."""
+    calls: list[list[str]] = []
+    real_submit = PoolEngine._submit
+
+    def submit(engine, data_dir, tasks, broken=None):  # type: ignore[no-untyped-def]
+        calls.append([task.path for task in tasks])
+        return real_submit(engine, data_dir, tasks, broken)
+
+    monkeypatch.setattr(PoolEngine, "_submit", submit)
+    monkeypatch.setattr(PoolEngine, "parent_head_bytes", 0)
+    root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "together")
+    got = load_copy(GEN_UNCLEAN, root, groups, 2)
+    assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
+    assert got.raw[0].stats.worker_restarts == 0
+    assert any(len(c) > 1 for c in calls), calls
+    for call in calls:
+        assert len(call) <= pool_mod.GROUP_TASKS
+        assert len(call) == 1 or sum(os.path.getsize(p) for p in call) <= pool_mod.GROUP_BYTES
+    order = [p for call in calls for p in call]
+    assert len(order) == len(set(order))  # each segment handed over once
 
 
 _SMALL_SHM_LOAD = """
@@ -754,9 +791,9 @@ def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) ->
     submitted: list[str] = []
     real_submit = PoolEngine._submit
 
-    def submit(engine, data_dir, task, broken=None):  # type: ignore[no-untyped-def]
-        submitted.append(os.path.basename(task.path))
-        return real_submit(engine, data_dir, task, broken)
+    def submit(engine, data_dir, tasks, broken=None):  # type: ignore[no-untyped-def]
+        submitted.extend(os.path.basename(task.path) for task in tasks)
+        return real_submit(engine, data_dir, tasks, broken)
 
     monkeypatch.setattr(PoolEngine, "_submit", submit)
     shutil.copytree(tmp_path / "pool", tmp_path / "inline")

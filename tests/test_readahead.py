@@ -164,9 +164,9 @@ def test_the_pool_engine_reads_ahead_the_parents_head_then_the_chunks_as_submitt
     submitted: list[tuple[str, int, int | None]] = []
     real_submit = PoolEngine._submit
 
-    def submit(self, data_dir, task, broken=None):  # type: ignore[no-untyped-def]
-        submitted.append((task.path, task.start, task.end or os.path.getsize(task.path)))
-        return real_submit(self, data_dir, task, broken)
+    def submit(self, data_dir, tasks, broken=None):  # type: ignore[no-untyped-def]
+        submitted.extend((task.path, task.start, task.end or os.path.getsize(task.path)) for task in tasks)
+        return real_submit(self, data_dir, tasks, broken)
 
     monkeypatch.setattr(PoolEngine, "_submit", submit)
     try:

@@ -12,14 +12,14 @@ Data flow of the process-pool engine::
       offset-index positions; a read-ahead thread
       asks the disk for them in that order
       (mploader.engine.readahead)
-    per chunk submitted: a block in /dev/shm    ──►  scan the .log range, read or mapped (CRC, headers,
-      sized for the worst case (sparse: a file        control markers), write the batch table
-      no one maps, mploader.engine.block)              into the block (pwritev)
-                                                 ◄──  return a small descriptor (stop, valid bytes,
-                                                       row count): nothing per batch is pickled
+    per call submitted (a chunk, or small whole ──►  for each of its chunks: scan the .log range, read
+      segments together: GROUP_BYTES), a block        or mapped (CRC, headers, control markers), write
+      in /dev/shm per chunk, sized for the worst      the batch table into its block (pwritev)
+      case (sparse: a file no one maps,          ◄──  return a small descriptor per chunk (stop, valid
+      mploader.engine.block)                           bytes, row count): nothing per batch is pickled
     scan(dir, task) (Phase 2 asks): wait for the future,
       read the rows out (preadv), unlink the block, stitch
-      chunks, submit the next ones (at most 2 per
+      chunks, submit the next ones (at most 2 calls per
       worker not yet collected); a crashed worker's
       task is retried on a fresh pool, then scanned
       here; a task never prefetched or not yet
@@ -83,6 +83,7 @@ from mploader.engine.worker import (
     WorkerResult,
     arrays_from_block,
     init_worker,
+    scan_many,
     worker_scan,
 )
 from mploader.errors import LoadInterrupted
@@ -100,6 +101,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
+# Small whole segments go to a worker several to a call (scan_many), in Phase 2's order, up to these: a loky call and
+# its result cost the parent ~0.8 ms of CPU (its queues' threads, their wake-ups), more than scanning a 100 KB segment
+# (perf/README.md, "Small segments handed over together").  A batch takes one slot of the window below.
+GROUP_BYTES = 8 * 1024 * 1024
+GROUP_TASKS = 32
 # Chunks submitted and not yet collected, per worker of a data dir: one running, one queued behind it. This
 # bounds the shared memory in flight (see PoolEngine): blocks are created as chunks are submitted.
 IN_FLIGHT_PER_WORKER = 2
@@ -110,10 +116,20 @@ def pickled_size(obj: object) -> int:
 
 
 @dataclass(slots=True)
+class _Batch:
+    """The chunks one worker call scans (:data:`GROUP_BYTES`): one slot of the dir's window until the last is
+    collected."""
+
+    left: int
+
+
+@dataclass(slots=True)
 class _Chunk:
     task: SegmentTask
     block: Block | None  # None: /dev/shm had no room for it (the parent scans the chunk)
-    future: Future[WorkerResult]
+    future: Future[list[WorkerResult]]  # its batch's call: the results of all its chunks, in order
+    index: int  # this chunk's result in it
+    batch: _Batch
     executor: ProcessPoolExecutor
     retried: bool = False
     not_before: float = 0.0  # its turn in the dir's read budget (time.monotonic; mploader.engine.throttle)
@@ -129,9 +145,10 @@ class _Pending:
 class PoolEngine(Engine):
     """Phase 1 in N loky worker processes per data dir.
 
-    Shared memory in flight is bounded: a data dir has at most ``IN_FLIGHT_PER_WORKER * workers`` chunks
+    Shared memory in flight is bounded: a data dir has at most ``IN_FLIGHT_PER_WORKER * workers`` calls
     submitted and not yet collected (or the chunks of one cut segment, if more: a segment once started is
-    submitted whole), each with one block, and a block takes memory only for the rows its
+    submitted whole), each one chunk or a batch of small whole segments of at most ``GROUP_BYTES`` in all, each
+    chunk with one block, and a block takes memory only for the rows its
     worker writes (80 bytes of table and 56 of draft per batch: about 13% of the chunk's bytes for ~1 KB
     batches, at most 136/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
     (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, its write fails with
@@ -228,34 +245,53 @@ class PoolEngine(Engine):
         if owned:
             block.unlink()
 
-    def _submit(self, data_dir: str, chunk_task: SegmentTask, broken: ProcessPoolExecutor | None = None) -> _Chunk:
-        end = chunk_task.end if chunk_task.end is not None else os.path.getsize(chunk_task.path)
+    def _submit(self, data_dir: str, tasks: Sequence[SegmentTask],
+                broken: ProcessPoolExecutor | None = None) -> list[_Chunk]:
+        """Hand ``tasks`` (one chunk, or a batch of small whole segments) to a worker in one call, a block each."""
+        ends = [t.end if t.end is not None else os.path.getsize(t.path) for t in tasks]
         budget = self.budget(data_dir)
-        not_before = 0.0 if budget is None else budget.reserve(end - chunk_task.start)  # the worker waits for it
+        # each chunk's turn in the read budget: its worker waits for it
+        turns = [0.0 if budget is None else budget.reserve(end - t.start) for t, end in zip(tasks, ends)]
+        batch = _Batch(len(tasks))
+        items: list[tuple[SegmentTask, str, int, float]] = []
+        blocks: list[Block | None] = []
         with self.lock:
-            try:
-                block, capacity = self._new_block(max(0, end - chunk_task.start))
-            except OSError as e:  # /dev/shm full (ENOSPC): never the segment's I/O error, which recovery would
-                done: Future[WorkerResult] = Future()  # answer by truncating: the parent scans the chunk instead
-                done.set_result(NoSpace(os.getpid(), 0))
-                log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, chunk_task.path, e)
-                self._read_ahead_done(data_dir, chunk_task)
-                return _Chunk(chunk_task, None, done, self._executor(data_dir), not_before=not_before)
+            for t, end, not_before in zip(tasks, ends, turns):
+                try:
+                    block, capacity = self._new_block(max(0, end - t.start))
+                except OSError as e:  # /dev/shm full (ENOSPC): never the segment's I/O error, which recovery would
+                    log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, t.path, e)
+                    blocks.append(None)  # answer by truncating: the parent scans the chunk instead
+                    continue
+                blocks.append(block)
+                items.append((t, block.name, capacity, not_before))
             # a pool whose worker died is broken for every task: replace it once
             ex = self._executor(data_dir, fresh=broken is not None and self._executors.get(data_dir) is broken)
-            try:
-                fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
-            except BrokenExecutor:  # the replacement broke too (another task's worker died)
-                ex = self._executor(data_dir, fresh=True)
-                fut = ex.submit(worker_scan, chunk_task, block.name, capacity, not_before)
+            if items:
+                try:
+                    fut = ex.submit(scan_many, worker_scan, items)
+                except BrokenExecutor:  # the replacement broke too (another task's worker died)
+                    ex = self._executor(data_dir, fresh=True)
+                    fut = ex.submit(scan_many, worker_scan, items)
         read_ahead = self._read_ahead.get(data_dir)
-        if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
-            fut.add_done_callback(lambda _f, n=end - chunk_task.start: read_ahead.done(n))
-        if self.adaptive is not None:  # what the adaptive pool measures: the bytes its workers scan
-            meter = self.adaptive.meter
-            fut.add_done_callback(lambda f, n=end - chunk_task.start: None if f.cancelled() or f.exception()
-                                  else meter.scanned(data_dir, n))
-        return _Chunk(chunk_task, block, fut, ex, not_before=not_before)
+        meter = None if self.adaptive is None else self.adaptive.meter
+        chunks: list[_Chunk] = []
+        at = 0
+        for t, end, not_before, held in zip(tasks, ends, turns, blocks):
+            if held is None:
+                done: Future[list[WorkerResult]] = Future()
+                done.set_result([NoSpace(os.getpid(), 0)])
+                self._read_ahead_done(data_dir, t)
+                chunks.append(_Chunk(t, None, done, 0, batch, ex, not_before=not_before))
+                continue
+            if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
+                fut.add_done_callback(lambda _f, ra=read_ahead, n=end - t.start: ra.done(n))
+            if meter is not None:  # what the adaptive pool measures: the bytes its workers scan
+                fut.add_done_callback(lambda f, m=meter, n=end - t.start: None if f.cancelled() or f.exception()
+                                      else m.scanned(data_dir, n))
+            chunks.append(_Chunk(t, held, fut, at, batch, ex, not_before=not_before))
+            at += 1
+        return chunks
 
     # ---- prefetch ------------------------------------------------------------------------------------
 
@@ -301,9 +337,25 @@ class PoolEngine(Engine):
                     if self._in_flight[data_dir] >= IN_FLIGHT_PER_WORKER * self.workers_per_dir and not pend.chunks:
                         return
                     self._in_flight[data_dir] += 1
+                    batch = [pend]
+                    if self._groupable(pend):  # small whole segments after it join its call
+                        size = pend.stat[0]
+                        for other in itertools.islice(queue, 1, None):
+                            if (len(batch) >= GROUP_TASKS or not self._groupable(other)
+                                    or size + other.stat[0] > GROUP_BYTES):
+                                break
+                            batch.append(other)
+                            size += other.stat[0]
                 # scan() takes a pending task under this dir's submitting lock: pend stays in the queue's hands
-                pend.chunks.append(self._submit(data_dir, pend.todo[0]))
-                del pend.todo[0]
+                for p, chunk in zip(batch, self._submit(data_dir, [p.todo[0] for p in batch])):
+                    p.chunks.append(chunk)
+                    del p.todo[0]
+
+    def _groupable(self, pend: _Pending) -> bool:
+        """A small whole segment not started, in a load without a read budget or adaptive workers (each chunk of
+        those waits for its own turn)."""
+        return (len(pend.todo) == 1 and not pend.chunks and pend.stat[0] <= GROUP_BYTES
+                and self.max_read_bytes_per_sec is None and self.adaptive is None)
 
     def _update_gauges(self, data_dir: str) -> None:
         if self.metrics is None:
@@ -342,7 +394,9 @@ class PoolEngine(Engine):
             for c in pend.chunks:
                 self._free(c.block)
             with self.lock:
-                self._in_flight[data_dir] -= len(pend.chunks)
+                for c in pend.chunks:  # a batch leaves the window with its last chunk
+                    c.batch.left -= 1
+                    self._in_flight[data_dir] -= c.batch.left == 0
         with self.lock:
             self._remaining[data_dir] -= 1
             self.stats.wait_seconds += time.perf_counter() - t0
@@ -364,7 +418,7 @@ class PoolEngine(Engine):
         if not chunk.retried and chunk.future.cancel():  # no worker has it yet: the parent scans it, not waits
             return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
         try:
-            result = chunk.future.result()
+            result = chunk.future.result()[chunk.index]
         except (BrokenExecutor, CancelledError) as e:
             if self._closed.is_set():
                 raise LoadInterrupted("the load was interrupted") from None
@@ -469,7 +523,7 @@ class PoolEngine(Engine):
                         "worker", data_dir, chunk.task.path, type(error).__name__, error)
             # replace the pool only if it broke: a healthy one still runs other tasks
             broken = chunk.executor if isinstance(error, BrokenExecutor) else None
-            retry = self._submit(data_dir, chunk.task, broken=broken)
+            (retry,) = self._submit(data_dir, [chunk.task], broken=broken)
             retry.retried = True
             try:
                 return self._chunk_result(data_dir, retry)

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -192,6 +193,13 @@ def arrays_from_block(block: Block, rows: int, draft: DraftLayout | None) -> tup
     return out[0], RecoveryDraft(draft.interval, out[1], out[2], out[3], seconds=draft.seconds)
 
 
+def scan_many(scan: Callable[[SegmentTask, str, int, float], WorkerResult],
+              items: list[tuple[SegmentTask, str, int, float]]) -> list[WorkerResult]:
+    """What the pool submits: ``scan`` (:func:`worker_scan`, or a test's stand-in, looked up at submission) of each
+    item in turn, one chunk, or small whole segments several to a call (``mploader.engine.pool.GROUP_BYTES``)."""
+    return [scan(*item) for item in items]
+
+
 def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: float = 0.0) -> WorkerResult:
     """Runs in a worker: scan, write the batch table (and the recovery draft) into the parent's block,
     return its descriptor.  ``not_before``: the scan's turn in its dir's read budget, a ``time.monotonic()``
@@ -223,4 +231,4 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
 
 __all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
            "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "arrays_from_block",
-           "exit_with_parent", "ignore_interrupts", "init_worker", "worker_scan"]
+           "exit_with_parent", "ignore_interrupts", "init_worker", "scan_many", "worker_scan"]
