@@ -106,8 +106,9 @@ PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 # (perf/README.md, "Small segments handed over together").  A batch takes one slot of the window below.
 GROUP_BYTES = 8 * 1024 * 1024
 GROUP_TASKS = 32
-# Chunks submitted and not yet collected, per worker of a data dir: one running, one queued behind it. This
-# bounds the shared memory in flight (see PoolEngine): blocks are created as chunks are submitted.
+# Calls (a chunk, or a batch of small whole segments) submitted and not yet collected, per worker of a data dir: one
+# running, one queued behind it. This bounds the shared memory in flight (see PoolEngine): blocks are created as
+# chunks are submitted.
 IN_FLIGHT_PER_WORKER = 2
 
 
