@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -71,13 +71,14 @@ def _opened(path: str, flags: int) -> Iterator[int]:
         close_held(fd)
 
 
-def _transfer(call: object, fd: int, arrays: Sequence[np.ndarray], path: str) -> None:
+def _transfer(call: Callable[[int, list[memoryview], int], int], fd: int, arrays: Sequence[np.ndarray],
+              path: str) -> None:
     """``call`` (``os.preadv`` or ``os.pwritev``) over the arrays' bytes until all are done: one call, unless the
     kernel does less (over 2 GiB at once, a signal)."""
     views = [a.view(np.uint8).data for a in arrays if a.nbytes]
     offset = 0
     while views:
-        n = call(fd, views, offset)  # type: ignore[operator]
+        n = call(fd, views, offset)
         if n == 0:  # only a read can: the block is shorter than the arrays (it never is: the writer wrote them)
             raise EOFError(f"{path}: {sum(v.nbytes for v in views)} bytes missing at byte {offset}")
         offset += n

@@ -102,7 +102,7 @@ log = logging.getLogger(__name__)
 
 PARENT_HEAD_BYTES = 256 * 1024 * 1024  # see PoolEngine.parent_head_bytes
 # Small whole segments go to a worker several to a call (scan_many), in Phase 2's order, up to these: a loky call and
-# its result cost the parent ~0.8 ms of CPU (its queues' threads, their wake-ups), more than scanning a 100 KB segment
+# its result cost the parent ~0.6 ms of CPU (its queues' threads, their wake-ups), more than scanning a 100 KB segment
 # (perf/README.md, "Small segments handed over together").  A batch takes one slot of the window below.
 GROUP_BYTES = 8 * 1024 * 1024
 GROUP_TASKS = 32
@@ -260,9 +260,9 @@ class PoolEngine(Engine):
             for t, end, not_before in zip(tasks, ends, turns):
                 try:
                     block, capacity = self._new_block(max(0, end - t.start))
-                except OSError as e:  # /dev/shm full (ENOSPC): never the segment's I/O error, which recovery would
+                except OSError as e:  # /dev/shm full: the parent scans the chunk (never the segment's I/O error,
                     log.info("%s: no shared memory for %s (%s); the parent will scan it", data_dir, t.path, e)
-                    blocks.append(None)  # answer by truncating: the parent scans the chunk instead
+                    blocks.append(None)  # which recovery would answer by truncating)
                     continue
                 blocks.append(block)
                 items.append((t, block.name, capacity, not_before))
@@ -395,9 +395,10 @@ class PoolEngine(Engine):
             for c in pend.chunks:
                 self._free(c.block)
             with self.lock:
-                for c in pend.chunks:  # a batch leaves the window with its last chunk
+                for c in pend.chunks:
                     c.batch.left -= 1
-                    self._in_flight[data_dir] -= c.batch.left == 0
+                    if c.batch.left == 0:  # a batch leaves the window with its last chunk
+                        self._in_flight[data_dir] -= 1
         with self.lock:
             self._remaining[data_dir] -= 1
             self.stats.wait_seconds += time.perf_counter() - t0
@@ -432,13 +433,11 @@ class PoolEngine(Engine):
         if isinstance(result, ReadFailed):
             raise OSError(result.errno, result.strerror, result.filename)
         if isinstance(result, Grown):  # the file grew after its block was sized (scan() rescans a changed file)
-            self._free(chunk.block)
-            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
+            return self._rescan(chunk)
         if isinstance(result, NoSpace):  # /dev/shm is full: the parent scans it into its own memory
-            log.info("%s: no room in /dev/shm for the %d bytes of rows of %s (worker %d: %s); scanning it in the "
+            log.info("%s: the block could not take the %d bytes of rows of %s (worker %d: %s); scanning it in the "
                      "parent", data_dir, result.nbytes, chunk.task.path, result.pid, result.error or "no block")
-            self._free(chunk.block)  # what a write that failed half-way holds goes back before the scan, not after
-            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
+            return self._rescan(chunk)
         assert chunk.block is not None  # a worker scanned it into its block
         try:
             table, drafted = arrays_from_block(chunk.block, result.rows, result.draft)
@@ -447,8 +446,7 @@ class PoolEngine(Engine):
                 raise LoadInterrupted("the load was interrupted") from None
             log.warning("%s: could not read back the rows of %s (%s); scanning it in the parent", data_dir,
                         chunk.task.path, e)
-            self._free(chunk.block)
-            return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
+            return self._rescan(chunk)
         t = chunk.task
         scan = SegmentScan(t.path, t.base_offset, t.start, result.end, result.valid_bytes, Stop(result.stop),
                            result.stop_detail, table, result.fatal, result.fatal_exception,
@@ -456,6 +454,12 @@ class PoolEngine(Engine):
         with self.lock:
             self.stats.add_scan(result.seconds, scan)
         return scan
+
+    def _rescan(self, chunk: _Chunk) -> SegmentScan:
+        """The parent's scan of a chunk its worker's block could not bring back; the block goes first (a write that
+        failed half-way holds pages in /dev/shm that other workers need)."""
+        self._free(chunk.block)
+        return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
 
     def _read_ahead_done(self, data_dir: str, task: SegmentTask) -> None:
         """``task``'s range is not ahead of the scans any more (the read-ahead may move on)."""
