@@ -213,6 +213,53 @@ class TestRealDisk(DiskConformance):
         assert 0.2 <= disk.change_seconds - before < 0.4  # twice would be >= 0.4
 
 
+    def test_a_small_file_is_read_and_a_big_one_mapped(self, part: Path) -> None:
+        """``view``: the bytes of a file up to ``READ_BELOW_BYTES`` (cheaper than a mapping), a mapping of a bigger
+        one (a preallocated index, of which a lookup touches a few pages); the same bytes either way."""
+        import mmap
+
+        from mploader.scan.walk import READ_BELOW_BYTES
+
+        disk = self.make()
+        small, big = part / "small.index", part / "big.index"
+        small.write_bytes(bytes(range(256)) * 4)
+        with open(big, "wb") as f:  # sparse, as Kafka preallocates an index
+            f.write(b"head")
+            f.truncate(READ_BELOW_BYTES + 4096)
+        got = disk.view(str(small))
+        assert isinstance(got, bytes) and got == small.read_bytes()
+        mapped = disk.view(str(big))
+        try:
+            assert isinstance(mapped, mmap.mmap) and len(mapped) == READ_BELOW_BYTES + 4096
+            assert mapped[:4] == b"head" and mapped[-8:] == bytes(8)
+        finally:
+            mapped.close()
+        assert disk.view(str(part / "a.txt")) == b"0123456789"
+
+
+def test_exists_is_answered_from_the_kept_listing(part: Path, monkeypatch) -> None:
+    """Once a directory is listed (and until it is released), ``exists`` of a path in it is a look-up in the
+    listing the disk keeps true to its own changes, not a stat: the same answers as the file system's."""
+    disk = RealDisk()
+    disk.list_files(str(part))
+    disk.write(str(part / "n.snapshot"), b"x")
+    disk.rename(str(part / "a.txt"), str(part / "b.txt"))
+    disk.delete(str(part / "other.txt"))
+    disk.set_size(str(part / "z.index"), 8)
+    names = ["a.txt", "b.txt", "other.txt", "n.snapshot", "z.index", "link", "dangling", "sub", "absent",
+             "00000000000000000000.log"]
+    on_disk = {n: os.path.isfile(part / n) for n in names}
+    assert on_disk["b.txt"] and on_disk["n.snapshot"] and not on_disk["a.txt"] and not on_disk["sub"]
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: stats.append(os.fspath(p)) or real_stat(p, *a, **k))
+    assert {n: disk.exists(str(part / n)) for n in names} == on_disk
+    assert stats == [str(part / "link")]  # a link alone: its target may have moved (it has: a.txt)
+    disk.release(str(part))
+    assert {n: disk.exists(str(part / n)) for n in names} == on_disk
+    assert len(stats) == 1 + len(names)  # released: asked of the file system again
+
+
 class TestDryRunDisk(DiskConformance):
     def make(self) -> Disk:
         return open_disk(dry_run=True)

@@ -51,7 +51,8 @@ class Disk(abc.ABC):
 
     @abc.abstractmethod
     def view(self, path: str) -> bytes | mmap.mmap:
-        """The whole file for reading (a read-only mapping where it can be: lookups touch a few pages)."""
+        """The whole file for reading: its bytes where it is small, else a read-only mapping (lookups in a big or
+        preallocated index touch a few pages)."""
 
     @abc.abstractmethod
     def mtime_ms(self, path: str) -> int | None:

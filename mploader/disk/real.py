@@ -17,6 +17,7 @@ from mploader.disk.base import Disk
 from mploader.disk.mutations import hooked, point
 from mploader.errors import StartupFailedError
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
+from mploader.scan.walk import READ_BELOW_BYTES, read_to
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -88,6 +89,12 @@ class RealDisk(Disk):
                 self._links.get(directory, set()).discard(name)
 
     def exists(self, path: str) -> bool:
+        directory, name = os.path.split(path)
+        listing = self._listings.get(directory)
+        # kept true by every change (list_files): a stat saved, ~8 us for a missing file; a link is asked of the
+        # file system, as its target may have moved since
+        if listing is not None and name not in self._links[directory]:
+            return name in listing
         return os.path.isfile(path)
 
     def size(self, path: str) -> int:
@@ -99,11 +106,15 @@ class RealDisk(Disk):
             return f.read() if end is None else f.read(max(0, end - start))
 
     def view(self, path: str) -> bytes | mmap.mmap:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return b""
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        mm.madvise(mmap.MADV_RANDOM)  # lookups touch a few pages: no read-ahead of a sparse zero tail
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            if size <= READ_BELOW_BYTES:  # a small file is cheaper read than mapped, as for scans: an index of a
+                return read_to(fd, size)  # few entries 4.5 against 22 us, a 100 KB .log 9 against 31 us
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        mm.madvise(mmap.MADV_RANDOM)  # lookups touch a few pages: no read-ahead of a preallocated index's zero tail
         return mm
 
     def mtime_ms(self, path: str) -> int | None:

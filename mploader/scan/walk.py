@@ -402,7 +402,7 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
                 return scan_buffer(mm, task, end)
         # the whole file, as a mapping shows it: the walk reads a header past ``end`` up to the file's end
-        data = _read_to(fd, size)
+        data = read_to(fd, size)
     except OSError as e:
         if e.filename is not None:
             raise
@@ -414,7 +414,7 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
     return scan_buffer(data, task, end) if end > task.start else scan_buffer(b"", task, task.start)
 
 
-def _read_to(fd: int, end: int) -> bytes:
+def read_to(fd: int, end: int) -> bytes:
     """Bytes [0, end) of the file, or up to its end if it is shorter now: a short read is not the file's end (the
     scan would take it for a torn tail, and recovery would cut valid bytes), so read on until the end or nothing."""
     data = os.pread(fd, end, 0)
