@@ -47,7 +47,7 @@ from engine import bare_parallel, bare_walk_compiled  # noqa: E402 - perf/engine
 
 from mploader.engine.select import usable_cpus  # noqa: E402
 from mploader.experiments.report import cpu_model  # noqa: E402
-from mploader.experiments.run import make_unclean  # noqa: E402
+from mploader.experiments.run import copy_sparse, make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import walk as walk_mod  # noqa: E402
 from perf.kafka_compare import (  # noqa: E402
@@ -97,7 +97,7 @@ def copy_broker(base: Path, dest: Path, partitions: range) -> str:
     new_directory_id(dest / "meta.properties")
     for n in partitions:
         src = names[n % BASE_PARTITIONS]
-        shutil.copytree(src, dest / f"{src.name.rsplit('-', 1)[0]}-{n}")
+        shutil.copytree(src, dest / f"{src.name.rsplit('-', 1)[0]}-{n}", copy_function=copy_sparse)
     make_unclean([dest])
     return str(dest)
 

@@ -103,6 +103,26 @@ def test_a_copy_for_an_unclean_restart_recovers_everything(tmp_path: Path) -> No
     assert (src / checkpoint.RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 500\n"  # the source stays
 
 
+def test_a_copy_keeps_a_preallocated_index_sparse(tmp_path: Path) -> None:
+    """Kafka's preallocated indexes are holes; a copy that wrote their zeros would make the load's trim of them
+    cost what no broker pays (copy_sparse)."""
+    src = tmp_path / "data-0" / "t-0"
+    src.mkdir(parents=True)
+    index = src / "00000000000000000000.index"
+    with open(index, "wb") as f:
+        f.write(b"\x00\x00\x00\x01\x00\x00\x00\x10")  # one entry, then a hole to 10 MB
+        f.seek(5 * MiB)
+        f.write(b"mid")  # data inside the file too
+        f.truncate(10 * MiB)
+    (src / "00000000000000000000.log").write_bytes(b"x" * 100_000)
+    copy, = copy_broker([tmp_path / "data-0"], tmp_path / "copies", "unclean")
+    for name in ("00000000000000000000.index", "00000000000000000000.log"):
+        a, b = src / name, copy / "t-0" / name
+        assert b.read_bytes() == a.read_bytes()
+        assert os.stat(b).st_mtime_ns == os.stat(a).st_mtime_ns
+    assert os.stat(copy / "t-0" / "00000000000000000000.index").st_blocks * 512 < 1 * MiB  # not 10 MB of zeros
+
+
 def _result(run_id: int, workers: int | str, seconds: float, rate: int | None = None) -> RunResult:
     spec = RunSpec(workers, 1, False, "cold", "unclean", rate)
     return RunResult(run_id, "disk", spec, "fadvise", seconds, seconds + 0.3, int(100e6), 4, 1, "vda", None)

@@ -166,13 +166,41 @@ def make_unclean(data_dirs: Sequence[Path]) -> None:
         (d / checkpoint.CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
 
 
+def copy_sparse(src: str, dst: str) -> None:
+    """Copy a file's data ranges only, leaving its holes holes (``cp --sparse``), then its times and mode.
+
+    Kafka preallocates an active segment's indexes with ``setLength``: 10 MB each, sparse.  ``shutil``'s copy writes
+    their zeros, so a copy holds 20 MB of real blocks per partition, and the load's trim of each (10 MB to a few
+    entries) frees them: ~4-5 ms a file on ext4 against ~5 us for a hole, a cost no broker's own files have."""
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        i, o = fi.fileno(), fo.fileno()
+        size = os.fstat(i).st_size
+        pos = 0
+        while pos < size:
+            try:
+                start = os.lseek(i, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: nothing but a hole up to the end
+                break
+            end = os.lseek(i, start, os.SEEK_HOLE)
+            os.lseek(o, start, os.SEEK_SET)
+            while start < end:
+                n = os.sendfile(o, i, start, end - start)  # what shutil copies with, from the page cache
+                if n == 0:  # the file shrank meanwhile
+                    break
+                start += n
+            pos = end
+        fo.truncate(size)
+    shutil.copystat(src, dst)
+
+
 def copy_broker(sources: Sequence[Path], dest: Path, restart: str) -> list[Path]:
-    """A fresh copy of the data dirs under ``dest`` (one subdirectory each), made unclean if asked."""
+    """A fresh copy of the data dirs under ``dest`` (one subdirectory each, preallocated indexes still sparse),
+    made unclean if asked."""
     dest.mkdir(parents=True)
     copies = []
     for i, src in enumerate(sources):
         copy = dest / f"{i}-{src.name}"
-        shutil.copytree(src, copy, symlinks=True)
+        shutil.copytree(src, copy, symlinks=True, copy_function=copy_sparse)
         copies.append(copy)
     if restart == "unclean":
         make_unclean(copies)
@@ -235,4 +263,5 @@ def run_once(run_id: int, place: Place, sources: Sequence[Path], spec: RunSpec, 
                      doc.get("adaptive", []))
 
 
-__all__ = ["Place", "RunResult", "RunSpec", "best_of", "copy_broker", "end_child", "make_unclean", "run_once"]
+__all__ = ["Place", "RunResult", "RunSpec", "best_of", "copy_broker", "copy_sparse", "end_child", "make_unclean",
+           "run_once"]
