@@ -49,6 +49,7 @@ from mploader.recovery.loader import PartitionContext
 from mploader.recovery.resume import Recovered, RecoveryPointWriter, forget as forget_recovered, read_recovered
 from mploader.recovery.segment import Segment, resize_indexes
 from mploader.result import LoadedLog, LoadResult, LoadStats
+from mploader.scan.plan import CleanScans
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class _DirState:
     loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
     resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
     recovered: dict[TopicPartition, Recovered] = field(default_factory=dict)  # what a killed --resumable load left
-    log_bytes: int | None = None  # its partitions' .log bytes, as the preflight sized them (None: not every one)
+    clean_scans: CleanScans | None = None  # what a clean load of it may scan, as the preflight sized it (None: unsized)
 
 
 def load_logs(
@@ -267,12 +268,12 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
                for path, tp, kind in s.partitions]
     kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
-    sized: dict[str, list[int]] = {s.path: [] for s in states}  # per data dir, a sum per partition sized
+    sized: dict[str, list[CleanScans]] = {s.path: [] for s in states}  # per data dir, per partition sized
     dir_of = {path: s.path for s in states for path, _, _ in s.partitions}
     for path, tp, kind in loading:
         keep = kept < partition_preflight.KEPT_NAMES
         failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep,
-                                                      log_bytes=sized[dir_of[path]])
+                                                      clean_scans=sized[dir_of[path]])
         if keep:
             try:
                 kept += len(disk.list_files(path))  # the preflight's listing, from the disk's cache
@@ -282,7 +283,7 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
             raise failure
     for s in states:  # a dir whose every partition was sized: what "auto" may weigh instead of planning it
         if s.listed and s.predicted_offline is None and len(sized[s.path]) == len(s.partitions):
-            s.log_bytes = sum(sized[s.path])
+            s.clean_scans = CleanScans.total(sized[s.path])
     copies: dict[tuple[bool, TopicPartition], list[str]] = {}
     for path, tp, kind in loading:  # LogManager.loadLog: a second directory for a tp (both loaded)
         if kind in (DirKind.LIVE, DirKind.FUTURE):
@@ -500,7 +501,7 @@ def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
 def _dir_plan(s: _DirState, cfg: LoaderConfig) -> DirPlan:
     return DirPlan(s.path, s.clean, s.partitions, s.recovery_points,
                    lambda topic: cfg.for_topic(topic).index_interval_bytes, scan_all=cfg.index_check == "full",
-                   log_bytes=s.log_bytes)
+                   clean_scans=s.clean_scans)
 
 
 def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, metrics: MetricsRegistry,

@@ -47,6 +47,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
 
+import mploader.engine.base as base_mod  # noqa: E402
 import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
@@ -79,6 +80,7 @@ from tests.kafkadir import (  # noqa: E402
     batch_facts,
     data_dir,
     flip_bit,
+    name as file_name,
     overwrite_bytes,
     txn_entry,
 )
@@ -1765,6 +1767,50 @@ def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets
     got = load_copy(GEN_CLEAN_INDEX_FAULTS, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2 and reads and got.raw[0].stats.unplanned_scans == 0
     assert_same_outcome(got, datasets.reference(GEN_CLEAN_INDEX_FAULTS, request))
+
+
+def test_a_pool_plans_a_clean_dir_only_where_the_preflight_found_something_to_scan(tmp_path, monkeypatch) -> None:
+    """A clean dir whose every segment has its .index (the preflight's ``DirPlan.clean_scans``) has nothing to scan
+    but a segment whose .txnindex fails its check: ``--workers 2`` does not plan it, as the inline engine plans no
+    clean dir, and no pool starts.  With one .index gone the same load plans the dir, and the segment's scan is the
+    plan's."""
+    def build(root: Path) -> Path:
+        d = data_dir(root, "d1", clean=True)
+        for p in range(3):
+            pb = PartitionBuilder(d, "orders", p)
+            for base in (0, 10, 20):
+                pb.segment(base, *(B(o) for o in range(base, base + 10)))
+        return d
+
+    plans: list[str] = []
+    real_plan = base_mod.plan_segment_scans
+    monkeypatch.setattr(base_mod, "plan_segment_scans", lambda p, *a: plans.append(p.data_dir) or real_plan(p, *a))
+    nothing = build(tmp_path / "nothing")
+    ref = load_logs([str(build(tmp_path / "ref"))], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    plans.clear()
+    got = load_logs([str(nothing)], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    assert plans == [] and got.stats.segments_scanned == 0 and got.stats.unplanned_scans == 0
+    ends = [lg.log_end_offset for lg in got.logs.values()]
+    assert ends == [lg.log_end_offset for lg in ref.logs.values()] == [30] * 3
+
+    rebuilt = build(tmp_path / "rebuilt")
+    index = Path("orders-1") / file_name(10, ".index")
+    (rebuilt / index).unlink()
+    got = load_logs([str(rebuilt)], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    assert plans == [str(rebuilt)] and got.stats.segments_scanned == 1 and got.stats.unplanned_scans == 0
+    assert (rebuilt / index).read_bytes() == (nothing / index).read_bytes()
+
+    # a .txnindex failing its check (an entry below the segment's base): not planned, the parent scans it, as inline
+    def corrupt(root: Path) -> Path:
+        d = build(root)
+        (d / "orders-2" / file_name(20, ".txnindex")).write_bytes(txn_entry(7, 3, 5, 3))
+        return d
+
+    plans.clear()
+    ref = load_logs([str(corrupt(tmp_path / "txn-ref"))], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    got = load_logs([str(corrupt(tmp_path / "txn"))], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    assert plans == [] and got.stats.segments_scanned == ref.stats.segments_scanned == 1
+    assert tree_digest(tmp_path / "txn") == tree_digest(tmp_path / "txn-ref")
 
 
 def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:

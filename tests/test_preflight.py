@@ -204,3 +204,29 @@ def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path
     assert sorted(lg.log_end_offset for lg in result.logs.values()) == [3] * 6
     per_partition = [listed.count(f"orders-{p}") for p in range(6)]
     assert per_partition == [1] * kept_partitions + [2] * (6 - kept_partitions)
+
+
+def test_the_preflight_bounds_what_a_clean_load_scans(tmp_path: Path) -> None:
+    """``clean_scans``: per partition, the bytes of the .log files a clean load recovers at load time for want of an
+    .index, and of those with a .txnindex (recovered if it fails its check): what "auto" weighs, and what lets the
+    pool skip a clean dir's plan."""
+    from mploader.disk import RealDisk
+    from mploader.format.names import DirKind
+    from mploader.recovery.preflight import startup_failure
+    from mploader.scan.plan import CleanScans
+
+    d = data_dir(tmp_path, "d1", clean=True)
+    pb = PartitionBuilder(d, "orders", 0)
+    for base in (0, 10, 20, 30):
+        pb.segment(base, *(B(o) for o in range(base, base + 10)))
+    cfg = LoaderConfig().for_topic("orders")
+    sized: list[CleanScans] = []
+    assert startup_failure(RealDisk(), str(pb.path), DirKind.LIVE, cfg, clean_scans=sized) is None
+    assert sized == [CleanScans(0, 0)]  # every segment indexed, no .txnindex: nothing to scan
+    pb.file(10, ".index").unlink()
+    pb.write(name(20, ".txnindex"), b"")
+    pb.write(name(30, ".txnindex"), b"")
+    pb.file(30, ".index").unlink()  # no .index: recovered, whatever its .txnindex
+    assert startup_failure(RealDisk(), str(pb.path), DirKind.LIVE, cfg, clean_scans=sized) is None
+    seg = {b: len(data) for b, data in pb.segments.items()}
+    assert sized[1] == CleanScans(seg[10] + seg[30], seg[20]) and sized[1].bound == seg[10] + seg[20] + seg[30]

@@ -16,7 +16,7 @@ from mploader.format import names
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import DirKind, TopicPartition
 from mploader.scan import SegmentTask
-from mploader.scan.plan import segments_to_scan
+from mploader.scan.plan import CleanScans, segments_to_scan
 
 Partition = tuple[str, TopicPartition, DirKind]  # partition directory, its topic-partition, its kind
 PlannedScans = list[tuple[Partition, list[SegmentTask]]]  # in the order Phase 2 should take them
@@ -32,7 +32,7 @@ class DirPlan:
     recovery_points: dict[TopicPartition, int]
     index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
-    log_bytes: int | None = None  # the bytes of all its .log files, where the preflight sized them: a bound of the plan
+    clean_scans: CleanScans | None = None  # what a clean load may scan, where the preflight sized it
 
 
 def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:

@@ -106,10 +106,11 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     planned: dict[str, PlannedScans] = {}
     if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
         # a clean dir is sized by a bound first: it has little or nothing to scan, and the inline engine never plans
-        # it, so its exact plan is made only where the bound asks for a pool. The bound: its .log bytes as the
-        # preflight sized them, else plan_segment_scans' bound_only (no .txnindex read)
+        # it, so its exact plan is made only where the bound asks for a pool. The bound: the bytes of its .log files
+        # without an .index or with a .txnindex as the preflight sized them, else plan_segment_scans' bound_only (no
+        # .txnindex read)
         clean = [p for p in plans if p.clean and not p.scan_all]
-        bounds = {p.data_dir: p.log_bytes if p.log_bytes is not None else _work({"": plan_segment_scans(
+        bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
             p, bound_only=True)})[0] for p in clean}
         planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
         scan_bytes, scan_tasks, scanning = _work(planned)

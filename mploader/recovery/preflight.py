@@ -30,6 +30,7 @@ from mploader.errors import (
 )
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind
+from mploader.scan.plan import CleanScans
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # the loader's limit (FileRecords refuses to open a larger .log)
 # file names the preflight leaves listed for the loader, over all partitions (~100 B each: ~10 MB at most); a
@@ -38,16 +39,17 @@ KEPT_NAMES = 100_000
 
 
 def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                    keep_listing: bool = False, log_bytes: list[int] | None = None) -> StartupFailedError | None:
+                    keep_listing: bool = False,
+                    clean_scans: list[CleanScans] | None = None) -> StartupFailedError | None:
     """The first StartupFailedError the loader meets in ``directory`` before recovering anything, or None
     (no such failure, or an IOException comes first: see :func:`will_not_fail_with_io_error`).  The listing
     is read through the disk, which keeps it for the loader if ``keep_listing`` (the loader releases it when the
     partition is loaded), else releases it at once: the manager keeps at most :data:`KEPT_NAMES` names, since
     holding every partition's listing until its turn to load cost ~120 B of memory per segment on a big clean
-    broker.  ``log_bytes``: where the bytes of the partition's ``.log`` files are appended (one sum), when the
-    preflight sized every one of them."""
+    broker.  ``clean_scans``: where what a clean load of the partition may scan is appended, when the preflight
+    sized every ``.log`` (:func:`_oversized_log`)."""
     try:
-        return _first_failure(disk, directory, kind, cfg, log_bytes)
+        return _first_failure(disk, directory, kind, cfg, clean_scans)
     except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first
         return None
     finally:
@@ -56,7 +58,7 @@ def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveCon
 
 
 def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                   log_bytes: list[int] | None) -> StartupFailedError | None:
+                   clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
     # UnifiedLog.apply: the leader-epoch checkpoint (LogLoader._open_epoch_cache)
     epoch_path = os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT)
     if cfg.record_version >= 2 and os.path.isfile(epoch_path):
@@ -66,8 +68,8 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
             return StartupFailedError(epoch_path, "NumberFormatException", str(e))
     files, links = disk.list_files(directory), disk.symlinks(directory)
     if not links and all(map(_ordinary, files)):  # the usual partition: only the .log sizes are left to check
-        return (_oversized_log(directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], log_bytes)
-                or _metadata(directory))
+        return (_oversized_log(directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], files,
+                               clean_scans) or _metadata(directory))
     # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
     for name in files:
         if name.endswith(names.SNAPSHOT_SUFFIX) and (e2 := _bad_offset(directory, name)) is not None:
@@ -103,7 +105,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                 return e2
         if names.is_log_file(name):
             logs.append(names.segment_file_name(names.offset_from_file_name(name), names.LOG_SUFFIX))
-    return _oversized_log(directory, logs, log_bytes) or _metadata(directory)
+    return _oversized_log(directory, logs, files, clean_scans) or _metadata(directory)
 
 
 # a name that passes every name check above: a padded base offset of at most 18 significant digits (as
@@ -117,10 +119,12 @@ def _ordinary(name: str) -> bool:
     return name in _UNCHECKED or _ORDINARY_NAME.fullmatch(name) is not None
 
 
-def _oversized_log(directory: str, logs: list[str], log_bytes: list[int] | None) -> StartupFailedError | None:
-    """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  The sizes, summed, go to ``log_bytes``
-    when every one was below that."""
-    total = 0
+def _oversized_log(directory: str, logs: list[str], files: list[str],
+                   clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
+    """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  When every one is below that, the sizes of
+    those a clean load may recover at load time go to ``clean_scans`` (:class:`~mploader.scan.plan.CleanScans`)."""
+    listed = set(files)
+    scans = CleanScans()
     for name in logs:
         padded = os.path.join(directory, name)
         try:
@@ -130,9 +134,9 @@ def _oversized_log(directory: str, logs: list[str], log_bytes: list[int] | None)
         if size > MAX_SEGMENT_BYTES:
             return StartupFailedError(padded, "KafkaException", f"segment of {size} bytes is larger than the maximum "
                                       f"segment size of {MAX_SEGMENT_BYTES} bytes")
-        total += size
-    if log_bytes is not None:
-        log_bytes.append(total)
+        scans = scans.plus(names.offset_from_file_name(name), listed, size)
+    if clean_scans is not None:
+        clean_scans.append(scans)
     return None
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Collection, Sequence
+from typing import NamedTuple
 
 from mploader.format import names
 from mploader.format.names import INT64_MAX
@@ -47,6 +48,32 @@ def needs_load_time_recovery(base: int, present: Collection[str], txn_index_corr
     if index_missing(base, present):
         return True
     return names.segment_file_name(base, names.TXN_INDEX_SUFFIX) in present and txn_index_corrupt(base)
+
+
+class CleanScans(NamedTuple):
+    """What a clean load of some partitions reads whole, bounded without reading a ``.txnindex``: the bytes of the
+    ``.log`` files with no ``.index`` (recovered, certainly) and of those with a ``.txnindex`` (recovered if it fails
+    its sanity check, which is rare)."""
+
+    unindexed: int = 0
+    txn_indexed: int = 0
+
+    @property
+    def bound(self) -> int:
+        return self.unindexed + self.txn_indexed
+
+    def plus(self, base: int, present: Collection[str], log_bytes: int) -> CleanScans:
+        """With segment ``base`` (its ``.log`` of ``log_bytes``) counted where :func:`needs_load_time_recovery` may
+        choose it."""
+        if index_missing(base, present):
+            return CleanScans(self.unindexed + log_bytes, self.txn_indexed)
+        if names.segment_file_name(base, names.TXN_INDEX_SUFFIX) in present:
+            return CleanScans(self.unindexed, self.txn_indexed + log_bytes)
+        return self
+
+    @staticmethod
+    def total(parts: Sequence[CleanScans]) -> CleanScans:
+        return CleanScans(sum(p.unindexed for p in parts), sum(p.txn_indexed for p in parts))
 
 
 def segments_to_scan(bases: Sequence[int], present: Collection[str], recovery_point: int, recover_log: bool,
