@@ -130,7 +130,9 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
     offline: dict[str, str] = {}
     states: list[_DirState] = [_DirState(d) for d in dirs]
     try:
-        _preflight(states, cfg, disk, offline)  # reads only: a start-up failure it finds changes no byte
+        # reads only: a start-up failure it finds changes no byte.  Partitions loaded elsewhere (``partitions``) are
+        # changed by another process's disk: this one keeps no listing of theirs, which its changes would not keep true
+        _preflight(states, cfg, disk, offline, keep_listings=partitions is None)
         stats.seconds["preflight"] = time.perf_counter() - t0
         log.debug("preflight of %d data dirs, %d partitions: nothing that fails start-up before recovery (%.1f ms)",
                   len(states), sum(len(s.partitions) for s in states), stats.seconds["preflight"] * 1000)
@@ -250,7 +252,8 @@ def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
 # Before the first write: the preflight (docs/architecture.md, "Fail before the first write")
 
 
-def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str]) -> None:
+def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str],
+               keep_listings: bool = True) -> None:
     """Everything that fails Kafka's start-up and can be known without recovering, for every data dir, before
     the load writes anything: a held lock, a bad directory name, a partition directory that is a link, no
     usable data dir, then what the loader would refuse in each partition (:mod:`mploader.recovery.preflight`)
@@ -271,7 +274,7 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     sized: dict[str, list[CleanScans]] = {s.path: [] for s in states}  # per data dir, per partition sized
     dir_of = {path: s.path for s in states for path, _, _ in s.partitions}
     for path, tp, kind in loading:
-        keep = kept < partition_preflight.KEPT_NAMES
+        keep = keep_listings and kept < partition_preflight.KEPT_NAMES
         failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep,
                                                       clean_scans=sized[dir_of[path]])
         if keep:

@@ -118,6 +118,26 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
     assert set(inventory.crc) <= {"recovered", "not checked"} and (inventory.crc == "recovered").any()
 
 
+def test_spark_load_removes_the_journal_its_tasks_wrote(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A clean partition without a producer snapshot takes Kafka's shortcut, journaled by the task that loads it
+    (``recovery.journal``); the driver removes the journal once the load has committed.  The driver's disk must not
+    answer from listings of its own preflight: the files changed in another process (the journal was missed so)."""
+    from mploader.spark import fleet
+
+    ref_root, got_root = fresh(fleet_template, tmp_path, "ref"), fresh(fleet_template, tmp_path, "spark")
+    for root in (ref_root, got_root):
+        part = sorted(p for p in (root / "b1" / "data-0").iterdir() if p.is_dir())[0]
+        for snapshot in part.glob("*.snapshot"):
+            snapshot.unlink()
+    dirs = [str(d) for d in sorted((ref_root / "b1").glob("data-*"))]
+    load_logs(dirs, LoaderConfig(), now_ms=NOW)
+    (_, result), = fleet.load(spark, [str(d) for d in sorted((got_root / "b1").glob("data-*"))], LoaderConfig(),
+                              apply=True, now_ms=NOW).results
+    assert not isinstance(result, StartupFailedError) and any(lg.journal for lg in result.all_logs())
+    assert not list(got_root.rglob("mploader-journal"))
+    assert tree_digest(got_root / "b1") == tree_digest(ref_root / "b1")
+
+
 def test_bad_input(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811
     from mploader.spark import fleet
 
