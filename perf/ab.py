@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
 import shutil
@@ -50,9 +51,10 @@ def run_once(argv: list[str]) -> dict[str, float]:
     st = json.loads(out)["stats"]
     sec = st["seconds"]
     writing = st["write_seconds"] + sec.get("flush", 0.0)
-    recovered = max(1, st["segments_recovered"])
+    recovered = st["segments_recovered"]
+    beyond = (sec["total"] - st["scan_seconds"] - writing) / recovered * 1e3 if recovered else math.nan
     return {"process": wall, "load": sec["total"], "plan": sec.get("plan", 0.0), "scans": st["scan_seconds"],
-            "writing": writing, "beyond_ms": (sec["total"] - st["scan_seconds"] - writing) / recovered * 1e3,
+            "writing": writing, "beyond_ms": beyond,
             "cpu": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime}
 
 
@@ -87,7 +89,8 @@ def main() -> int:
                     results[v].append(run_once(argv[v](str(data))))
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     print(f"`python perf/ab.py {args.data_dir} --rounds {args.rounds}"
-          f"{f' --base {args.base}' if args.base else ''}{' --unclean' if args.unclean else ''} "
+          f"{f' --base {args.base}' if args.base else ''}{' --unclean' if args.unclean else ''}"
+          f"{f' --scratch {args.scratch}' if args.scratch else ''} "
           f"{' '.join(args.variants)}`, medians (the process's minimum in brackets)\n")
     print("| variant | process (s) | load (s) | plan (s) | scans (s) | writing (s) | Phase 2 beyond writing "
           "(ms a recovered segment) | CPU (s) |")
@@ -95,7 +98,8 @@ def main() -> int:
     for v, runs in results.items():
         m = {key: statistics.median(x[key] for x in runs) for key in runs[0]}
         print(f"| {v} | {m['process']:.3f} ({min(x['process'] for x in runs):.3f}) | {m['load']:.3f} | "
-              f"{m['plan']:.3f} | {m['scans']:.3f} | {m['writing']:.3f} | {m['beyond_ms']:.3f} | {m['cpu']:.3f} |")
+              f"{m['plan']:.3f} | {m['scans']:.3f} | {m['writing']:.3f} | "
+              f"{'-' if math.isnan(m['beyond_ms']) else format(m['beyond_ms'], '.3f')} | {m['cpu']:.3f} |")
     return 0
 
 
