@@ -214,11 +214,11 @@ class TestRealDisk(DiskConformance):
 
 
     def test_a_small_file_is_read_and_a_big_one_mapped(self, part: Path) -> None:
-        """``view``: the bytes of a file up to ``READ_BELOW_BYTES`` (cheaper than a mapping), a mapping of a bigger
+        """``view``: the bytes of a file up to ``VIEW_READ_BELOW`` (cheaper than a mapping), a mapping of a bigger
         one (a preallocated index, of which a lookup touches a few pages); the same bytes either way."""
         import mmap
 
-        from mploader.scan.walk import READ_BELOW_BYTES
+        from mploader.disk.real import VIEW_READ_BELOW as READ_BELOW_BYTES
 
         disk = self.make()
         small, big = part / "small.index", part / "big.index"

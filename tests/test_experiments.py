@@ -123,6 +123,30 @@ def test_a_copy_keeps_a_preallocated_index_sparse(tmp_path: Path) -> None:
     assert os.stat(copy / "t-0" / "00000000000000000000.index").st_blocks * 512 < 1 * MiB  # not 10 MB of zeros
 
 
+def test_a_copy_where_holes_cannot_be_found_is_whole_and_an_error_is_raised(tmp_path: Path, monkeypatch) -> None:
+    """A file system without SEEK_DATA gets a plain copy; any other error of the look-up is raised, never a copy
+    of zeros."""
+    import errno
+
+    from mploader.experiments.run import copy_sparse
+
+    src, dst = tmp_path / "a.log", tmp_path / "b.log"
+    src.write_bytes(bytes(range(256)) * 20)
+    real_lseek = os.lseek
+
+    def lseek(fd: int, pos: int, how: int, errno_: int = errno.EINVAL) -> int:
+        if how == os.SEEK_DATA:
+            raise OSError(errno_, os.strerror(errno_))
+        return real_lseek(fd, pos, how)
+
+    monkeypatch.setattr(os, "lseek", lseek)
+    copy_sparse(str(src), str(dst))
+    assert dst.read_bytes() == src.read_bytes()
+    monkeypatch.setattr(os, "lseek", lambda fd, pos, how: lseek(fd, pos, how, errno.EIO))
+    with pytest.raises(OSError):
+        copy_sparse(str(src), str(tmp_path / "c.log"))
+
+
 def _result(run_id: int, workers: int | str, seconds: float, rate: int | None = None) -> RunResult:
     spec = RunSpec(workers, 1, False, "cold", "unclean", rate)
     return RunResult(run_id, "disk", spec, "fadvise", seconds, seconds + 0.3, int(100e6), 4, 1, "vda", None)

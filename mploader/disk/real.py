@@ -17,7 +17,12 @@ from mploader.disk.base import Disk
 from mploader.disk.mutations import hooked, point
 from mploader.errors import StartupFailedError
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
-from mploader.scan.walk import READ_BELOW_BYTES, read_to
+from mploader.scan.walk import read_to
+
+# a file up to this size is read whole by view(), a bigger one mapped: an index of a few entries took 4.5 us read
+# against 22 us mapped, a 95 KB .log 9 against 31 us; a lookup touches a few pages of a mapping, so past ~256 KiB
+# (~25 us of copying) the mapping is the cheaper (perf/README.md, "Phase 2's questions to the file system")
+VIEW_READ_BELOW = 256 << 10
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -109,8 +114,8 @@ class RealDisk(Disk):
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
-            if size <= READ_BELOW_BYTES:  # a small file is cheaper read than mapped, as for scans: an index of a
-                return read_to(fd, size)  # few entries 4.5 against 22 us, a 100 KB .log 9 against 31 us
+            if size <= VIEW_READ_BELOW:
+                return read_to(fd, size)
             mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)

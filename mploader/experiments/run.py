@@ -7,6 +7,7 @@ copying every run keeps the runs alike: the copy's pages and the files' layout o
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -179,8 +180,14 @@ def copy_sparse(src: str, dst: str) -> None:
         while pos < size:
             try:
                 start = os.lseek(i, pos, os.SEEK_DATA)
-            except OSError:  # ENXIO: nothing but a hole up to the end
-                break
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # nothing but a hole up to the end
+                    break
+                if pos == 0 and e.errno in (errno.EINVAL, errno.EOPNOTSUPP):  # a file system without SEEK_DATA
+                    fo.close()
+                    shutil.copy2(src, dst)
+                    return
+                raise
             end = os.lseek(i, start, os.SEEK_HOLE)
             os.lseek(o, start, os.SEEK_SET)
             while start < end:
