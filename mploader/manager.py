@@ -271,12 +271,13 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
                for path, tp, kind in s.partitions]
     kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
-    sized: dict[str, list[CleanScans]] = {s.path: [] for s in states}  # per data dir, per partition sized
+    # per clean data dir (an unclean load plans its scans exactly), what a clean load may scan, per partition sized
+    sized: dict[str, list[CleanScans]] = {s.path: [] for s in states if s.clean}
     dir_of = {path: s.path for s in states for path, _, _ in s.partitions}
     for path, tp, kind in loading:
         keep = keep_listings and kept < partition_preflight.KEPT_NAMES
         failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep,
-                                                      clean_scans=sized[dir_of[path]])
+                                                      clean_scans=sized.get(dir_of[path]))
         if keep:
             try:
                 kept += len(disk.list_files(path))  # the preflight's listing, from the disk's cache
@@ -284,8 +285,8 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
                 pass
         if failure is not None and partition_preflight.will_not_fail_with_io_error(path):
             raise failure
-    for s in states:  # a dir whose every partition was sized: what "auto" may weigh instead of planning it
-        if s.listed and s.predicted_offline is None and len(sized[s.path]) == len(s.partitions):
+    for s in states:  # a clean dir whose every partition was sized: what "auto" may weigh instead of planning it
+        if s.clean and s.listed and s.predicted_offline is None and len(sized[s.path]) == len(s.partitions):
             s.clean_scans = CleanScans.total(sized[s.path])
     copies: dict[tuple[bool, TopicPartition], list[str]] = {}
     for path, tp, kind in loading:  # LogManager.loadLog: a second directory for a tp (both loaded)

@@ -122,8 +122,9 @@ def _ordinary(name: str) -> bool:
 def _oversized_log(directory: str, logs: list[str], files: list[str],
                    clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
     """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  When every one is below that, the sizes of
-    those a clean load may recover at load time go to ``clean_scans`` (:class:`~mploader.scan.plan.CleanScans`)."""
-    listed = set(files)
+    those a clean load may recover at load time go to ``clean_scans`` (:class:`~mploader.scan.plan.CleanScans`), if
+    asked (a clean dir's)."""
+    listed = set(files) if clean_scans is not None else None
     scans = CleanScans()
     for name in logs:
         padded = os.path.join(directory, name)
@@ -134,7 +135,8 @@ def _oversized_log(directory: str, logs: list[str], files: list[str],
         if size > MAX_SEGMENT_BYTES:
             return StartupFailedError(padded, "KafkaException", f"segment of {size} bytes is larger than the maximum "
                                       f"segment size of {MAX_SEGMENT_BYTES} bytes")
-        scans = scans.plus(names.offset_from_file_name(name), listed, size)
+        if listed is not None:
+            scans = scans.plus(names.offset_from_file_name(name), listed, size)
     if clean_scans is not None:
         clean_scans.append(scans)
     return None
