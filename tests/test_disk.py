@@ -218,23 +218,34 @@ class TestRealDisk(DiskConformance):
         one (a preallocated index, of which a lookup touches a few pages); the same bytes either way."""
         import mmap
 
-        from mploader.disk.real import VIEW_READ_BELOW as READ_BELOW_BYTES
+        from mploader.disk.real import VIEW_READ_BELOW
 
         disk = self.make()
         small, big = part / "small.index", part / "big.index"
         small.write_bytes(bytes(range(256)) * 4)
         with open(big, "wb") as f:  # sparse, as Kafka preallocates an index
             f.write(b"head")
-            f.truncate(READ_BELOW_BYTES + 4096)
+            f.truncate(VIEW_READ_BELOW + 4096)
         got = disk.view(str(small))
         assert isinstance(got, bytes) and got == small.read_bytes()
         mapped = disk.view(str(big))
         try:
-            assert isinstance(mapped, mmap.mmap) and len(mapped) == READ_BELOW_BYTES + 4096
+            assert isinstance(mapped, mmap.mmap) and len(mapped) == VIEW_READ_BELOW + 4096
             assert mapped[:4] == b"head" and mapped[-8:] == bytes(8)
         finally:
             mapped.close()
         assert disk.view(str(part / "a.txt")) == b"0123456789"
+
+
+def test_reads_cut_short_by_the_kernel_are_read_on(part: Path, monkeypatch) -> None:
+    """``read`` and ``view`` read with ``pread``, which may return less than asked (a signal, a file system's own
+    limit): they read on to the end asked for or the file's, never returning a short read as the bytes."""
+    disk = RealDisk()
+    p = str(part / "a.txt")
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: real_pread(fd, min(n, 3), at))  # 3 bytes a call
+    assert disk.read(p) == b"0123456789" and disk.read(p, 2, 9) == b"2345678" and disk.read(p, 8, 20) == b"89"
+    assert disk.read(p, 12) == b"" and disk.view(p) == b"0123456789"
 
 
 def test_exists_is_answered_from_the_kept_listing(part: Path, monkeypatch) -> None:

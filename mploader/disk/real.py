@@ -106,9 +106,11 @@ class RealDisk(Disk):
         return os.stat(path).st_size
 
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(start)
-            return f.read() if end is None else f.read(max(0, end - start))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # not open(): a buffered file costs 3 more system calls
+        try:
+            return read_to(fd, os.fstat(fd).st_size if end is None else end, start)
+        finally:
+            os.close(fd)
 
     def view(self, path: str) -> bytes | mmap.mmap:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

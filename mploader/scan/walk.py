@@ -414,12 +414,12 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
     return scan_buffer(data, task, end) if end > task.start else scan_buffer(b"", task, task.start)
 
 
-def read_to(fd: int, end: int) -> bytes:
-    """Bytes [0, end) of the file, or up to its end if it is shorter now: a short read is not the file's end (the
+def read_to(fd: int, end: int, start: int = 0) -> bytes:
+    """Bytes [start, end) of the file, or up to its end if it is shorter now: a short read is not the file's end (the
     scan would take it for a torn tail, and recovery would cut valid bytes), so read on until the end or nothing."""
-    data = os.pread(fd, end, 0)
-    while len(data) < end:
-        more = os.pread(fd, end - len(data), len(data))
+    data = os.pread(fd, max(0, end - start), start)
+    while start + len(data) < end:
+        more = os.pread(fd, end - start - len(data), start + len(data))
         if not more:
             break
         data += more
