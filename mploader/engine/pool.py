@@ -274,10 +274,9 @@ class PoolEngine(Engine):
                 except BrokenExecutor:  # the replacement broke too (another task's worker died)
                     ex = self._executor(data_dir, fresh=True)
                     fut = ex.submit(scan_many, worker_scan, items)
-        read_ahead = self._read_ahead.get(data_dir)
-        meter = None if self.adaptive is None else self.adaptive.meter
         chunks: list[_Chunk] = []
-        at = 0
+        at = 0  # the chunk's result in the call's
+        handed = 0  # the bytes of the chunks the call scans
         for t, end, not_before, held in zip(tasks, ends, turns, blocks):
             if held is None:
                 done: Future[list[WorkerResult]] = Future()
@@ -285,13 +284,18 @@ class PoolEngine(Engine):
                 self._read_ahead_done(data_dir, t)
                 chunks.append(_Chunk(t, None, done, 0, batch, ex, not_before=not_before))
                 continue
-            if read_ahead is not None:  # a worker's scan is done (or the parent takes the task): not ahead any more
-                fut.add_done_callback(lambda _f, ra=read_ahead, n=end - t.start: ra.done(n))
-            if meter is not None:  # what the adaptive pool measures: the bytes its workers scan
-                fut.add_done_callback(lambda f, m=meter, n=end - t.start: None if f.cancelled() or f.exception()
-                                      else m.scanned(data_dir, n))
             chunks.append(_Chunk(t, held, fut, at, batch, ex, not_before=not_before))
             at += 1
+            handed += end - t.start
+        if items:
+            read_ahead = self._read_ahead.get(data_dir)
+            if read_ahead is not None:  # the call is done (or the parent takes its tasks): not ahead any more
+                fut.add_done_callback(lambda _f: read_ahead.done(handed))
+            if self.adaptive is not None:  # what the adaptive pool measures: the bytes its workers scan, a chunk a
+                # call (an adaptive load's calls are never batches: _groupable)
+                meter = self.adaptive.meter
+                fut.add_done_callback(lambda f: None if f.cancelled() or f.exception()
+                                      else meter.scanned(data_dir, handed))
         return chunks
 
     # ---- prefetch ------------------------------------------------------------------------------------
