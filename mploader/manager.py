@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
@@ -53,9 +54,18 @@ from mploader.scan.plan import CleanScans
 
 log = logging.getLogger(__name__)
 
-# loads partition jobs elsewhere (e.g. mploader.spark: Phase 2 on the executors): per job, in order, what
-# load_partition returned (the log and the bytes it scanned) or what it raised
-PartitionRunner = Callable[[list[PartitionJob], LoaderConfig], list[tuple[LoadedLog, int] | BaseException]]
+# per job of a PartitionRunner: what load_partition returned (the log and the bytes it scanned) or what it raised
+PartitionOutcome = tuple[LoadedLog, int] | BaseException
+
+
+class PartitionRunner(Protocol):
+    """Loads partition jobs elsewhere (Spark executors: mploader.spark.SparkPartitions; worker processes:
+    mploader.partition_pool.ProcessPartitions) and returns each job's outcome, in the jobs' order.  ``loaded``, if
+    given, may be told of each job as it completes (its index, its outcome), in the caller's thread: the load
+    counts it as loaded then (progress, --resumable's recovery points) rather than when all are done."""
+
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig,
+                 loaded: Callable[[int, PartitionOutcome], None] | None = None) -> list[PartitionOutcome]: ...
 
 LOCK_FILE = ".lock"  # LogManager.LockFileName
 
@@ -180,7 +190,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
                 s.recovered = read_recovered(disk, s.path)
     try:
         if runner is not None:
-            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline)
+            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, metrics, progress)
         else:
             engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
                       if factory is None else factory(stats, progress))
@@ -660,36 +670,65 @@ def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, st
 
 
 def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner: PartitionRunner, stats: LoadStats,
-                   offline: dict[str, str]) -> list[LoadedLog]:
-    """Every partition of ``states`` loaded by ``runner``; what comes back is taken as ``_load_all`` takes its
-    threads' results (an ``OSError`` takes the dir offline, another exception fails the load once all ran)."""
+                   offline: dict[str, str], metrics: MetricsRegistry,
+                   progress: ProgressTracker | None) -> list[LoadedLog]:
+    """Every partition of ``states`` loaded by ``runner``; each outcome is taken as ``_load_all`` takes its
+    threads' results (an ``OSError`` takes the dir offline, another exception fails the load once all ran), as
+    the runner tells of it or, for those it did not, when it returns."""
     jobs = [(s, _job(s, path, tp, kind, now)) for s in states for path, tp, kind in s.partitions]
+    remaining = {s.path: len(s.partitions) for s in states}
     for s in states:  # LogManager.loadLogs' first INFO line
         log.info("Loading logs from log dir %s (%d partitions, loaded elsewhere)", s.path, len(s.partitions))
+        metrics.register(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), len(s.partitions))
+    if progress is not None:
+        progress.start(dict(remaining))
+        for s in states:
+            progress.planned(s.path, None, None)
     t0 = time.perf_counter()
     stats.loaded_by = str(getattr(runner, "description", None) or "another process")
-    outcomes = runner([job for _, job in jobs], cfg)
-    loaded: list[LoadedLog] = []
-    first_fatal: BaseException | None = None
-    for (s, job), outcome in zip(jobs, outcomes, strict=True):
+    loaded: dict[int, LoadedLog] = {}
+    fatal: dict[int, BaseException] = {}
+    taken: set[int] = set()
+
+    def take(i: int, outcome: PartitionOutcome) -> None:
+        if i in taken:
+            return
+        taken.add(i)
+        s, job = jobs[i]
+        scanned = None
         if isinstance(outcome, BaseException):
             failure = _failed(s, job.dir, outcome, offline)
-            first_fatal = first_fatal or failure
+            if failure is not None:
+                fatal[i] = failure
         else:
             lg, scanned = outcome
             _warn_deleted(lg)
             stats.bytes_read += scanned
-            loaded.append(lg)
+            loaded[i] = lg
             s.loaded.append(lg)
             if s.resume is not None:
                 s.resume.loaded(lg)
-    for s in states:
+        remaining[s.path] -= 1
+        metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
         stats.dir_seconds[s.path] = time.perf_counter() - t0
+        if progress is not None:
+            progress.partition_loaded(s.path, str(job.tp), job.dir, scanned)
+
+    try:
+        outcomes = runner([job for _, job in jobs], cfg, take)
+        for i, outcome in enumerate(outcomes):
+            take(i, outcome)
+    finally:
+        for s in states:
+            metrics.remove(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path))
+        if progress is not None:
+            progress.close()
+    for s in states:
         if s.offline_reason is not None:
             offline.setdefault(s.path, s.offline_reason)
-    if first_fatal is not None:
-        raise first_fatal
-    return loaded
+    if fatal:  # the first in the jobs' order, as _load_all raises the first of its partitions'
+        raise fatal[min(fatal)]
+    return [loaded[i] for i in sorted(loaded)]
 
 
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,

@@ -3,8 +3,9 @@
     python perf/ab.py DATA_DIR [--rounds 10] [--base REV] [--unclean] VARIANT [VARIANT ...]
 
 A variant is ``TREE@WORKERS[@COPY]``: TREE ``this`` (the working tree) or ``base`` (a worktree of ``--base``),
-WORKERS what ``--workers`` takes (``1``, ``2``, ``auto``), COPY how the fresh copy is made, ``sparse`` (the
-default: holes stay holes, as ``cp -a`` and a broker's own preallocated indexes) or ``shutil`` (zeros written).
+WORKERS what ``--workers`` takes (``1``, ``2``, ``auto``) or ``pN`` (``--partition-workers N``), COPY how the
+fresh copy is made, ``sparse`` (the default: holes stay holes, as ``cp -a`` and a broker's own preallocated
+indexes) or ``shutil`` (zeros written).
 E.g. ``this@2 base@2 this@1``, or ``this@1@sparse this@1@shutil``.
 
 Each round runs every variant once, in an order reversed every other round; before each run the data dir is copied

@@ -35,7 +35,8 @@ def worker_start_as(start: str | None) -> Iterator[None]:
 
 
 def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[str]]:
-    """``mploader load --json --no-progress --workers W DIR [DIR ...]`` as a command line for the data dirs.
+    """``mploader load --json --no-progress --workers W DIR [DIR ...]`` as a command line for the data dirs
+    (``W`` = ``pN``: ``--partition-workers N`` instead).
 
     Without ``tree``: the console script beside this interpreter (the working tree as installed).  With one:
     ``python -P -m mploader`` with ``PYTHONPATH`` on that tree (``-P``: the working directory, maybe this tree,
@@ -50,7 +51,9 @@ def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[
         base = [str(script)] if script.exists() else [sys.executable, "-m", "mploader"]
     else:
         base = ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "mploader"]
-    return lambda *dirs: [*base, "load", "--json", "--no-progress", "--workers", workers, *dirs]
+    # "pN": whole partitions in N worker processes (mploader.partition_pool)
+    flag = ["--partition-workers", workers[1:]] if workers.startswith("p") else ["--workers", workers]
+    return lambda *dirs: [*base, "load", "--json", "--no-progress", *flag, *dirs]
 
 
 def compile_bytecode(tree: Path) -> None:

@@ -73,6 +73,12 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                         "more in small segments or over several dirs); 'adaptive': up "
                         "to twice that many (at least 2), as many as raise the throughput while the dir's device is "
                         "under 90%% busy, fewer when it is saturated")
+    p.add_argument("--partition-workers", type=lambda t: parse_workers(t, "--partition-workers"), default=None,
+                   metavar="N|auto",
+                   help="load whole partitions, their scans and their recovery, in N worker processes ('auto': one "
+                        "per usable CPU) instead of scanning in workers for this process's recovery: for brokers of "
+                        "many partitions to recover, where recovering one partition after another is most of the "
+                        "load (--workers and --recovery-threads then do not apply)")
     p.add_argument("--max-read-rate", type=parse_size, default=None, metavar="SIZE",
                    help="per data dir, the most bytes scanned per second (e.g. 200MB), so that recovery on a live "
                         "host leaves its disks to the other tenants; default: no limit")
@@ -233,6 +239,14 @@ def run_load(args: argparse.Namespace) -> int:
     except (ValueError, _Refused) as e:
         return fail(args, EXIT_USAGE, "usage", str(e))
     extra: dict[str, Any] = {}
+    if args.partition_workers is not None:
+        if args.max_read_rate is not None:
+            return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be kept "
+                                                   "with --partition-workers: choose one")
+        from mploader.partition_pool import ProcessPartitions
+
+        n = args.partition_workers
+        extra["partitions"] = ProcessPartitions(len(os.sched_getaffinity(0)) if n == "auto" else n)
     server = None
     if args.metrics_port is not None:
         registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept

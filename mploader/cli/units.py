@@ -27,16 +27,16 @@ class UsageError(Exception):
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)b?\s*", re.IGNORECASE)
 
 
-def parse_workers(text: str) -> int | str:
-    """``--workers N|auto``."""
+def parse_workers(text: str, flag: str = "--workers") -> int | str:
+    """``--workers N|auto`` (or another ``flag`` of the same form)."""
     if text == "auto":
         return "auto"
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--workers takes a number >= 1 or 'auto', not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{flag} takes a number >= 1 or 'auto', not {text!r}") from None
     if n < 1:
-        raise argparse.ArgumentTypeError("--workers must be >= 1")
+        raise argparse.ArgumentTypeError(f"{flag} must be >= 1")
     return n
 
 

@@ -108,10 +108,11 @@ _PR_SET_PDEATHSIG = 1
 _GATE: Any = None
 
 
-def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None:
+def init_worker(parent_pid: int, gate: Any = None, forked: bool = False, name: str = "") -> None:
     """The pool's worker initializer: ignore Ctrl-C (:func:`ignore_interrupts`) and exit as soon as the parent
     (``parent_pid``, the process that made the pool) is gone (:func:`exit_with_parent`); ``gate``: the adaptive
-    pool's semaphore (None: a worker scans as soon as it has a task).  A ``forked`` worker first moves every
+    pool's semaphore (None: a worker scans as soon as it has a task); ``name``: the process's name (default
+    :data:`WORKER_NAME`).  A ``forked`` worker first moves every
     object it inherited out of the garbage collector's reach (``gc.freeze``: a collection that walked them would
     write to each one's header and copy the parent's pages it shares), and drops the signal handlers the parent's
     Python code installed (:func:`_default_handlers`)."""
@@ -120,7 +121,7 @@ def init_worker(parent_pid: int, gate: Any = None, forked: bool = False) -> None
         gc.freeze()
         _default_handlers()
     _GATE = gate
-    _prctl(_PR_SET_NAME, WORKER_NAME.encode()[:15])  # comm holds 15 bytes
+    _prctl(_PR_SET_NAME, (name or WORKER_NAME).encode()[:15])  # comm holds 15 bytes
     ignore_interrupts()
     exit_with_parent(parent_pid)
 

@@ -109,7 +109,11 @@ class SparkPartitions:
     def description(self) -> str:
         return f"Spark {self.spark.sparkContext.master} ({cores(self.spark)} cores)"
 
-    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig,
+                 loaded: Callable[[int, tuple[LoadedLog, int] | BaseException], None] | None = None,
+                 ) -> list[tuple[LoadedLog, int] | BaseException]:
+        """Every job's outcome, in order, once Spark's job is done (``loaded`` is not called: the caller takes
+        the outcomes when they are returned)."""
         if not jobs:
             return []
         from pyspark.sql.pandas.types import from_arrow_schema

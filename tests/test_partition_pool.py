@@ -1,0 +1,287 @@
+"""Whole partitions loaded in worker processes (:class:`mploader.partition_pool.ProcessPartitions`): the same
+files and result as the inline load, on generated brokers with faults and on the real corpus; a worker that dies
+is not a failed load; errors, log records, progress and the recovery points reach the parent as an inline
+load's do."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import mploader.partition_pool as pp
+from mploader import LoaderConfig, StartupFailedError, load_logs
+from mploader.format.names import TopicPartition
+from mploader.generate import GeneratorConfig, generate
+from mploader.metrics import REMAINING_LOGS_TO_RECOVER, MetricsRegistry
+from mploader.partition_pool import ProcessPartitions, groups_of
+from mploader.progress import DirProgress, Progress
+from mploader.recovery.job import PartitionJob
+from tests.crashy_worker import result_digest, tree_digest
+from tests.kafkadir import NOW
+from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
+
+BROKER = GeneratorConfig(data_dirs=2, topics=3, partitions_per_topic=4, total_bytes=3_000_000, segment_bytes=40_000,
+                         seed=29, faults=8)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("partition-pool")
+    generate(root, BROKER)
+    return root
+
+
+def fresh(template: Path, dest: Path) -> list[str]:
+    subprocess.run(["cp", "-a", "--sparse=always", str(template), str(dest)], check=True)
+    return [str(d) for d in sorted(dest.glob("data-*"))]
+
+
+def load_both(template: Path, tmp_path: Path, runner: ProcessPartitions,
+              cfg: LoaderConfig | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The inline load's and the runner's (result, files), each on its own copy."""
+    cfg = cfg or LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
+    ref = load_logs(ref_dirs, cfg, NOW)
+    got = load_logs(got_dirs, cfg, NOW, partitions=runner)
+    assert got.stats.loaded_by == runner.description
+    return ({"result": result_digest(ref, tmp_path / "ref"), "files": tree_digest(tmp_path / "ref")},
+            {"result": result_digest(got, tmp_path / "got"), "files": tree_digest(tmp_path / "got")})
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_files_and_the_result_are_the_inline_loads(template: Path, tmp_path: Path, workers: int) -> None:
+    ref, got = load_both(template, tmp_path, ProcessPartitions(workers))
+    assert got == ref
+    assert ref["result"]["stats"]["segments_recovered"] > 0 and ref["result"]["stats"]["bytes_truncated"] > 0
+
+
+def test_a_dry_run_changes_nothing_and_reports_what_the_load_does(template: Path, tmp_path: Path) -> None:
+    dirs = fresh(template, tmp_path / "dry")
+    before = tree_digest(tmp_path / "dry")
+    dry = load_logs(dirs, LoaderConfig(dry_run=True), NOW, partitions=ProcessPartitions(2))
+    assert tree_digest(tmp_path / "dry") == before
+    applied = load_logs(dirs, LoaderConfig(), NOW)
+    assert [lg.impact for lg in sorted(dry.all_logs(), key=lambda lg: lg.dir)] == \
+        [lg.impact for lg in sorted(applied.all_logs(), key=lambda lg: lg.dir)]
+
+
+def test_the_real_corpus_is_the_inline_loads(real_corpus_source: Path, tmp_path: Path) -> None:
+    from tests.conftest import corpus_data_dirs, materialize_corpus
+
+    ref_root = materialize_corpus(real_corpus_source, tmp_path / "ref")
+    got_root = materialize_corpus(real_corpus_source, tmp_path / "got")
+    runner = ProcessPartitions(2)
+    for ref_dir, got_dir in zip(corpus_data_dirs(ref_root), corpus_data_dirs(got_root), strict=True):
+        try:
+            ref = load_logs([str(ref_dir)], LoaderConfig(), NOW)
+        except StartupFailedError as e:
+            with pytest.raises(StartupFailedError) as got_error:
+                load_logs([str(got_dir)], LoaderConfig(), NOW, partitions=runner)
+            assert (got_error.value.kafka_exception, str(got_error.value).replace(str(got_root), "")) == \
+                (e.kafka_exception, str(e).replace(str(ref_root), ""))
+            continue
+        got = load_logs([str(got_dir)], LoaderConfig(), NOW, partitions=runner)
+        assert result_digest(got, got_root) == result_digest(ref, ref_root), got_dir
+    assert tree_digest(got_root) == tree_digest(ref_root)
+
+
+def _dies_in_workers(parent: int, victims: set[TopicPartition], marker: Path | None) -> Any:
+    """A load_partition that kills its worker process (not the parent) at the start of a victim's load: always,
+    or (``marker``) only the first time."""
+    real = pp.load_partition
+
+    def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != parent and job.tp in victims:
+            if marker is None:
+                os._exit(9)
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.close(fd)
+                os._exit(9)
+        return real(job, *args, **kwargs)
+
+    return load
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_a_worker_that_dies_is_not_a_failed_load(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 always: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Killed at a partition's start once: that partition and the unfinished ones go to a fresh pool.  Killed
+    every time in a worker: the parent loads them.  Either way the load's outcome is the inline load's."""
+    victims = {TopicPartition("payments.v1", 2)}  # generate's names
+    assert any((template / d / "payments.v1-2").is_dir() for d in ("data-0", "data-1"))
+    marker = None if always else tmp_path / "died-once"
+    monkeypatch.setattr(pp, "load_partition", _dies_in_workers(os.getpid(), victims, marker))
+    runner = ProcessPartitions(2)
+    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+        ref, got = load_both(template, tmp_path, runner)
+    assert got == ref
+    assert runner.worker_deaths == (2 if always else 1) and (runner.loaded_in_parent > 0) is always
+    assert "a partition-loading worker died" in caplog.text
+    assert marker is None or marker.exists()
+
+
+def test_a_partition_that_fails_start_up_fails_the_load_as_inline(tmp_path: Path) -> None:
+    """The same partition in two data dirs (Kafka refuses to start), and a partition whose .log cannot be read
+    (an IOException: its dir goes offline): the same error, the same offline dir."""
+    for label in ("ref", "got"):
+        root = tmp_path / label
+        generate(root, BROKER.replace(faults=0, seed=31))
+        dup = next(p for p in sorted((root / "data-0").iterdir()) if p.is_dir())
+        shutil.copytree(dup, root / "data-1" / dup.name, dirs_exist_ok=True)
+    errors = []
+    for label, runner in (("ref", None), ("got", ProcessPartitions(2))):
+        with pytest.raises(StartupFailedError) as e:
+            load_logs([str(d) for d in sorted((tmp_path / label).glob("data-*"))], LoaderConfig(), NOW,
+                      partitions=runner)
+        errors.append((e.value.kafka_exception, str(e.value).replace(str(tmp_path / label), "<root>")))
+    assert errors[0] == errors[1] and errors[0][0] == "IllegalStateException"
+    results = []  # a .log that is a directory: whatever Kafka's load makes of it, the same
+    for label, runner in (("ref", None), ("got", ProcessPartitions(2))):
+        root = tmp_path / f"{label}-dir"
+        generate(root, BROKER.replace(faults=0, seed=32, data_dirs=1))
+        part = next(p for p in sorted((root / "data-0").iterdir()) if p.is_dir())
+        victim = sorted(part.glob("*.log"))[-1]
+        victim.unlink()
+        victim.mkdir()
+        result = load_logs([str(root / "data-0")], LoaderConfig(), NOW, partitions=runner)
+        results.append(result_digest(result, root))
+        results[-1]["stats"].pop("unplanned_scans")  # the inline engine's count of scans it had not planned
+    assert results[0] == results[1]
+
+
+def test_an_oserror_takes_the_partitions_dir_offline_as_inline(template: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import mploader.manager
+
+    real = pp.load_partition
+
+    def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
+        if job.tp == TopicPartition("orders", 1):
+            raise OSError(5, "Input/output error", job.dir)
+        return real(job, *args, **kwargs)
+
+    monkeypatch.setattr(pp, "load_partition", load)
+    monkeypatch.setattr(mploader.manager, "load_partition", load)
+    offline = []
+    for label, runner in (("ref", None), ("got", ProcessPartitions(2))):
+        result = load_logs(fresh(template, tmp_path / label), LoaderConfig(), NOW, partitions=runner)
+        offline.append((sorted(d.replace(str(tmp_path / label), "") for d in result.offline_dirs),
+                        sorted(str(tp) for tp in result.logs)))
+    assert offline[0] == offline[1] and len(offline[0][0]) == 1 and "orders-1" not in offline[0][1]
+
+
+def test_log_records_progress_and_metrics_reach_the_parent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    d, _ = _lossy_broker(tmp_path)
+    seen: list[DirProgress] = []
+    loaded: list[str] = []
+
+    class Watch(Progress):
+        def update(self, figures: DirProgress) -> None:
+            seen.append(figures)
+
+        def partition_done(self, data_dir: str, partition: str) -> None:
+            loaded.append(partition)
+
+    metrics = MetricsRegistry()
+    with caplog.at_level(logging.INFO, logger="mploader"):
+        result = load_logs([str(d)], LoaderConfig(), NOW, partitions=ProcessPartitions(2), progress=Watch(),
+                           metrics=metrics)
+    orders = next(lg for lg in result.all_logs() if lg.topic == "orders")
+    assert orders.impact.to_json() == EXPECTED_IMPACT
+    records = [r for r in caplog.records if r.name.startswith("mploader.recovery")]
+    assert records and all(r.process != os.getpid() for r in records)  # made in the workers, logged here
+    assert any("orders-3" in r.getMessage() and r.levelno == logging.WARNING for r in records), caplog.text
+    assert sorted(loaded) == ["orders-3", "quiet-0"] and seen[-1].partitions_done == 2
+    assert metrics.values_of(REMAINING_LOGS_TO_RECOVER, dir=str(d)) == [2, 1, 0]
+    assert not [k for k in metrics.current() if k[0] == REMAINING_LOGS_TO_RECOVER]  # removed at the end
+
+
+def test_an_interrupt_in_the_parent_kills_the_workers_before_it_returns(template: Path, tmp_path: Path) -> None:
+    dirs = fresh(template, tmp_path / "int")
+
+    def interrupt(i: int, outcome: object) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        load_logs(dirs, LoaderConfig(), NOW, partitions=lambda jobs, cfg, loaded=None:
+                  ProcessPartitions(2)(jobs, cfg, interrupt))
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_groups_start_with_the_costliest_partitions_and_share_the_cost() -> None:
+    costs = [5, 100, 1, 40, 40, 3, 60, 1]
+    groups = groups_of(costs, 2)
+    assert sorted(i for g in groups for i in g) == list(range(len(costs)))
+    assert groups[0][0] == 1 and [costs[i] for g in groups for i in g] == sorted(costs, reverse=True)
+    share = sum(costs) / (2 * pp.GROUPS_PER_WORKER)
+    assert all(sum(costs[i] for i in g) <= share or len(g) == 1 for g in groups)
+    assert groups_of([], 4) == [] and groups_of([0, 0], 2) == [[0, 1]]
+
+
+def test_the_command_loads_whole_partitions_in_workers(tmp_path: Path) -> None:
+    ref, _ = _lossy_broker(tmp_path / "ref")
+    got, _ = _lossy_broker(tmp_path / "got")
+    docs = []
+    for d, flags in ((ref, ["--workers", "1"]), (got, ["--partition-workers", "2"])):
+        out = subprocess.run([sys.executable, "-m", "mploader", "load", "--json", "--now-ms", str(NOW), *flags,
+                              str(d)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        docs.append(json.loads(json.dumps(doc["logs"]).replace(str(d), "<dir>")))
+        if flags[0] == "--partition-workers":
+            assert doc["stats"]["loaded_by"] == "2 worker processes (forked), whole partitions"
+    assert docs[0] == docs[1]
+    bad = subprocess.run([sys.executable, "-m", "mploader", "load", "--partition-workers", "2", "--max-read-rate",
+                          "10MB", str(got)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--max-read-rate" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "mploader", "load", "--partition-workers", "0", str(got)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--partition-workers must be >= 1" in bad.stderr
+
+
+def test_a_resumable_load_interrupted_between_groups_is_completed_by_a_rerun(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """--resumable with partitions in workers: a partition's recovery point advances once its worker reported it
+    (after its sync); interrupted after three partitions, exactly those three are advanced, and a rerun leaves
+    the files an uninterrupted load leaves."""
+    from mploader.format.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
+    from mploader.recovery import resume
+    from tests.crash_points import GEN_NOW, copy_tree, small_broker
+
+    monkeypatch.setattr(resume, "BACKGROUND", False)
+    cfg = LoaderConfig(persist_recovery_points=True)
+    data = small_broker(tmp_path / "pristine", seed=1, clean=False, everything_unflushed=True)
+    copy_tree(tmp_path / "pristine", tmp_path / "ref")
+    full = load_logs([str(tmp_path / "ref" / "data-0")], cfg, now_ms=GEN_NOW)
+    assert len(full.logs) > 3
+    reported: list[int] = []
+
+    def three_then_interrupt(jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Any = None) -> Any:
+        def tell(i: int, outcome: Any) -> None:
+            if len(reported) == 3:
+                raise KeyboardInterrupt
+            reported.append(i)
+            loaded(i, outcome)
+
+        return ProcessPartitions(1)(jobs, cfg, tell)
+
+    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: reported one by one
+    with pytest.raises(KeyboardInterrupt):
+        load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=three_then_interrupt)
+    advanced = {tp for tp, rp in read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).items() if rp > 0}
+    assert len(advanced) == 3
+    load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=ProcessPartitions(2))
+    assert tree_digest(data) == tree_digest(tmp_path / "ref" / "data-0")
