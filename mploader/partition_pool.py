@@ -8,49 +8,55 @@ that with processes, not threads (the GIL): it is a ``partitions=`` runner of :f
 as :class:`mploader.spark.SparkPartitions` is for Spark executors, and runs the same
 :func:`mploader.recovery.job.load_partition`.  Data flow::
 
-    parent (LogManager: preflight, locks, marker,          worker processes (loky; forked on Linux)
-    checkpoints, the result)
+    parent (LogManager: preflight, locks, marker,          worker processes (multiprocessing; forked on
+    checkpoints, the result)                               Linux), each with a pipe of its own
     ------------------------------------------------       ----------------------------------------------
     jobs in groups, the costliest partitions first   ──►   per group: load_partition of each job with its
       (COST_PER_SEGMENT: a segment's Phase 2 weighs          own disk (RealDisk, or DryRunDisk for a dry run),
       what scanning ~1 MiB does), ~GROUPS_PER_WORKER         scanning in the worker; then one sync of the
-      per worker so that they end together                   file systems it wrote (Disk.flush)
+      per worker so that they end together; one group        file systems it wrote (Disk.flush)
+      a worker at a time
     as each group completes: its partitions count    ◄──   per job: (LoadedLog, bytes scanned) or the
       as loaded (progress, --resumable's recovery            exception its load raised; the mploader log
       points); its log records are logged here               records it made
-    a worker that died: its groups and every one not
-      finished go to a fresh pool, then, if a worker
-      dies again, are loaded in the parent
+    a worker that died (its process's sentinel, no
+      answer): a new worker; its group goes to another
+      worker, or, if that one dies too, to the parent
 
 What a group returns is durable: the parent hears of a partition only after its worker synced it, so the
 recovery points a ``--resumable`` load advances cover durable files (docs/architecture.md, "Durability").  A
 worker that dies mid-partition leaves what a killed load leaves; loading that partition again from the same job
 reaches the load's outcome (the parent alone writes the checkpoints and the journal, so the job the worker had
 is still what a rerun would read).  Ctrl-C (or any exception while waiting) kills the workers before the caller
-goes on to release the data dirs' locks.  Log records are made in the worker and logged by the parent, through
+goes on to release the data dirs' locks.  The pool is this module's own, not loky's: a dead worker is known by its
+process (which one, killed by which signal, while loading which partitions), only its group is loaded again, and
+the others go on (a loky pool breaks as a whole); and it starts no resource-tracker process (0.08 s of the
+240 MB set's 0.56 s with loky, perf/README.md "Whole partitions in workers").  Log records are made in the worker and logged by the parent, through
 its own handlers, so that a load's log reads as an inline load's (the worker's copy of the handlers never
 writes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
 import os
 import pickle
+import signal
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import BrokenExecutor, Future, as_completed
-from typing import TYPE_CHECKING
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
-from mploader.engine import ONE_BLAS_THREAD, worker_start
+from mploader.engine import worker_start
 from mploader.engine.worker import init_worker
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 from mploader.scan import SegmentScan, SegmentTask, scan_segment
-
-if TYPE_CHECKING:
-    from loky import ProcessPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +156,50 @@ def groups_of(costs: Sequence[int], workers: int) -> list[list[int]]:
     return groups
 
 
+def _died(process: BaseProcess) -> str:
+    """How a worker ended, in words: the signal that killed it, or its exit status."""
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
+    """A worker's loop: a group in, its outcomes and log records out, until the parent says ``None`` or goes."""
+    init_worker(parent_pid, None, forked, WORKER_NAME)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:  # the parent closed its end
+            return
+        if task is None:
+            return
+        group, jobs, cfg, level = task
+        conn.send((group, *load_group(jobs, cfg, level)))
+
+
+class _Worker:
+    """One worker process, its end of the pipe, and the group it is loading (None: idle)."""
+
+    def __init__(self, start: str) -> None:
+        ctx: Any = multiprocessing.get_context(start)  # typeshed's BaseContext has no Process
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, os.getpid(), start == "fork"), name=WORKER_NAME,
+                                   daemon=True)
+        self.process.start()
+        child.close()
+        self.group: int | None = None
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
 class ProcessPartitions:
     """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: ``workers`` processes, each loading whole
     partitions (Phase 1 and Phase 2); ``start``: "fork" or "spawn" (:func:`mploader.engine.worker_start`)."""
@@ -159,22 +209,12 @@ class ProcessPartitions:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.workers = workers
         self.start = worker_start(start)
-        self.worker_deaths = 0  # pools broken by a worker that died, in this runner's loads
-        self.loaded_in_parent = 0  # jobs the parent loaded after a worker died twice
+        self.worker_deaths = 0  # workers that died in this runner's loads
+        self.loaded_in_parent = 0  # jobs the parent loaded after their group's worker died twice
 
     @property
     def description(self) -> str:
         return f"{self.workers} worker process{'es' if self.workers > 1 else ''} ({self.start}ed), whole partitions"
-
-    def _pool(self, n: int) -> ProcessPoolExecutor:
-        import multiprocessing
-
-        from loky import ProcessPoolExecutor
-
-        forked = self.start == "fork"
-        return ProcessPoolExecutor(max_workers=n, env=ONE_BLAS_THREAD, initializer=init_worker,
-                                   initargs=(os.getpid(), None, forked, WORKER_NAME),
-                                   context=multiprocessing.get_context("fork") if forked else None)
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
@@ -190,42 +230,60 @@ class ProcessPartitions:
                     loaded(i, outcome)
 
         level = logging.getLogger("mploader").getEffectiveLevel()
-        todo = groups_of([partition_cost(j.dir) for j in jobs], self.workers)
-        for _pool in range(2):  # the first pool, and a fresh one after a worker died
-            todo = self._run(jobs, todo, cfg, level, take)
-            if not todo:
-                break
-        for group in todo:  # a worker died in both pools: the parent loads what is left, as an inline load would
-            self.loaded_in_parent += len(group)
-            take(group, *load_group([jobs[i] for i in group], cfg, level))
+        groups = groups_of([partition_cost(j.dir) for j in jobs], self.workers)
+        for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice: loaded here, as inline
+            self.loaded_in_parent += len(groups[g])
+            take(groups[g], *load_group([jobs[i] for i in groups[g]], cfg, level))
         return [o for o in out if o is not None]
 
     def _run(self, jobs: list[PartitionJob], groups: list[list[int]], cfg: LoaderConfig, level: int,
-             take: Callable[[list[int], list[Outcome], list[logging.LogRecord]], None]) -> list[list[int]]:
-        """``groups`` on a pool of their own; the groups a dead worker left unfinished (none: all done)."""
-        if not groups:
-            return []
-        ex = self._pool(min(self.workers, len(groups)))
-        lost: list[list[int]] = []
-        kill = True
+             take: Callable[[list[int], list[Outcome], list[logging.LogRecord]], None]) -> list[int]:
+        """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
+        and its group given to another once; the groups left to the parent (their worker died twice)."""
+        todo = deque(range(len(groups)))
+        deaths = [0] * len(groups)
+        left: list[int] = []
+        workers: list[_Worker] = []
+        done = False
         try:
-            futures: dict[Future[tuple[list[Outcome], list[logging.LogRecord]]], list[int]] = {
-                ex.submit(load_group, [jobs[i] for i in g], cfg, level): g for g in groups}
-            for fut in as_completed(futures):
-                try:
-                    outcomes, records = fut.result()
-                except BrokenExecutor as e:  # a worker died (killed, out of memory): its group may be half done
-                    lost.append(futures[fut])
-                    if len(lost) == 1:
-                        self.worker_deaths += 1
-                        log.warning("a partition-loading worker died (%s); the partitions it and the others had "
-                                    "not finished are loaded again", e)
-                    continue
-                take(futures[fut], outcomes, records)
-            kill = False
+            while todo or any(w.group is not None for w in workers):
+                while todo and len(workers) < min(self.workers, len(groups)):
+                    workers.append(_Worker(self.start))
+                for w in workers:
+                    if w.group is None and todo:
+                        w.group = todo.popleft()
+                        w.conn.send((w.group, [jobs[i] for i in groups[w.group]], cfg, level))
+                busy = [w for w in workers if w.group is not None]
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for w in busy:
+                    if w.conn in ready:
+                        with contextlib.suppress(EOFError, OSError):  # else it died before it answered
+                            g, outcomes, records = w.conn.recv()
+                            w.group = None
+                            take(groups[g], outcomes, records)
+                            continue
+                    if w.group is None or (w.conn not in ready and w.process.sentinel not in ready):
+                        continue
+                    w.kill()  # died mid-group: what it wrote is what a killed load leaves
+                    workers.remove(w)
+                    self.worker_deaths += 1
+                    g = w.group
+                    deaths[g] += 1
+                    again = "gives them to another" if deaths[g] < 2 else "loads them itself"
+                    log.warning("partition-loading worker %d %s while loading %s; the parent %s", w.process.pid,
+                                _died(w.process), ", ".join(str(jobs[i].tp) for i in groups[g]), again)
+                    (todo.appendleft if deaths[g] < 2 else left.append)(g)
+            done = True
         finally:  # also on Ctrl-C: no worker may still write when the caller releases the locks
-            ex.shutdown(wait=True, kill_workers=kill or bool(lost))
-        return lost
+            for w in workers:
+                if done:  # idle: told to go
+                    with contextlib.suppress(OSError):
+                        w.conn.send(None)
+                    w.process.join()
+                    w.conn.close()
+                else:
+                    w.kill()
+        return left
 
 
 __all__ = ["COST_PER_SEGMENT", "GROUPS_PER_WORKER", "ProcessPartitions", "groups_of", "load_group", "partition_cost"]

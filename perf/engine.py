@@ -50,6 +50,7 @@ from mploader.engine import worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.partition_pool import ProcessPartitions  # noqa: E402
 from mploader.scan import (  # noqa: E402
     SegmentScan,
     SegmentTask,
@@ -197,13 +198,15 @@ def warm(paths: list[str]) -> None:
 
 
 def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto",
-               start: str | None = None) -> tuple[float, dict]:
-    """One in-process load; ``start``: how a pool's workers start (``LoaderConfig.worker_start``)."""
+               start: str | None = None, whole_partitions: bool = False) -> tuple[float, dict]:
+    """One in-process load; ``start``: how a pool's workers start (``LoaderConfig.worker_start``);
+    ``whole_partitions``: ``workers`` processes load whole partitions (``mploader.partition_pool``)."""
     gc.collect()
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead,
                        worker_start=start)
+    runner = ProcessPartitions(int(workers), start) if whole_partitions else None
     t0 = time.perf_counter()
-    r = load_logs(dirs, cfg)
+    r = load_logs(dirs, cfg, partitions=runner)
     dt = time.perf_counter() - t0
     return dt, {"scan": r.stats.scan_seconds, "draft": r.stats.draft_seconds, "wait": r.stats.wait_seconds,
                 "bytes": r.stats.bytes_read, "recovered": r.stats.segments_recovered, "pickled": r.stats.pickled_bytes,
@@ -267,6 +270,7 @@ def main() -> None:
     compiled = walk_mod.COMPILED  # the compiled ceiling too, where the compiled walk is built
     compiled_runs: dict[int, list[float]] = {n: [] for n in workers} if compiled else {}
     results: dict[tuple[int, str | None], list[tuple[float, dict]]] = {ws: [] for ws in loads}
+    whole: dict[tuple[int, str | None], list[float]] = {ws: [] for ws in loads[1:]}  # partitions in workers
     batches = 0
     for _ in range(args.repeat):
         warm(paths)
@@ -282,6 +286,9 @@ def main() -> None:
         for w, start in loads:
             warm(paths)
             results[w, start].append(timed_load(dirs, w, start=start))
+        for w, start in whole:
+            warm(paths)
+            whole[w, start].append(timed_load(dirs, w, start=start, whole_partitions=True)[0])
     if compiled and bare_walk_compiled(paths)[0] != batches:  # both ceilings walk the same batches
         raise SystemExit("the compiled walk counted other batches than the Python walk")
     bare1 = min(bare1_runs)
@@ -313,9 +320,13 @@ def main() -> None:
         else:
             say(f"| - Phase 2 waiting for Phase 1 | {info['wait']:.2f} | | | pickled {info['pickled']} B in all "
                 f"({info['scanned']} segments scanned, the parent's own among them) |")
-    for n, start in loads[1:]:
-        best = min(r[0] for r in results[n, start])
-        n_label = f"{n} workers ({start}ed)"
+    for (n, start), runs in whole.items():
+        best = min(runs)
+        say(f"| mploader load, whole partitions in {n} worker processes, {start}ed (--partition-workers) | "
+            f"{best:.2f} | {total / best / 1e9:.2f} | {best / batches * 1e6:.2f} | {base / best:.2f}x |")
+    kinds = [(n, f"{n} workers ({start}ed)", min(r[0] for r in results[n, start])) for n, start in loads[1:]]
+    kinds += [(n, f"{n} partition workers ({start}ed)", min(runs)) for (n, start), runs in whole.items()]
+    for n, n_label, best in kinds:
         say(f"| mploader {n_label} vs ceiling of {n} bare processes | | | | "
             f"{(base / best) / (bare1 / bare_n[n]):.0%} of the ceiling's speed-up |")
         if compiled_n:

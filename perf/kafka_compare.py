@@ -8,7 +8,8 @@ recovery point forced to 0 unless said, so that every segment is recovered) it t
 whose order changes from round to round, the whole process of:
 
 * ``mploader load --json --workers 1``, ``--workers 2`` and ``--workers auto`` (the console script of the
-  interpreter running this file: the working tree as it is);
+  interpreter running this file: the working tree as it is), and ``--partition-workers 2`` ("P=2": whole
+  partitions in 2 worker processes, mploader.partition_pool);
 * Kafka's LogLoader driven like ``LogManager.loadLogs``: ``oracle datadir DIR --threads 1`` and ``--threads 2``
   (Kafka 4.0's default), when ``$KAFKA_ORACLE`` or ``~/.cache/kafka-oracle/oracle`` is there (else skipped).
 
@@ -298,6 +299,7 @@ def run_sets(args: argparse.Namespace, root: Path) -> int:
         Contender("mploader N=2", "mploader", mploader_argv("2")),
         Contender("Kafka 2 threads", "kafka", oracle_argv(oracle, 2)) if oracle else None,
         Contender("mploader auto", "mploader", mploader_argv("auto")),
+        Contender("mploader P=2", "mploader", mploader_argv("p2")),
     ]
     contenders = [c for c in listed if c is not None]
     names = [c.name for c in contenders]

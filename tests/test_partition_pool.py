@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -102,14 +103,14 @@ def _dies_in_workers(parent: int, victims: set[TopicPartition], marker: Path | N
     def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
         if os.getpid() != parent and job.tp in victims:
             if marker is None:
-                os._exit(9)
+                os.kill(os.getpid(), signal.SIGKILL)
             try:
                 fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 pass
             else:
                 os.close(fd)
-                os._exit(9)
+                os.kill(os.getpid(), signal.SIGKILL)
         return real(job, *args, **kwargs)
 
     return load
@@ -118,18 +119,24 @@ def _dies_in_workers(parent: int, victims: set[TopicPartition], marker: Path | N
 @pytest.mark.parametrize("always", [False, True])
 def test_a_worker_that_dies_is_not_a_failed_load(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  always: bool, caplog: pytest.LogCaptureFixture) -> None:
-    """Killed at a partition's start once: that partition and the unfinished ones go to a fresh pool.  Killed
-    every time in a worker: the parent loads them.  Either way the load's outcome is the inline load's."""
+    """Killed at a partition's start once: a new worker takes its place and the partition goes to another.
+    Killed every time in a worker: the parent loads it.  Either way the load's outcome is the inline load's, and
+    the warning says which worker died, how, and while loading what."""
     victims = {TopicPartition("payments.v1", 2)}  # generate's names
     assert any((template / d / "payments.v1-2").is_dir() for d in ("data-0", "data-1"))
     marker = None if always else tmp_path / "died-once"
     monkeypatch.setattr(pp, "load_partition", _dies_in_workers(os.getpid(), victims, marker))
+    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: the victim's is its own
     runner = ProcessPartitions(2)
     with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
         ref, got = load_both(template, tmp_path, runner)
     assert got == ref
-    assert runner.worker_deaths == (2 if always else 1) and (runner.loaded_in_parent > 0) is always
-    assert "a partition-loading worker died" in caplog.text
+    assert runner.worker_deaths == (2 if always else 1)
+    assert runner.loaded_in_parent == (1 if always else 0)  # the victim's group: one partition there
+    died = [r.getMessage() for r in caplog.records if "partition-loading worker" in r.getMessage()]
+    assert len(died) == runner.worker_deaths and all("killed by SIGKILL while loading payments.v1-2" in m
+                                                     for m in died), died
+    assert died[-1].endswith("loads them itself" if always else "gives them to another")
     assert marker is None or marker.exists()
 
 
