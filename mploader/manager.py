@@ -695,13 +695,14 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             return
         taken.add(i)
         s, job = jobs[i]
-        scanned = None
+        scanned, recovered = None, 0
         if isinstance(outcome, BaseException):
             failure = _failed(s, job.dir, outcome, offline)
             if failure is not None:
                 fatal[i] = failure
         else:
             lg, scanned = outcome
+            recovered = len(lg.recovered_segments)
             _warn_deleted(lg)
             stats.bytes_read += scanned
             loaded[i] = lg
@@ -712,6 +713,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
         stats.dir_seconds[s.path] = time.perf_counter() - t0
         if progress is not None:
+            if scanned:  # its scans, known only as a whole: the rate and bytes shown grow a partition at a time
+                progress.segments_scanned(s.path, recovered, scanned)
             progress.partition_loaded(s.path, str(job.tp), job.dir, scanned)
 
     try:

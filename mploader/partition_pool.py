@@ -31,9 +31,9 @@ is still what a rerun would read).  Ctrl-C (or any exception while waiting) kill
 goes on to release the data dirs' locks.  The pool is this module's own, not loky's: a dead worker is known by its
 process (which one, killed by which signal, while loading which partitions), only its group is loaded again, and
 the others go on (a loky pool breaks as a whole); and it starts no resource-tracker process (0.08 s of the
-240 MB set's 0.56 s with loky, perf/README.md "Whole partitions in workers").  Log records are made in the worker and logged by the parent, through
-its own handlers, so that a load's log reads as an inline load's (the worker's copy of the handlers never
-writes).
+240 MB set's 0.56 s with loky, perf/README.md "Whole partitions in workers").  Log records are made in the
+worker and logged by the parent, through its own handlers, so that a load's log reads as an inline load's (the
+worker's copy of the handlers never writes).
 """
 
 from __future__ import annotations

@@ -213,6 +213,7 @@ def test_log_records_progress_and_metrics_reach_the_parent(tmp_path: Path, caplo
     assert records and all(r.process != os.getpid() for r in records)  # made in the workers, logged here
     assert any("orders-3" in r.getMessage() and r.levelno == logging.WARNING for r in records), caplog.text
     assert sorted(loaded) == ["orders-3", "quiet-0"] and seen[-1].partitions_done == 2
+    assert seen[-1].bytes_done == result.stats.bytes_read > 0 and seen[-1].segments_done > 0  # what they scanned
     assert metrics.values_of(REMAINING_LOGS_TO_RECOVER, dir=str(d)) == [2, 1, 0]
     assert not [k for k in metrics.current() if k[0] == REMAINING_LOGS_TO_RECOVER]  # removed at the end
 
