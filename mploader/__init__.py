@@ -26,6 +26,7 @@ _ORIGIN = {  # public name -> the module that defines it
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
     "ProducerInfo": "result", "Impact": "result",
     "MetricsRegistry": "metrics", "Progress": "progress", "DirProgress": "progress", "MetricsServer": "prometheus",
+    "ProcessPartitions": "partition_pool",
     **{name: "errors" for name in (
         "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
         "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     )
     from mploader.format.names import DirKind, TopicPartition
     from mploader.metrics import MetricsRegistry
+    from mploader.partition_pool import ProcessPartitions
     from mploader.progress import DirProgress, Progress
     from mploader.prometheus import MetricsServer
     from mploader.result import Impact, LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
