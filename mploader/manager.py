@@ -25,8 +25,8 @@ from typing import Protocol
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
 from mploader.engine.base import Engine, EngineFactory
-from mploader.engine.plan import DirPlan, file_size
-from mploader.engine.select import make_engine
+from mploader.engine.plan import DirPlan, PlannedScans, file_size
+from mploader.engine.select import AutoPlans, auto_plans, make_engine, workers_per_dir
 from mploader.errors import (
     CheckpointNumberFormatError,
     InvalidPartitionDirError,
@@ -43,6 +43,7 @@ from mploader.metrics import (
     TOTAL_BYTES_TO_RECOVER,
     MetricsRegistry,
 )
+from mploader.partition_pool import ProcessPartitions, auto_workers
 from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import journal, preflight as partition_preflight
 from mploader.recovery.job import PartitionJob, load_partition
@@ -189,10 +190,20 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
                 s.resume = RecoveryPointWriter(disk, s.path, s.recovery_points)
                 s.recovered = read_recovered(disk, s.path)
     try:
+        planned: dict[str, PlannedScans] | None = None
+        auto = None
+        if runner is None and factory is None:
+            auto = auto_plans(cfg, [_dir_plan(s, cfg) for s in live])
+            n = _auto_partition_workers(cfg, live, auto)
+            if n:
+                runner, planned = ProcessPartitions(n, cfg.worker_start), auto.planned
+                for s in live:  # the workers change them: listings kept by this disk would no longer be true
+                    for path, _, _ in s.partitions:
+                        disk.release(path)
         if runner is not None:
-            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, metrics, progress)
+            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, metrics, progress, planned)
         else:
-            engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress)
+            engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress, auto=auto)
                       if factory is None else factory(stats, progress))
             stats.workers_per_dir, stats.worker_start = engine.workers_per_dir, engine.start
             interrupted = False
@@ -225,6 +236,16 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     stats.files_deleted = sum(len(lg.deleted_files) for lg in loaded)
     result.warnings.extend(_impact_warnings(result))
     return result
+
+
+def _auto_partition_workers(cfg: LoaderConfig, live: list[_DirState], auto: AutoPlans) -> int:
+    """``--workers auto``: how many processes load whole partitions (0: the scanning engine's load), as
+    :func:`mploader.partition_pool.auto_workers` weighs it; never under a read budget (the scanning engine keeps
+    it) nor with an explicit count or "adaptive"."""
+    if cfg.num_segment_loading_threads_per_data_dir != "auto" or cfg.max_read_bytes_per_sec is not None:
+        return 0
+    engine_workers = workers_per_dir(cfg, len(live), auto.scan_bytes, auto.scan_tasks, auto.scanning)
+    return auto_workers(auto, sum(len(s.partitions) for s in live), engine_workers)
 
 
 def _impact_warnings(result: LoadResult) -> list[str]:
@@ -552,7 +573,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
     stats.seconds["plan"] = time.perf_counter() - t_prefetch
     if progress is not None:
         for s in states:
-            _report_plan(progress, engine, s.path)
+            _report_plan(progress, engine.planned.get(s.path), s.path)
     cancel = threading.Event()
     try:
         try:
@@ -605,10 +626,9 @@ def _write_recovery_points(states: list[_DirState], offline: dict[str, str]) -> 
             s.resume.close(write=s.path not in offline)
 
 
-def _report_plan(progress: ProgressTracker, engine: Engine, data_dir: str) -> None:
-    """Tell the progress tracker what the engine planned to scan in ``data_dir``, per partition directory
+def _report_plan(progress: ProgressTracker, planned: PlannedScans | None, data_dir: str) -> None:
+    """Tell the progress tracker what the load planned to scan in ``data_dir``, per partition directory
     (nothing where it planned nothing: a clean dir loaded inline is counted as it goes)."""
-    planned = engine.planned.get(data_dir)
     if planned is None:
         progress.planned(data_dir, None, None)
         return
@@ -670,8 +690,8 @@ def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, st
 
 
 def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner: PartitionRunner, stats: LoadStats,
-                   offline: dict[str, str], metrics: MetricsRegistry,
-                   progress: ProgressTracker | None) -> list[LoadedLog]:
+                   offline: dict[str, str], metrics: MetricsRegistry, progress: ProgressTracker | None,
+                   planned: dict[str, PlannedScans] | None = None) -> list[LoadedLog]:
     """Every partition of ``states`` loaded by ``runner``; each outcome is taken as ``_load_all`` takes its
     threads' results (an ``OSError`` takes the dir offline, another exception fails the load once all ran), as
     the runner tells of it or, for those it did not, when it returns."""
@@ -682,8 +702,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         metrics.register(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), len(s.partitions))
     if progress is not None:
         progress.start(dict(remaining))
-        for s in states:
-            progress.planned(s.path, None, None)
+        for s in states:  # what "auto" planned (an unclean dir's scans), else nothing: counted as they go
+            _report_plan(progress, (planned or {}).get(s.path), s.path)
     t0 = time.perf_counter()
     stats.loaded_by = str(getattr(runner, "description", None) or "another process")
     loaded: dict[int, LoadedLog] = {}

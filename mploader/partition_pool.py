@@ -40,23 +40,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
 from collections import deque
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.engine import worker_start
-from mploader.engine.worker import init_worker
+from mploader.engine.plan import file_size
+from mploader.engine.select import AutoPlans, usable_cpus
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 from mploader.scan import SegmentScan, SegmentTask, scan_segment
+
+if TYPE_CHECKING:  # multiprocessing is imported when workers start: a load that starts none does without it
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,36 @@ COST_PER_SEGMENT = 1 << 20
 #: sync stay small against its partitions' work
 GROUPS_PER_WORKER = 4
 WORKER_NAME = "mploader-load"  # a worker's process name (the scanning pool's are mploader-scan)
+
+# What "auto" weighs (perf/README.md, "Whole partitions in workers"): the inline load's seconds, estimated from
+# its plans, in process on 2 vCPUs: a recovered segment ~0.7 ms beyond its bytes (100 partitions of 1,023 small
+# segments, 0.73 s), a byte scanned and recovered 1/1.5e9 s (8 partitions of 240 MB of ~1 KB batches, 0.19 s), a
+# partition's own steps ~1.3 ms (a clean dir of 300 partitions, 3,067 segments, 0.39 s).  Two forked workers cost a
+# load ~13 ms and ~22 ms of CPU (2 partitions of 5 segments: 21 against 8 ms inline); a load of 0.09 s gained
+# 18 ms.  From AUTO_MIN_SECONDS on, the gain is a good part of the load and small loads keep the scanning engine.
+SEGMENT_SECONDS = 0.0007
+BYTES_PER_SECOND = 1.5e9
+PARTITION_SECONDS = 0.0013
+AUTO_MIN_SECONDS = 0.25
+
+
+def inline_seconds(auto: AutoPlans, partitions: int) -> float:
+    """The inline load's seconds, as estimated from the plans "auto" made and the number of partitions."""
+    tasks = [t for planned in auto.planned.values() for _, ts in planned for t in ts]
+    return (sum(file_size(t.path) for t in tasks) / BYTES_PER_SECOND + len(tasks) * SEGMENT_SECONDS
+            + partitions * PARTITION_SECONDS)
+
+
+def auto_workers(auto: AutoPlans, partitions: int, engine_workers: int, cpus: int | None = None) -> int:
+    """How many processes "auto" loads whole partitions in (0: none, the scanning engine loads them): where the
+    inline load would take :data:`AUTO_MIN_SECONDS` or more, on at least 2 of the usable ``cpus``, when there are
+    as many partitions as CPUs or the engine would scan inline anyway (``engine_workers`` 1).  With fewer
+    partitions than CPUs a scanning pool may use more of them: it splits big segments, which this cannot."""
+    cpus = usable_cpus() if cpus is None else cpus
+    n = min(cpus, partitions)
+    if n < 2 or (partitions < cpus and engine_workers > 1) or inline_seconds(auto, partitions) < AUTO_MIN_SECONDS:
+        return 0
+    return n
 
 
 class _Here:
@@ -169,6 +201,8 @@ def _died(process: BaseProcess) -> str:
 
 def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
     """A worker's loop: a group in, its outcomes and log records out, until the parent says ``None`` or goes."""
+    from mploader.engine.worker import init_worker  # the scanning pool's: not imported by a load that starts none
+
     init_worker(parent_pid, None, forked, WORKER_NAME)
     while True:
         try:
@@ -185,6 +219,8 @@ class _Worker:
     """One worker process, its end of the pipe, and the group it is loading (None: idle)."""
 
     def __init__(self, start: str) -> None:
+        import multiprocessing
+
         ctx: Any = multiprocessing.get_context(start)  # typeshed's BaseContext has no Process
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, os.getpid(), start == "fork"), name=WORKER_NAME,
@@ -240,6 +276,8 @@ class ProcessPartitions:
              take: Callable[[list[int], list[Outcome], list[logging.LogRecord]], None]) -> list[int]:
         """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
         and its group given to another once; the groups left to the parent (their worker died twice)."""
+        from multiprocessing.connection import wait
+
         todo = deque(range(len(groups)))
         deaths = [0] * len(groups)
         left: list[int] = []
@@ -286,4 +324,5 @@ class ProcessPartitions:
         return left
 
 
-__all__ = ["COST_PER_SEGMENT", "GROUPS_PER_WORKER", "ProcessPartitions", "groups_of", "load_group", "partition_cost"]
+__all__ = ["AUTO_MIN_SECONDS", "COST_PER_SEGMENT", "GROUPS_PER_WORKER", "ProcessPartitions", "auto_workers",
+           "groups_of", "inline_seconds", "load_group", "partition_cost"]

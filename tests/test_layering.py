@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2
-    {"manager", "generate", "partition_pool"},  # all data dirs (LogManager); the data generator; partitions in workers
+    {"partition_pool"},  # whole partitions loaded in worker processes (Phase 1 and Phase 2 of each)
+    {"manager", "generate"},  # all data dirs (LogManager); the data generator
     {"verify"},  # the read-only audit (uses the manager's dry run)
     {"spark"},  # load and verify on a Spark cluster (the Spark engine; uses the manager and verify)
     {"experiments"},  # sweeps, device sampling, throttled devices, plots (load through the manager)

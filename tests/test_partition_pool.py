@@ -21,12 +21,14 @@ import pytest
 import mploader.partition_pool as pp
 from mploader import LoaderConfig, StartupFailedError, load_logs
 from mploader.engine import worker_start
-from mploader.format.names import TopicPartition
+from mploader.engine.select import AutoPlans
+from mploader.format.names import DirKind, TopicPartition
 from mploader.generate import GeneratorConfig, generate
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, MetricsRegistry
 from mploader.partition_pool import ProcessPartitions, groups_of
 from mploader.progress import DirProgress, Progress
 from mploader.recovery.job import PartitionJob
+from mploader.scan import SegmentTask
 from tests.crashy_worker import result_digest, tree_digest
 from tests.kafkadir import NOW
 from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
@@ -296,3 +298,53 @@ def test_a_resumable_load_interrupted_between_groups_is_completed_by_a_rerun(tmp
     assert len(advanced) == 3
     load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=ProcessPartitions(2))
     assert tree_digest(data) == tree_digest(tmp_path / "ref" / "data-0")
+
+
+_FILE = __file__  # any file: only its size is read (file_size)
+
+
+def _plans(tasks: int) -> AutoPlans:
+    """AutoPlans of one dir whose one partition plans ``tasks`` scans of a small file."""
+    return AutoPlans(planned={"d": [(("p", TopicPartition("t", 0), DirKind.LIVE), [SegmentTask(_FILE, 0)] * tasks)]})
+
+
+def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_they_can_share_the_cpus() -> None:
+    long = _plans(int(pp.AUTO_MIN_SECONDS / pp.SEGMENT_SECONDS) + 1)
+    short = _plans(1)
+    assert pp.inline_seconds(long, 2) >= pp.AUTO_MIN_SECONDS > pp.inline_seconds(short, 2)
+    assert pp.auto_workers(long, partitions=8, engine_workers=1, cpus=2) == 2
+    assert pp.auto_workers(long, partitions=3, engine_workers=1, cpus=16) == 3  # no more workers than partitions
+    assert pp.auto_workers(long, partitions=16, engine_workers=16, cpus=16) == 16  # a partition a CPU: beats the pool
+    assert pp.auto_workers(long, partitions=4, engine_workers=16, cpus=16) == 0  # the scanning pool may use more
+    assert pp.auto_workers(long, partitions=1, engine_workers=1, cpus=16) == 0  # one partition: nothing to share
+    assert pp.auto_workers(long, partitions=8, engine_workers=1, cpus=1) == 0
+    assert pp.auto_workers(short, partitions=8, engine_workers=1, cpus=2) == 0  # not worth two forks
+    clean = AutoPlans()  # a clean dir: no scans planned, its partitions' own steps
+    assert pp.auto_workers(clean, partitions=int(pp.AUTO_MIN_SECONDS / pp.PARTITION_SECONDS) + 1,
+                           engine_workers=1, cpus=2) == 2
+
+
+def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(template: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers auto`` on a broker above the bar: loaded by partition workers, the inline load's files and
+    result, the planned bytes in the progress figures; under a read budget, or with a count, the engines."""
+    monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", 0.0)  # this small broker is above the bar
+    monkeypatch.setattr(pp, "usable_cpus", lambda: 2)
+    seen: list[DirProgress] = []
+
+    class Watch(Progress):
+        def update(self, figures: DirProgress) -> None:
+            seen.append(figures)
+
+    ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
+    ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
+    got = load_logs(got_dirs, LoaderConfig(), NOW, progress=Watch())
+    assert got.stats.loaded_by == ProcessPartitions(2).description
+    assert result_digest(got, tmp_path / "got") == result_digest(ref, tmp_path / "ref")
+    assert tree_digest(tmp_path / "got") == tree_digest(tmp_path / "ref")
+    last = {f.data_dir: f for f in seen}
+    assert all(f.bytes_total is not None and f.bytes_done == f.bytes_total > 0 for f in last.values()), last
+    for cfg in (LoaderConfig(max_read_bytes_per_sec=10**12), LoaderConfig(num_segment_loading_threads_per_data_dir=2),
+                LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive")):
+        other = load_logs(fresh(template, tmp_path / f"other-{len(seen)}-{id(cfg)}"), cfg.replace(dry_run=True), NOW)
+        assert other.stats.loaded_by is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from mploader.config import LoaderConfig
 from mploader.engine import worker_start
@@ -95,32 +97,49 @@ def _work(planned: dict[str, PlannedScans]) -> tuple[int, int, int]:
     return most, segments, sum(1 for _, n in per_dir if n)
 
 
+@dataclass(slots=True)
+class AutoPlans:
+    """What "auto" weighs, planned once (:func:`auto_plans`): the dirs' exact plans (a clean dir's only where its
+    bound asks for a pool), the most bytes any dir scans and in how many segments, how many dirs scan anything."""
+
+    planned: dict[str, PlannedScans] = field(default_factory=dict)
+    scan_bytes: int | None = None
+    scan_tasks: int = 0
+    scanning: int | None = None
+
+
+def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
+    """The plans "auto" (or "adaptive") needs to choose an engine; empty for an explicit count."""
+    if not plans or cfg.num_segment_loading_threads_per_data_dir not in ("auto", "adaptive"):
+        return AutoPlans()
+    # a clean dir is sized by a bound first: it has little or nothing to scan, and the inline engine never plans
+    # it, so its exact plan is made only where the bound asks for a pool. The bound: the bytes of its .log files
+    # without an .index or with a .txnindex as the preflight sized them, else plan_segment_scans' bound_only (no
+    # .txnindex read)
+    clean = [p for p in plans if p.clean and not p.scan_all]
+    bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
+        p, bound_only=True)})[0] for p in clean}
+    planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
+    scan_bytes, scan_tasks, scanning = _work(planned)
+    scan_bytes = max([scan_bytes, *bounds.values()])
+    # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
+    # not refuse a pool the exact plans would ask for
+    if bounds and workers_per_dir(cfg, len(plans), scan_bytes, 0, max(1, scanning)) > 1:
+        planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
+        scan_bytes, scan_tasks, scanning = _work(planned)
+    return AutoPlans(planned, scan_bytes, scan_tasks, scanning)
+
+
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
                 metrics: MetricsRegistry | None = None, progress: Progress | None = None,
-                scan_bytes: int | None = None) -> Engine:
+                scan_bytes: int | None = None, auto: AutoPlans | None = None) -> Engine:
     """The engine for these data dirs; given their plans (or ``scan_bytes``, the most Phase 1 work of any of
-    them), "auto" also weighs the Phase 1 work."""
+    them; or ``auto``, the plans :func:`auto_plans` made of them), "auto" also weighs the Phase 1 work."""
     plans = [d for d in data_dirs if isinstance(d, DirPlan)]
-    scan_tasks, scanning = 0, None
     paths = [d.data_dir if isinstance(d, DirPlan) else d for d in data_dirs]
-    planned: dict[str, PlannedScans] = {}
-    if plans and cfg.num_segment_loading_threads_per_data_dir in ("auto", "adaptive"):
-        # a clean dir is sized by a bound first: it has little or nothing to scan, and the inline engine never plans
-        # it, so its exact plan is made only where the bound asks for a pool. The bound: the bytes of its .log files
-        # without an .index or with a .txnindex as the preflight sized them, else plan_segment_scans' bound_only (no
-        # .txnindex read)
-        clean = [p for p in plans if p.clean and not p.scan_all]
-        bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
-            p, bound_only=True)})[0] for p in clean}
-        planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
-        scan_bytes, scan_tasks, scanning = _work(planned)
-        scan_bytes = max([scan_bytes, *bounds.values()])
-        # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
-        # not refuse a pool the exact plans would ask for
-        if bounds and workers_per_dir(cfg, len(paths), scan_bytes, 0, max(1, scanning)) > 1:
-            planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
-            scan_bytes, scan_tasks, scanning = _work(planned)
-    n = workers_per_dir(cfg, len(paths), scan_bytes, scan_tasks, scanning)
+    if auto is None:
+        auto = auto_plans(cfg, plans) if plans else AutoPlans(scan_bytes=scan_bytes)
+    n = workers_per_dir(cfg, len(paths), auto.scan_bytes, auto.scan_tasks, auto.scanning)
     engine: Engine
     if n <= 1 or not paths:
         engine = InlineEngine(stats, progress, cfg.read_ahead_bytes)
@@ -130,8 +149,8 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
         engine = PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes,
                             adaptive=cfg.num_segment_loading_threads_per_data_dir == "adaptive", start=cfg.worker_start)
     engine.max_read_bytes_per_sec = cfg.max_read_bytes_per_sec
-    engine.planned.update(planned)  # prefetch reuses the plans "auto" already made
+    engine.planned.update(auto.planned)  # prefetch reuses the plans "auto" already made
     return engine
 
 
-__all__ = ["auto_pool_min_bytes", "make_engine", "usable_cpus", "workers_per_dir"]
+__all__ = ["AutoPlans", "auto_plans", "auto_pool_min_bytes", "make_engine", "usable_cpus", "workers_per_dir"]
