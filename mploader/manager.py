@@ -63,7 +63,8 @@ class PartitionRunner(Protocol):
     """Loads partition jobs elsewhere (Spark executors: mploader.spark.SparkPartitions; worker processes:
     mploader.partition_pool.ProcessPartitions) and returns each job's outcome, in the jobs' order.  ``loaded``, if
     given, may be told of each job as it completes (its index, its outcome), in the caller's thread: the load
-    counts it as loaded then (progress, --resumable's recovery points) rather than when all are done."""
+    counts it as loaded then (progress, --resumable's recovery points) rather than when all are done.  A runner
+    that knows which directories its loads changed says so in ``changed_dirs`` (a failure's note names them)."""
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig,
                  loaded: Callable[[int, PartitionOutcome], None] | None = None) -> list[PartitionOutcome]: ...
@@ -201,7 +202,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
                     for path, _, _ in s.partitions:
                         disk.release(path)
         if runner is not None:
-            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, metrics, progress, planned)
+            loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, disk, metrics, progress, planned)
         else:
             engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress, auto=auto)
                       if factory is None else factory(stats, progress))
@@ -690,7 +691,7 @@ def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, st
 
 
 def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner: PartitionRunner, stats: LoadStats,
-                   offline: dict[str, str], metrics: MetricsRegistry, progress: ProgressTracker | None,
+                   offline: dict[str, str], disk: Disk, metrics: MetricsRegistry, progress: ProgressTracker | None,
                    planned: dict[str, PlannedScans] | None = None) -> list[LoadedLog]:
     """Every partition of ``states`` loaded by ``runner``; each outcome is taken as ``_load_all`` takes its
     threads' results (an ``OSError`` takes the dir offline, another exception fails the load once all ran), as
@@ -741,7 +742,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         outcomes = runner([job for _, job in jobs], cfg, take)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
-    finally:
+    finally:  # what the runner's processes changed, for a failure's note (_note_written)
+        disk.changed_elsewhere(getattr(runner, "changed_dirs", ()))
         for s in states:
             metrics.remove(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path))
         if progress is not None:

@@ -136,9 +136,10 @@ def _portable(error: BaseException) -> BaseException:
 
 
 def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig,
-               level: int) -> tuple[list[Outcome], list[logging.LogRecord]]:
+               level: int) -> tuple[list[Outcome], list[logging.LogRecord], list[str]]:
     """A worker's task: each job's load, in order, on one disk synced at the end; the mploader log records at
-    ``level`` and above go back with the outcomes instead of to this process's handlers."""
+    ``level`` and above go back with the outcomes instead of to this process's handlers, and the directories the
+    disk changed."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
@@ -154,7 +155,7 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig,
             except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
                 outcomes.append(_portable(e))
         disk.flush()  # durable before the parent hears of them (its --resumable recovery points)
-        return outcomes, collect.records
+        return outcomes, collect.records, disk.changed_dirs()
     finally:
         logger.setLevel(saved[0])
         logger.propagate, logger.handlers = saved[1], saved[2]
@@ -247,6 +248,7 @@ class ProcessPartitions:
         self.start = worker_start(start)
         self.worker_deaths = 0  # workers that died in this runner's loads
         self.loaded_in_parent = 0  # jobs the parent loaded after their group's worker died twice
+        self.changed_dirs: set[str] = set()  # the directories the last call's loads changed (a failure says them)
 
     @property
     def description(self) -> str:
@@ -255,7 +257,11 @@ class ProcessPartitions:
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
 
-        def take(indexes: list[int], outcomes: list[Outcome], records: list[logging.LogRecord]) -> None:
+        self.changed_dirs = set()
+
+        def take(indexes: list[int], outcomes: list[Outcome], records: list[logging.LogRecord],
+                 changed: list[str]) -> None:
+            self.changed_dirs.update(changed)
             for record in records:
                 logger = logging.getLogger(record.name)
                 if logger.isEnabledFor(record.levelno):
@@ -273,7 +279,7 @@ class ProcessPartitions:
         return [o for o in out if o is not None]
 
     def _run(self, jobs: list[PartitionJob], groups: list[list[int]], cfg: LoaderConfig, level: int,
-             take: Callable[[list[int], list[Outcome], list[logging.LogRecord]], None]) -> list[int]:
+             take: Callable[[list[int], list[Outcome], list[logging.LogRecord], list[str]], None]) -> list[int]:
         """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
         and its group given to another once; the groups left to the parent (their worker died twice)."""
         from multiprocessing.connection import wait
@@ -296,9 +302,9 @@ class ProcessPartitions:
                 for w in busy:
                     if w.conn in ready:
                         with contextlib.suppress(EOFError, OSError):  # else it died before it answered
-                            g, outcomes, records = w.conn.recv()
+                            g, outcomes, records, changed = w.conn.recv()
                             w.group = None
-                            take(groups[g], outcomes, records)
+                            take(groups[g], outcomes, records, changed)
                             continue
                     if w.group is None or (w.conn not in ready and w.process.sentinel not in ready):
                         continue

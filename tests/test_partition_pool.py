@@ -348,3 +348,25 @@ def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(temp
                 LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive")):
         other = load_logs(fresh(template, tmp_path / f"other-{len(seen)}-{id(cfg)}"), cfg.replace(dry_run=True), NOW)
         assert other.stats.loaded_by is None
+
+
+def test_a_failure_found_in_a_worker_says_where_the_workers_had_written(tmp_path: Path) -> None:
+    """An active .index longer than segment.index.bytes fails the load after recovery (docs/loading.md §6.9):
+    the error names the directories the workers had changed, as an inline load's names its own."""
+    from mploader.manager import written_dirs
+    from tests.kafkadir import B, PartitionBuilder, name
+    from tests.test_preflight import _three_dirs
+
+    written = []
+    for label, runner in (("ref", None), ("got", ProcessPartitions(2))):
+        dirs = _three_dirs(tmp_path / label)
+        pb = PartitionBuilder(dirs[1], "bad", 0).segment(0, *(B(o) for o in range(3)), indexes=False)
+        pb.write(name(0, ".index"), bytes(128)).write(name(0, ".timeindex"), b"")
+        with pytest.raises(StartupFailedError) as e:
+            load_logs([str(d) for d in dirs], LoaderConfig(max_index_size=64), now_ms=NOW, partitions=runner)
+        assert e.value.kafka_exception == "IllegalArgumentException"
+        found = written_dirs(e.value)
+        assert found is not None and str(pb.path) in found, found
+        assert any("after the load had changed files" in n for n in e.value.__notes__)
+        written.append(sorted(d.replace(str(tmp_path / label), "") for d in found))
+    assert written[0] == written[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import mmap
+from collections.abc import Iterable
 
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
@@ -91,6 +92,11 @@ class Disk(abc.ABC):
     @abc.abstractmethod
     def changed_dirs(self) -> list[str]:
         """The directories in which this disk has changed something on disk so far, sorted (a dry run: none)."""
+
+    @abc.abstractmethod
+    def changed_elsewhere(self, directories: Iterable[str]) -> None:
+        """Count ``directories``, changed for this load by other processes' disks (a ``partitions=`` runner's), in
+        :meth:`changed_dirs` (a dry run: nothing changed, nothing counted)."""
 
     @abc.abstractmethod
     def flush(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from mploader.disk.real import RealDisk, _lock_or_fail
@@ -148,6 +149,9 @@ class DryRunDisk(RealDisk):
 
     def changed_dirs(self) -> list[str]:
         return []  # nothing on disk changes
+
+    def changed_elsewhere(self, directories: Iterable[str]) -> None:
+        pass  # another process's dry run changed nothing either
 
     def delete(self, path: str) -> bool:
         if not self.exists(path):

@@ -10,7 +10,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from mploader.disk.base import Disk
@@ -79,6 +79,9 @@ class RealDisk(Disk):
 
     def changed_dirs(self) -> list[str]:
         return sorted(self._changed)
+
+    def changed_elsewhere(self, directories: Iterable[str]) -> None:
+        self._changed.update(directories)
 
     def _listed(self, path: str, present: bool, changed: bool = True) -> None:
         """Keep a cached listing of ``path``'s directory true to a change just made (and note the change)."""
