@@ -180,6 +180,8 @@ class TestRealDisk(DiskConformance):
         disk.write(str(tmp_path / "other" / "x"), b"1")
         disk.delete(str(part / "a.txt"))
         assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other")])
+        disk.changed_elsewhere([str(tmp_path / "by-a-worker"), str(part)])  # a partitions= runner's processes
+        assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other"), str(tmp_path / "by-a-worker")])
 
     def test_a_failed_write_leaves_its_file_listed(self, part: Path, monkeypatch) -> None:
         """The file a write created stays, and stays listed, when the write itself fails (EIO, a full disk):
@@ -285,6 +287,7 @@ class TestDryRunDisk(DiskConformance):
         disk, before = self.make(), tree_state(part)
         disk.write(str(part / "x"), b"1")
         disk.delete(str(part / "a.txt"))
+        disk.changed_elsewhere([str(part)])  # another process's dry run changed nothing either
         assert disk.changed_dirs() == []
         assert tree_state(part) == before and not (part / "x").exists()
         assert disk.change_seconds == 0.0
