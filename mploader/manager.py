@@ -12,6 +12,7 @@ partitions finished; a :class:`StartupFailedError` fails the whole load.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 import os
@@ -246,7 +247,7 @@ def _auto_partition_workers(cfg: LoaderConfig, live: list[_DirState], auto: Auto
     if cfg.num_segment_loading_threads_per_data_dir != "auto" or cfg.max_read_bytes_per_sec is not None:
         return 0
     engine_workers = workers_per_dir(cfg, len(live), auto.scan_bytes, auto.scan_tasks, auto.scanning)
-    return auto_workers(auto, sum(len(s.partitions) for s in live), engine_workers)
+    return auto_workers(auto, sum(len(s.partitions) for s in live), engine_workers, start=cfg.worker_start)
 
 
 def _impact_warnings(result: LoadResult) -> list[str]:
@@ -698,8 +699,11 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     the runner tells of it or, for those it did not, when it returns."""
     jobs = [(s, _job(s, path, tp, kind, now)) for s in states for path, tp, kind in s.partitions]
     remaining = {s.path: len(s.partitions) for s in states}
-    for s in states:  # LogManager.loadLogs' first INFO line
+    for s in states:  # LogManager.loadLogs' INFO lines
         log.info("Loading logs from log dir %s (%d partitions, loaded elsewhere)", s.path, len(s.partitions))
+        log.info("%s recovery of %d logs from %s since %s", "Skipping" if s.clean else "Attempting",
+                 len(s.partitions), s.path, "clean shutdown file was found" if s.clean else
+                 "no clean shutdown file was found")
         metrics.register(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), len(s.partitions))
     if progress is not None:
         progress.start(dict(remaining))
@@ -708,7 +712,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     t0 = time.perf_counter()
     stats.loaded_by = str(getattr(runner, "description", None) or "another process")
     loaded: dict[int, LoadedLog] = {}
-    fatal: dict[int, BaseException] = {}
+    errors: dict[int, BaseException] = {}
     taken: set[int] = set()
 
     def take(i: int, outcome: PartitionOutcome) -> None:
@@ -718,9 +722,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         s, job = jobs[i]
         scanned, recovered = None, 0
         if isinstance(outcome, BaseException):
-            failure = _failed(s, job.dir, outcome, offline)
-            if failure is not None:
-                fatal[i] = failure
+            errors[i] = outcome  # taken in the jobs' order once all are done, as _load_all takes its threads'
         else:
             lg, scanned = outcome
             recovered = len(lg.recovered_segments)
@@ -733,13 +735,19 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         remaining[s.path] -= 1
         metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
         stats.dir_seconds[s.path] = time.perf_counter() - t0
+        if not isinstance(outcome, BaseException):
+            log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "
+                     "logEndOffset=%d) with %d segments (%d/%d completed in %s)", job.dir, job.tp.topic,
+                     job.tp.partition, lg.log_start_offset, lg.recovery_point, lg.log_end_offset, len(lg.segments),
+                     len(s.partitions) - remaining[s.path], len(s.partitions), s.path)
         if progress is not None:
             if scanned:  # its scans, known only as a whole: the rate and bytes shown grow a partition at a time
                 progress.segments_scanned(s.path, recovered, scanned)
             progress.partition_loaded(s.path, str(job.tp), job.dir, scanned)
 
     try:
-        outcomes = runner([job for _, job in jobs], cfg, take)
+        tell = "loaded" in _parameters(runner)  # a runner of two arguments is told nothing until it returns
+        outcomes = runner([job for _, job in jobs], cfg, loaded=take) if tell else runner([j for _, j in jobs], cfg)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
     finally:  # what the runner's processes changed, for a failure's note (_note_written)
@@ -748,12 +756,21 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             metrics.remove(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path))
         if progress is not None:
             progress.close()
+    fatal = [f for i in sorted(errors) if (f := _failed(jobs[i][0], jobs[i][1].dir, errors[i], offline)) is not None]
     for s in states:
         if s.offline_reason is not None:
             offline.setdefault(s.path, s.offline_reason)
     if fatal:  # the first in the jobs' order, as _load_all raises the first of its partitions'
-        raise fatal[min(fatal)]
+        raise fatal[0]
     return [loaded[i] for i in sorted(loaded)]
+
+
+def _parameters(runner: object) -> set[str]:
+    """The names ``runner`` takes (none known: an empty set)."""
+    try:
+        return set(inspect.signature(runner).parameters)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return set()
 
 
 def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: LoaderConfig, disk: Disk, now: int,

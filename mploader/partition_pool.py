@@ -23,17 +23,18 @@ as :class:`mploader.spark.SparkPartitions` is for Spark executors, and runs the 
       answer): a new worker; its group goes to another
       worker, or, if that one dies too, to the parent
 
-What a group returns is durable: the parent hears of a partition only after its worker synced it, so the
-recovery points a ``--resumable`` load advances cover durable files (docs/architecture.md, "Durability").  A
-worker that dies mid-partition leaves what a killed load leaves; loading that partition again from the same job
-reaches the load's outcome (the parent alone writes the checkpoints and the journal, so the job the worker had
-is still what a rerun would read).  Ctrl-C (or any exception while waiting) kills the workers before the caller
-goes on to release the data dirs' locks.  The pool is this module's own, not loky's: a dead worker is known by its
-process (which one, killed by which signal, while loading which partitions), only its group is loaded again, and
-the others go on (a loky pool breaks as a whole); and it starts no resource-tracker process (0.08 s of the
-240 MB set's 0.56 s with loky, perf/README.md "Whole partitions in workers").  Log records are made in the
-worker and logged by the parent, through its own handlers, so that a load's log reads as an inline load's (the
-worker's copy of the handlers never writes).
+What a group returns is durable: the parent hears of a partition only after its worker synced it, so the recovery
+points a ``--resumable`` load advances cover durable files (docs/architecture.md, "Durability").  A worker that
+dies mid-partition leaves what a killed load leaves; loading that partition again from the same job reaches the
+load's outcome (the parent alone writes the data dir's checkpoints and ``mploader-recovered``, so the job the
+worker had is still what a rerun would read; what the worker left in the partition's own directory, its
+``mploader-journal`` included, is what a killed load leaves there).  Ctrl-C (or any exception while waiting) kills
+the workers before the caller goes on to release the data dirs' locks.  The pool is this module's own, not loky's:
+a dead worker is known by its process (which one, killed by which signal, while loading which partitions), only its
+group is loaded again, and the others go on (a loky pool breaks as a whole); and, its workers forked, it starts no
+resource-tracker process (0.08 s of the 240 MB set's 0.56 s with loky, perf/README.md "Whole partitions in
+workers").  Log records are made in the worker and logged by the parent, through its own handlers (the worker's
+copies of them never write), so that a load's log reads as an inline load's, but for the time each partition took.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import logging
 import os
 import pickle
 import signal
+import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,7 +53,8 @@ from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.engine import worker_start
 from mploader.engine.plan import file_size
-from mploader.engine.select import AutoPlans, usable_cpus
+from mploader.engine.select import POOL_START_SECONDS, AutoPlans, usable_cpus
+from mploader.errors import MploaderError
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 from mploader.scan import SegmentScan, SegmentTask, scan_segment
@@ -92,14 +95,17 @@ def inline_seconds(auto: AutoPlans, partitions: int) -> float:
             + partitions * PARTITION_SECONDS)
 
 
-def auto_workers(auto: AutoPlans, partitions: int, engine_workers: int, cpus: int | None = None) -> int:
+def auto_workers(auto: AutoPlans, partitions: int, engine_workers: int, cpus: int | None = None,
+                 start: str | None = None) -> int:
     """How many processes "auto" loads whole partitions in (0: none, the scanning engine loads them): where the
-    inline load would take :data:`AUTO_MIN_SECONDS` or more, on at least 2 of the usable ``cpus``, when there are
-    as many partitions as CPUs or the engine would scan inline anyway (``engine_workers`` 1).  With fewer
-    partitions than CPUs a scanning pool may use more of them: it splits big segments, which this cannot."""
+    inline load would take :data:`AUTO_MIN_SECONDS` or more (and, for spawned workers, their start on top:
+    ``engine.select.POOL_START_SECONDS``), on at least 2 of the usable ``cpus``, when there are as many partitions
+    as CPUs or the engine would scan inline anyway (``engine_workers`` 1).  With fewer partitions than CPUs a
+    scanning pool may use more of them: it splits big segments, which this cannot."""
     cpus = usable_cpus() if cpus is None else cpus
     n = min(cpus, partitions)
-    if n < 2 or (partitions < cpus and engine_workers > 1) or inline_seconds(auto, partitions) < AUTO_MIN_SECONDS:
+    bar = AUTO_MIN_SECONDS + (POOL_START_SECONDS["spawn"] if worker_start(start) == "spawn" else 0.0)
+    if n < 2 or (partitions < cpus and engine_workers > 1) or inline_seconds(auto, partitions) < bar:
         return 0
     return n
 
@@ -120,26 +126,40 @@ class _Collect(logging.Handler):
         self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        record.msg, record.args, record.exc_info = record.getMessage(), None, None
+        try:
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.msg, record.args, record.exc_info = record.getMessage(), None, None
+        except Exception:  # a call with bad arguments: reported as any handler reports it, the load goes on
+            self.handleError(record)
+            return
         self.records.append(record)
 
 
 def _portable(error: BaseException) -> BaseException:
-    """``error`` if it pickles, else a RuntimeError that says what it was."""
+    """``error`` as the parent will get it: itself if it survives a pickle round trip, else a RuntimeError that
+    says what it was; one that is not mploader's own (a bug, not a verdict on the data) carries the worker's
+    traceback as a note."""
+    if not isinstance(error, MploaderError):
+        error.add_note(f"in partition-loading worker {os.getpid()}:\n" + "".join(traceback.format_exception(error)))
     try:
-        pickle.dumps(error)
+        pickle.loads(pickle.dumps(error))
         return error
     except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
+        portable = RuntimeError(f"{type(error).__name__}: {error}")
+        for note in getattr(error, "__notes__", []):
+            portable.add_note(note)
+        return portable
 
 
-def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig,
-               level: int) -> tuple[list[Outcome], list[logging.LogRecord], list[str]]:
+Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None]
+
+
+def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> Group:
     """A worker's task: each job's load, in order, on one disk synced at the end; the mploader log records at
-    ``level`` and above go back with the outcomes instead of to this process's handlers, and the directories the
-    disk changed."""
+    ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories the
+    disk changed and the error of the sync, if it failed (the load then fails, as an inline load's last sync
+    fails it)."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
@@ -154,8 +174,11 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig,
                 outcomes.append((loaded, ctx.bytes_scanned))
             except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
                 outcomes.append(_portable(e))
-        disk.flush()  # durable before the parent hears of them (its --resumable recovery points)
-        return outcomes, collect.records, disk.changed_dirs()
+        try:
+            disk.flush()  # durable before the parent hears of them (its --resumable recovery points)
+        except OSError as e:
+            return outcomes, collect.records, disk.changed_dirs(), e
+        return outcomes, collect.records, disk.changed_dirs(), None
     finally:
         logger.setLevel(saved[0])
         logger.propagate, logger.handlers = saved[1], saved[2]
@@ -256,16 +279,17 @@ class ProcessPartitions:
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
-
         self.changed_dirs = set()
 
-        def take(indexes: list[int], outcomes: list[Outcome], records: list[logging.LogRecord],
-                 changed: list[str]) -> None:
+        def take(indexes: list[int], answer: Group) -> None:
+            outcomes, records, changed, sync_failed = answer
             self.changed_dirs.update(changed)
             for record in records:
                 logger = logging.getLogger(record.name)
                 if logger.isEnabledFor(record.levelno):
                     logger.handle(record)
+            if sync_failed is not None:  # its partitions are not durable: the load fails, as inline
+                raise sync_failed
             for i, outcome in zip(indexes, outcomes, strict=True):
                 out[i] = outcome
                 if loaded is not None:
@@ -275,11 +299,14 @@ class ProcessPartitions:
         groups = groups_of([partition_cost(j.dir) for j in jobs], self.workers)
         for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice: loaded here, as inline
             self.loaded_in_parent += len(groups[g])
-            take(groups[g], *load_group([jobs[i] for i in groups[g]], cfg, level))
+            take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level))
+        missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
+        if missing:  # a bug of this module: never hand the caller a list out of step with its jobs
+            raise RuntimeError(f"no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
         return [o for o in out if o is not None]
 
     def _run(self, jobs: list[PartitionJob], groups: list[list[int]], cfg: LoaderConfig, level: int,
-             take: Callable[[list[int], list[Outcome], list[logging.LogRecord], list[str]], None]) -> list[int]:
+             take: Callable[[list[int], Group], None]) -> list[int]:
         """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
         and its group given to another once; the groups left to the parent (their worker died twice)."""
         from multiprocessing.connection import wait
@@ -288,45 +315,72 @@ class ProcessPartitions:
         deaths = [0] * len(groups)
         left: list[int] = []
         workers: list[_Worker] = []
+
+        idle_deaths = 0  # in a row, of workers that never took a group: the workers cannot start at all
+
+        def gone(w: _Worker) -> None:
+            """``w`` died: reaped, replaced at the next turn; a group it held is given to another, or the parent."""
+            w.kill()
+            workers.remove(w)
+            self.worker_deaths += 1
+            if w.group is None:  # it had answered, or never took a group: nothing lost
+                log.warning("partition-loading worker %d %s after its last answer", w.process.pid, _died(w.process))
+                return
+            g = w.group
+            deaths[g] += 1
+            self.changed_dirs.update(jobs[i].dir for i in groups[g])  # it may have changed them (a failure's note)
+            again = "gives them to another" if deaths[g] < 2 else "loads them itself"
+            log.warning("partition-loading worker %d %s while loading %s; the parent %s", w.process.pid,
+                        _died(w.process), ", ".join(str(jobs[i].tp) for i in groups[g]), again)
+            (todo.appendleft if deaths[g] < 2 else left.append)(g)
+
         done = False
         try:
             while todo or any(w.group is not None for w in workers):
                 while todo and len(workers) < min(self.workers, len(groups)):
                     workers.append(_Worker(self.start))
-                for w in workers:
+                for w in list(workers):
                     if w.group is None and todo:
                         w.group = todo.popleft()
-                        w.conn.send((w.group, [jobs[i] for i in groups[w.group]], cfg, level))
+                        try:
+                            w.conn.send((w.group, [jobs[i] for i in groups[w.group]], cfg, level))
+                        except OSError:  # it died idle: the group was never started
+                            todo.appendleft(w.group)
+                            w.group = None
+                            gone(w)
+                            idle_deaths += 1
+                            if idle_deaths > 2 * self.workers:  # none starts: the parent loads what is left
+                                left.extend(todo)
+                                todo.clear()
                 busy = [w for w in workers if w.group is not None]
+                if not busy:
+                    continue
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:
+                    answer = None
                     if w.conn in ready:
                         with contextlib.suppress(EOFError, OSError):  # else it died before it answered
-                            g, outcomes, records, changed = w.conn.recv()
-                            w.group = None
-                            take(groups[g], outcomes, records, changed)
-                            continue
-                    if w.group is None or (w.conn not in ready and w.process.sentinel not in ready):
-                        continue
-                    w.kill()  # died mid-group: what it wrote is what a killed load leaves
-                    workers.remove(w)
-                    self.worker_deaths += 1
-                    g = w.group
-                    deaths[g] += 1
-                    again = "gives them to another" if deaths[g] < 2 else "loads them itself"
-                    log.warning("partition-loading worker %d %s while loading %s; the parent %s", w.process.pid,
-                                _died(w.process), ", ".join(str(jobs[i].tp) for i in groups[g]), again)
-                    (todo.appendleft if deaths[g] < 2 else left.append)(g)
+                            answer = w.conn.recv()
+                    if answer is not None:
+                        idle_deaths = 0
+                        g, w.group = w.group, None
+                        assert g is not None and answer[0] == g
+                        take(groups[g], answer[1:])
+                        if w.process.sentinel in ready or not w.process.is_alive():  # answered, then died
+                            gone(w)
+                    elif w.conn in ready or w.process.sentinel in ready:
+                        gone(w)  # died mid-group: what it wrote is what a killed load leaves
             done = True
-        finally:  # also on Ctrl-C: no worker may still write when the caller releases the locks
+        finally:  # also on Ctrl-C (a second one too): no worker may still write when the caller releases the locks
             for w in workers:
                 if done:  # idle: told to go
                     with contextlib.suppress(OSError):
                         w.conn.send(None)
-                    w.process.join()
-                    w.conn.close()
-                else:
-                    w.kill()
+                elif w.process.is_alive():
+                    w.process.kill()  # every worker first, then the joins
+            for w in workers:
+                w.process.join()
+                w.conn.close()
         return left
 
 

@@ -5,6 +5,7 @@ load's do."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -312,16 +313,19 @@ def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_the
     long = _plans(int(pp.AUTO_MIN_SECONDS / pp.SEGMENT_SECONDS) + 1)
     short = _plans(1)
     assert pp.inline_seconds(long, 2) >= pp.AUTO_MIN_SECONDS > pp.inline_seconds(short, 2)
-    assert pp.auto_workers(long, partitions=8, engine_workers=1, cpus=2) == 2
-    assert pp.auto_workers(long, partitions=3, engine_workers=1, cpus=16) == 3  # no more workers than partitions
-    assert pp.auto_workers(long, partitions=16, engine_workers=16, cpus=16) == 16  # a partition a CPU: beats the pool
-    assert pp.auto_workers(long, partitions=4, engine_workers=16, cpus=16) == 0  # the scanning pool may use more
-    assert pp.auto_workers(long, partitions=1, engine_workers=1, cpus=16) == 0  # one partition: nothing to share
-    assert pp.auto_workers(long, partitions=8, engine_workers=1, cpus=1) == 0
-    assert pp.auto_workers(short, partitions=8, engine_workers=1, cpus=2) == 0  # not worth two forks
+    def workers(plans: AutoPlans, partitions: int, engine: int, cpus: int, start: str = "fork") -> int:
+        return pp.auto_workers(plans, partitions=partitions, engine_workers=engine, cpus=cpus, start=start)
+
+    assert workers(long, 8, 1, 2) == 2
+    assert workers(long, 3, 1, 16) == 3  # no more workers than partitions
+    assert workers(long, 16, 16, 16) == 16  # a partition a CPU: beats the scanning pool
+    assert workers(long, 4, 16, 16) == 0  # the scanning pool may use more CPUs
+    assert workers(long, 1, 1, 16) == 0  # one partition: nothing to share
+    assert workers(long, 8, 1, 1) == 0
+    assert workers(short, 8, 1, 2) == 0  # not worth two forks
+    assert workers(long, 8, 1, 2, "spawn") == 0  # nor two spawns
     clean = AutoPlans()  # a clean dir: no scans planned, its partitions' own steps
-    assert pp.auto_workers(clean, partitions=int(pp.AUTO_MIN_SECONDS / pp.PARTITION_SECONDS) + 1,
-                           engine_workers=1, cpus=2) == 2
+    assert workers(clean, int(pp.AUTO_MIN_SECONDS / pp.PARTITION_SECONDS) + 1, 1, 2) == 2
 
 
 def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(template: Path, tmp_path: Path,
@@ -338,8 +342,8 @@ def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(temp
 
     ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
     ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
-    got = load_logs(got_dirs, LoaderConfig(), NOW, progress=Watch())
-    assert got.stats.loaded_by == ProcessPartitions(2).description
+    got = load_logs(got_dirs, LoaderConfig(worker_start="fork"), NOW, progress=Watch())  # (spawned: a higher bar)
+    assert got.stats.loaded_by == ProcessPartitions(2, "fork").description
     assert result_digest(got, tmp_path / "got") == result_digest(ref, tmp_path / "ref")
     assert tree_digest(tmp_path / "got") == tree_digest(tmp_path / "ref")
     last = {f.data_dir: f for f in seen}
@@ -370,3 +374,54 @@ def test_a_failure_found_in_a_worker_says_where_the_workers_had_written(tmp_path
         assert any("after the load had changed files" in n for n in e.value.__notes__)
         written.append(sorted(d.replace(str(tmp_path / label), "") for d in found))
     assert written[0] == written[1]
+
+
+def test_a_worker_that_dies_after_its_answer_loses_nothing(template: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """A worker killed right after it sent its group's outcomes (the OOM killer's timing): they count, a new worker
+    takes its place, the load is the inline load (before, the next group's send to it raised BrokenPipeError and
+    failed the load)."""
+    marker = tmp_path / "died-once"
+    real = pp._serve
+
+    def serve(conn: Any, parent_pid: int, forked: bool) -> None:
+        send = conn.send
+
+        def send_then_die(obj: Any) -> None:
+            send(obj)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        conn.send = send_then_die
+        real(conn, parent_pid, forked)
+
+    monkeypatch.setattr(pp, "_serve", serve)
+    runner = ProcessPartitions(2, start="fork")
+    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+        ref, got = load_both(template, tmp_path, runner)
+    assert got == ref and marker.exists()
+    assert runner.worker_deaths == 1 and runner.loaded_in_parent == 0
+    # seen dead at once, or only once it had been sent its next group (given to another then, loaded once)
+    assert "killed by SIGKILL after its last answer" in caplog.text or "the parent gives them to another" in caplog.text
+
+
+class _TwoArguments(Exception):
+    def __init__(self, what: str, where: int) -> None:
+        super().__init__(f"{what} at {where}")
+
+
+def test_an_exception_that_does_not_unpickle_comes_back_as_a_runtime_error_with_its_traceback(
+        template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = pp.load_partition
+
+    def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
+        if job.tp == TopicPartition("orders", 1):
+            raise _TwoArguments("a bug", 7)
+        return real(job, *args, **kwargs)
+
+    monkeypatch.setattr(pp, "load_partition", load)
+    with pytest.raises(RuntimeError, match="_TwoArguments: a bug at 7") as e:
+        load_logs(fresh(template, tmp_path / "bug"), LoaderConfig(), NOW, partitions=ProcessPartitions(2, "fork"))
+    assert any("in partition-loading worker" in n and "raise _TwoArguments" in n for n in e.value.__notes__)

@@ -20,8 +20,7 @@ from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (pip install -e '.[spark]')")
 
 
-def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
-              loaded: object = None) -> list[tuple[LoadedLog, int] | BaseException]:
+def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
     """Every job in one task of ``load_rows``, in this process (the runner ``load_logs`` hands the jobs to)."""
     from mploader.spark.phase2 import load_rows
 

@@ -243,10 +243,11 @@ def run_load(args: argparse.Namespace) -> int:
         if args.max_read_rate is not None:
             return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be kept "
                                                    "with --partition-workers: choose one")
+        from mploader.engine.select import usable_cpus
         from mploader.partition_pool import ProcessPartitions
 
         n = args.partition_workers
-        extra["partitions"] = ProcessPartitions(len(os.sched_getaffinity(0)) if n == "auto" else n)
+        extra["partitions"] = ProcessPartitions(usable_cpus() if n == "auto" else n)
     server = None
     if args.metrics_port is not None:
         registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
