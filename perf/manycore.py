@@ -3,6 +3,7 @@ ceiling at as many processes, on the same page-cached data, in alternating round
 
     python perf/manycore.py [--workers 1,2,4,8,12,16] [--rounds 3] [--base-size 1GB] [--copies 8]
         [--small-size 2GB] [--sets big,dirs4,small] [--work DIR] [--json-out F] [--spawned-workers 2,16]
+        [--partition-workers 2,4,8,16]
 
 The data sets (every one unclean, recovery point 0: every byte is read, CRC-checked and indexed again):
 
@@ -21,7 +22,9 @@ checked by the correctness pass, which compares every run's offsets with the fir
 Each round times, per set: the compiled walk + CRC-32C (``perf/engine.py``'s ceiling: ``mploader.scan._walk``
 over a mapping of each file, no table kept, no Phase 2) in 1..N processes splitting the files, then
 ``mploader load --json --workers W`` as a fresh process for every W and ``auto``, in an order that changes
-from round to round. It prints a table per set (medians) and, with ``--json-out``, every run as it goes.
+from round to round, and ``--partition-workers N`` ("pN": whole partitions in N processes, mploader.partition_pool)
+for each N of ``--partition-workers``. It prints a table per set (medians) and, with ``--json-out``, every run as
+it goes.
 """
 
 from __future__ import annotations
@@ -185,12 +188,15 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
         t = med([r["seconds"] for r in rs])
         picked = sorted({r["stats"]["workers_per_dir"] for r in rs})
         count, from_base, start = contender_parts(w)
-        label = f"auto ({'/'.join(map(str, picked))} a dir)" if count == "auto" else count
+        whole = {r["stats"].get("loaded_by") for r in rs} - {None}  # auto that loaded whole partitions in workers
+        label = (f"auto ({'/'.join(map(str, picked))} a dir)" if not whole else f"auto ({', '.join(sorted(whole))})"
+                 ) if count == "auto" else (f"{count[1:]}, whole partitions" if count.startswith("p") else count)
         label += " (base)" if from_base else ""
         label += f" ({start}ed)" if start else ""
         cells = [label, f"{t:.2f}", f"{one / t:.2f}x"]
-        if count != "auto" and ds.ceiling.get(int(count)):
-            c = med(ds.ceiling[int(count)])
+        n = None if count == "auto" else int(count.lstrip("p"))
+        if n is not None and ds.ceiling.get(n):
+            c = med(ds.ceiling[n])
             cells += [f"{c:.3f}", f"{c1 / c:.2f}x", f"{(one / t) / (c1 / c):.0%}"]
         else:
             cells += ["", "", ""]
@@ -229,6 +235,8 @@ def main() -> int:
     ap.add_argument("--base", type=Path, help="also run each of --base-workers from this tree (a checkout of another "
                     "revision with its compiled walk built), alternating with this one's")
     ap.add_argument("--base-workers", default="", help="the counts (or auto) run from --base too")
+    ap.add_argument("--partition-workers", default="2,4,8,16",
+                    help="the counts of processes loading whole partitions (--partition-workers) timed too; '' none")
     ap.add_argument("--spawned-workers", default="", help="the counts (or auto) run again with spawned workers "
                     "(MPLOADER_WORKER_START=spawn), alternating with the forked ones")
     args = ap.parse_args()
@@ -261,6 +269,7 @@ def main() -> int:
         if args.base:
             contenders += [f"{w}@base" for w in args.base_workers.split(",") if w]
         contenders += [f"{w}~spawn" for w in args.spawned_workers.split(",") if w]
+        contenders += [f"p{w}" for w in args.partition_workers.split(",") if w]
         for w in ("1", str(counts[-1])):  # warm-up, not counted: the first process compiles and caches more
             load_once(w, sets[0], root)
         for r in range(args.rounds):
