@@ -57,7 +57,6 @@ from mploader.engine.select import POOL_START_SECONDS, AutoPlans, usable_cpus
 from mploader.errors import MploaderError
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
-from mploader.scan import SegmentScan, SegmentTask, scan_segment
 
 if TYPE_CHECKING:  # multiprocessing is imported when workers start: a load that starts none does without it
     from multiprocessing.connection import Connection
@@ -108,13 +107,6 @@ def auto_workers(auto: AutoPlans, partitions: int, engine_workers: int, cpus: in
     if n < 2 or (partitions < cpus and engine_workers > 1) or inline_seconds(auto, partitions) < bar:
         return 0
     return n
-
-
-class _Here:
-    """The worker's own scans: a partition's Phase 1 runs where its Phase 2 does."""
-
-    def scan(self, task: SegmentTask) -> SegmentScan:
-        return scan_segment(task)
 
 
 class _Collect(logging.Handler):
@@ -170,7 +162,7 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> G
         outcomes: list[Outcome] = []
         for job in jobs:
             try:
-                loaded, ctx = load_partition(job, cfg, disk, _Here())
+                loaded, ctx = load_partition(job, cfg, disk)  # scanning here
                 outcomes.append((loaded, ctx.bytes_scanned))
             except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
                 outcomes.append(_portable(e))

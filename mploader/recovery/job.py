@@ -18,7 +18,7 @@ from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.recovery.resume import Recovered
 from mploader.result import LoadedLog
-from mploader.scan import ScanSource
+from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,18 @@ class PartitionJob:
     recovered: Recovered | None = None  # --resumable: what a killed load recorded of it (recovery.resume)
 
 
-def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
+class ScanHere:
+    """Scans made where the partition is loaded (a Spark task, a partition-loading worker): its Phase 1 runs
+    where its Phase 2 does, and no batch table crosses a process."""
+
+    def scan(self, task: SegmentTask) -> SegmentScan:
+        return scan_segment(task)
+
+
+SCAN_HERE = ScanHere()  # the default of load_partition: stateless, one for all
+
+
+def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource = SCAN_HERE,
                    set_remaining_segments: Callable[[int], None] = lambda n: None,
                    cancelled: threading.Event | None = None) -> tuple[LoadedLog, PartitionContext]:
     """``LogLoader.load`` of ``job``'s directory, with the impact report's fields filled in; the context
@@ -55,4 +66,4 @@ def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: Scan
     return loaded, ctx
 
 
-__all__ = ["PartitionJob", "load_partition"]
+__all__ = ["PartitionJob", "ScanHere", "load_partition"]

@@ -33,7 +33,6 @@ from mploader.disk import open_disk
 from mploader.errors import MploaderError
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
-from mploader.scan import SegmentScan, SegmentTask, scan_segment
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
@@ -46,13 +45,6 @@ OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
 
 class SparkJobFailed(MploaderError, RuntimeError):
     """The Spark job of Phase 2 did not complete (its error is the ``__cause__``)."""
-
-
-class _ScanHere:
-    """The task's own scans (the executor is where the files are read)."""
-
-    def scan(self, task: SegmentTask) -> SegmentScan:
-        return scan_segment(task)
 
 
 def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -75,7 +67,7 @@ def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa
                 for row in batch.to_pylist():
                     outcome: tuple[LoadedLog, int] | BaseException
                     try:
-                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, _ScanHere())
+                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk)  # scanning here
                         outcome = (loaded, ctx.bytes_scanned)
                     except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
                         outcome = e
