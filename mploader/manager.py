@@ -18,10 +18,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
@@ -62,13 +62,13 @@ PartitionOutcome = tuple[LoadedLog, int] | BaseException
 
 class PartitionRunner(Protocol):
     """Loads partition jobs elsewhere (Spark executors: mploader.spark.SparkPartitions; worker processes:
-    mploader.partition_pool.ProcessPartitions) and returns each job's outcome, in the jobs' order.  ``loaded``, if
-    given, may be told of each job as it completes (its index, its outcome), in the caller's thread: the load
-    counts it as loaded then (progress, --resumable's recovery points) rather than when all are done.  A runner
-    that knows which directories its loads changed says so in ``changed_dirs`` (a failure's note names them)."""
+    mploader.partition_pool.ProcessPartitions) and returns each job's outcome, in the jobs' order.  A runner that
+    takes a keyword ``loaded`` is told there of each job as it completes (its index, its outcome), in the caller's
+    thread: the load counts it as loaded then (progress, --resumable's recovery points) rather than when all are
+    done.  A runner that knows which directories its loads changed says so in ``changed_dirs`` (a failure's note
+    names them)."""
 
-    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig,
-                 loaded: Callable[[int, PartitionOutcome], None] | None = None) -> list[PartitionOutcome]: ...
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, /) -> list[PartitionOutcome]: ...
 
 LOCK_FILE = ".lock"  # LogManager.LockFileName
 
@@ -746,8 +746,12 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             progress.partition_loaded(s.path, str(job.tp), job.dir, scanned)
 
     try:
-        tell = "loaded" in _parameters(runner)  # a runner of two arguments is told nothing until it returns
-        outcomes = runner([job for _, job in jobs], cfg, loaded=take) if tell else runner([j for _, j in jobs], cfg)
+        batch = [job for _, job in jobs]
+        if "loaded" in _parameters(runner):  # told of each as it completes (PartitionRunner's optional keyword)
+            telling: Any = runner
+            outcomes = telling(batch, cfg, loaded=take)
+        else:  # nothing until it returns
+            outcomes = runner(batch, cfg)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
     finally:  # what the runner's processes changed, for a failure's note (_note_written)

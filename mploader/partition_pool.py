@@ -55,6 +55,7 @@ from mploader.engine import worker_start
 from mploader.engine.plan import file_size
 from mploader.engine.select import POOL_START_SECONDS, AutoPlans, usable_cpus
 from mploader.errors import MploaderError
+from mploader.format import names
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 
@@ -176,12 +177,17 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> G
         logger.propagate, logger.handlers = saved[1], saved[2]
 
 
-def partition_cost(path: str) -> int:
-    """What loading the partition directory ``path`` may cost, in bytes: its ``.log`` bytes and
-    :data:`COST_PER_SEGMENT` a segment (0 for a directory that cannot be listed: its load says why)."""
+def partition_cost(job: PartitionJob) -> int:
+    """What loading ``job``'s partition may cost, in bytes: after an unclean shutdown its ``.log`` bytes and
+    :data:`COST_PER_SEGMENT` a segment (0 for a directory that cannot be listed: its load says why); after a clean
+    one a segment's worth, the same for every partition, without a look at its files (a clean load reads no
+    ``.log`` but where an index is missing: a listing and a ``stat`` of each ``.log`` would cost the parent more,
+    28 ms for the 300 partitions of 3,067 segments, than the grouping gains)."""
+    if job.clean_shutdown:
+        return COST_PER_SEGMENT
     try:
-        with os.scandir(path) as entries:
-            logs = [e.stat().st_size for e in entries if e.name.endswith(".log")]
+        with os.scandir(job.dir) as entries:
+            logs = [e.stat().st_size for e in entries if e.name.endswith(names.LOG_SUFFIX)]
     except OSError:
         return 0
     return sum(logs) + COST_PER_SEGMENT * len(logs)
@@ -288,7 +294,7 @@ class ProcessPartitions:
                     loaded(i, outcome)
 
         level = logging.getLogger("mploader").getEffectiveLevel()
-        groups = groups_of([partition_cost(j.dir) for j in jobs], self.workers)
+        groups = groups_of([partition_cost(j) for j in jobs], self.workers)
         for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice: loaded here, as inline
             self.loaded_in_parent += len(groups[g])
             take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level))

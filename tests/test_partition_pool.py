@@ -6,6 +6,7 @@ load's do."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -425,3 +426,19 @@ def test_an_exception_that_does_not_unpickle_comes_back_as_a_runtime_error_with_
     with pytest.raises(RuntimeError, match="_TwoArguments: a bug at 7") as e:
         load_logs(fresh(template, tmp_path / "bug"), LoaderConfig(), NOW, partitions=ProcessPartitions(2, "fork"))
     assert any("in partition-loading worker" in n and "raise _TwoArguments" in n for n in e.value.__notes__)
+
+
+def test_a_partitions_cost_is_its_log_bytes_and_segments_after_an_unclean_shutdown_only(tmp_path: Path) -> None:
+    """A clean load reads no ``.log`` (but where an index is missing): every partition weighs the same, and its
+    directory is not even listed (a missing one costs the same)."""
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(b"x" * 1000)
+    (d / "00000000000000000100.log").write_bytes(b"x" * 500)
+    (d / "00000000000000000000.index").write_bytes(b"x" * 4000)
+    job = PartitionJob(str(tmp_path), str(d), TopicPartition("orders", 0), DirKind.LIVE, False, 0, 0, None, NOW)
+    assert pp.partition_cost(job) == 1500 + 2 * pp.COST_PER_SEGMENT
+    gone = dataclasses.replace(job, dir=str(tmp_path / "gone"))
+    assert pp.partition_cost(gone) == 0
+    assert pp.partition_cost(dataclasses.replace(job, clean_shutdown=True)) == pp.COST_PER_SEGMENT
+    assert pp.partition_cost(dataclasses.replace(gone, clean_shutdown=True)) == pp.COST_PER_SEGMENT

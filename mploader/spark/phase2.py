@@ -3,8 +3,9 @@
 The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
 clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
 The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes,
-what a resumed load recorded of it included), packed into Spark partitions by ``.log`` bytes as Phase 1's
-pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
+what a resumed load recorded of it included), packed into Spark partitions by their cost
+(:func:`mploader.partition_pool.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's pieces are
+(:func:`mploader.spark.tasks.binned_frame`); each task runs
 :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
 identically mounted file system), scanning in the task
 (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
@@ -31,6 +32,7 @@ import pyarrow as pa
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.errors import MploaderError
+from mploader.partition_pool import partition_cost
 from mploader.recovery.job import PartitionJob, load_partition
 from mploader.result import LoadedLog
 from mploader.spark.session import check_session
@@ -80,16 +82,9 @@ def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa
     return run
 
 
-def _dir_bytes(path: str) -> int:
-    try:
-        return sum(e.stat().st_size for e in os.scandir(path) if e.name.endswith(".log"))
-    except OSError:
-        return 0
-
-
 class SparkPartitions:
     """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks,
-    ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal ``.log`` bytes
+    ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`)."""
 
     def __init__(self, spark: SparkSession) -> None:
@@ -101,17 +96,14 @@ class SparkPartitions:
     def description(self) -> str:
         return f"Spark {self.spark.sparkContext.master} ({cores(self.spark)} cores)"
 
-    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig,
-                 loaded: Callable[[int, tuple[LoadedLog, int] | BaseException], None] | None = None,
-                 ) -> list[tuple[LoadedLog, int] | BaseException]:
-        """Every job's outcome, in order, once Spark's job is done (``loaded`` is not called: the caller takes
-        the outcomes when they are returned)."""
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
+        """Every job's outcome, in order, once Spark's job is done."""
         if not jobs:
             return []
         from pyspark.sql.pandas.types import from_arrow_schema
 
         frame = binned_frame(self.spark, [(i, pickle.dumps(j)) for i, j in enumerate(jobs)],
-                             [_dir_bytes(j.dir) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
+                             [partition_cost(j) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
         self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 2: partitions recovered on executors")
         try:
             rows = frame.mapInArrow(load_rows(pickle.dumps(cfg)), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
