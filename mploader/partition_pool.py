@@ -52,7 +52,6 @@ from typing import TYPE_CHECKING, Any
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.engine import worker_start
-from mploader.engine.plan import file_size
 from mploader.engine.select import POOL_START_SECONDS, AutoPlans, usable_cpus
 from mploader.errors import MploaderError
 from mploader.format import names
@@ -90,8 +89,7 @@ AUTO_MIN_SECONDS = 0.25
 
 def inline_seconds(auto: AutoPlans, partitions: int) -> float:
     """The inline load's seconds, as estimated from the plans "auto" made and the number of partitions."""
-    tasks = [t for planned in auto.planned.values() for _, ts in planned for t in ts]
-    return (sum(file_size(t.path) for t in tasks) / BYTES_PER_SECOND + len(tasks) * SEGMENT_SECONDS
+    return (auto.planned_bytes / BYTES_PER_SECOND + auto.planned_tasks * SEGMENT_SECONDS
             + partitions * PARTITION_SECONDS)
 
 

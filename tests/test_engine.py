@@ -1729,8 +1729,8 @@ def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> 
 
     planned = {"a": [(None, tasks("a", [4_000_000_000, 4_000_000_000]))], "b": [(None, [])], "c": [],
                "d": [(None, tasks("d", [10, 20, 30]))]}
-    assert select_mod._work(planned) == (8_000_000_000, 2, 2)  # type: ignore[arg-type]
-    assert select_mod._work({}) == (0, 0, 0)
+    assert select_mod._work(planned) == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
+    assert select_mod._work({}) == (0, 0, 0, 0, 0)
 
 
 def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:

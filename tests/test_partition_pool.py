@@ -30,7 +30,6 @@ from mploader.metrics import REMAINING_LOGS_TO_RECOVER, MetricsRegistry
 from mploader.partition_pool import ProcessPartitions, groups_of
 from mploader.progress import DirProgress, Progress
 from mploader.recovery.job import PartitionJob
-from mploader.scan import SegmentTask
 from tests.crashy_worker import result_digest, tree_digest
 from tests.kafkadir import NOW
 from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
@@ -302,12 +301,9 @@ def test_a_resumable_load_interrupted_between_groups_is_completed_by_a_rerun(tmp
     assert tree_digest(data) == tree_digest(tmp_path / "ref" / "data-0")
 
 
-_FILE = __file__  # any file: only its size is read (file_size)
-
-
 def _plans(tasks: int) -> AutoPlans:
-    """AutoPlans of one dir whose one partition plans ``tasks`` scans of a small file."""
-    return AutoPlans(planned={"d": [(("p", TopicPartition("t", 0), DirKind.LIVE), [SegmentTask(_FILE, 0)] * tasks)]})
+    """AutoPlans of ``tasks`` planned scans of 1 KB each."""
+    return AutoPlans(planned_bytes=1000 * tasks, planned_tasks=tasks)
 
 
 def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_they_can_share_the_cpus() -> None:

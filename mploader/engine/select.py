@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from mploader.config import LoaderConfig
 from mploader.engine import worker_start
@@ -89,23 +90,35 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     return max(1, share)
 
 
-def _work(planned: dict[str, PlannedScans]) -> tuple[int, int, int]:
-    """The most bytes any data dir's plan scans and in how many segments, and how many dirs scan anything."""
+class _Work(NamedTuple):
+    most: int  # the most bytes any data dir's plan scans
+    segments: int  # ... in how many segments
+    scanning: int  # how many dirs scan anything
+    total: int  # the bytes all the plans scan
+    total_segments: int  # ... in how many segments
+
+
+def _work(planned: dict[str, PlannedScans]) -> _Work:
+    """What the plans scan, each file sized once."""
     per_dir = [(sum(file_size(t.path) for t in ts), len(ts))
                for ts in ([t for _, tasks in parts for t in tasks] for parts in planned.values())]
     most, segments = max(per_dir, default=(0, 0))
-    return most, segments, sum(1 for _, n in per_dir if n)
+    return _Work(most, segments, sum(1 for _, n in per_dir if n), sum(b for b, _ in per_dir),
+                 sum(n for _, n in per_dir))
 
 
 @dataclass(slots=True)
 class AutoPlans:
     """What "auto" weighs, planned once (:func:`auto_plans`): the dirs' exact plans (a clean dir's only where its
-    bound asks for a pool), the most bytes any dir scans and in how many segments, how many dirs scan anything."""
+    bound asks for a pool), the most bytes any dir scans and in how many segments, how many dirs scan anything, and
+    the bytes and segments all the plans scan (``partition_pool.inline_seconds``)."""
 
     planned: dict[str, PlannedScans] = field(default_factory=dict)
     scan_bytes: int | None = None
     scan_tasks: int = 0
     scanning: int | None = None
+    planned_bytes: int = 0
+    planned_tasks: int = 0
 
 
 def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
@@ -120,14 +133,15 @@ def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
     bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
         p, bound_only=True)})[0] for p in clean}
     planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
-    scan_bytes, scan_tasks, scanning = _work(planned)
-    scan_bytes = max([scan_bytes, *bounds.values()])
+    work = _work(planned)
+    scan_bytes = max([work.most, *bounds.values()])
     # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
     # not refuse a pool the exact plans would ask for
-    if bounds and workers_per_dir(cfg, len(plans), scan_bytes, 0, max(1, scanning)) > 1:
+    if bounds and workers_per_dir(cfg, len(plans), scan_bytes, 0, max(1, work.scanning)) > 1:
         planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
-        scan_bytes, scan_tasks, scanning = _work(planned)
-    return AutoPlans(planned, scan_bytes, scan_tasks, scanning)
+        work = _work(planned)
+        scan_bytes = work.most
+    return AutoPlans(planned, scan_bytes, work.segments, work.scanning, work.total, work.total_segments)
 
 
 def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: LoadStats,
