@@ -560,14 +560,7 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
             registered.append((REMAINING_SEGMENTS_TO_RECOVER, t))
     if progress is not None:
         progress.start({s.path: len(s.partitions) for s in states})
-    for s in states:  # LogManager.loadLogs' INFO lines
-        log.info("Loading logs from log dir %s", s.path)
-        if s.clean:
-            log.info("Skipping recovery of %d logs from %s since clean shutdown file was found", len(s.partitions),
-                     s.path)
-        else:
-            log.info("Attempting recovery of %d logs from %s since no clean shutdown file was found",
-                     len(s.partitions), s.path)
+    _log_loading(states)
     t_prefetch = time.perf_counter()
     order = engine.prefetch([_dir_plan(s, cfg) for s in states])
     for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
@@ -673,6 +666,28 @@ def _job(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, now: int) -
                         s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None)
 
 
+def _log_loading(states: list[_DirState], elsewhere: bool = False) -> None:
+    """LogManager.loadLogs' INFO lines at the start of each data dir."""
+    for s in states:
+        log.info("Loading logs from log dir %s%s", s.path,
+                 f" ({len(s.partitions)} partitions, loaded elsewhere)" if elsewhere else "")
+        if s.clean:
+            log.info("Skipping recovery of %d logs from %s since clean shutdown file was found", len(s.partitions),
+                     s.path)
+        else:
+            log.info("Attempting recovery of %d logs from %s since no clean shutdown file was found",
+                     len(s.partitions), s.path)
+
+
+def _log_completed(s: _DirState, loaded: LoadedLog, done: int, seconds: float | None = None) -> None:
+    """LogManager.loadLog's INFO line for a partition loaded (``seconds``: its load's time, where it was timed)."""
+    took = "" if seconds is None else f" in {seconds * 1000:.0f} ms"
+    log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "
+             "logEndOffset=%d) with %d segments%s (%d/%d completed in %s)", loaded.dir, loaded.topic,
+             loaded.partition, loaded.log_start_offset, loaded.recovery_point, loaded.log_end_offset,
+             len(loaded.segments), took, done, len(s.partitions), s.path)
+
+
 def _warn_deleted(loaded: LoadedLog) -> None:
     if loaded.deleted_segments:
         log.warning("%s: deleted %d segment(s) after the truncation: base offsets %s (%d bytes of log)", loaded.dir,
@@ -699,11 +714,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     the runner tells of it or, for those it did not, when it returns."""
     jobs = [(s, _job(s, path, tp, kind, now)) for s in states for path, tp, kind in s.partitions]
     remaining = {s.path: len(s.partitions) for s in states}
-    for s in states:  # LogManager.loadLogs' INFO lines
-        log.info("Loading logs from log dir %s (%d partitions, loaded elsewhere)", s.path, len(s.partitions))
-        log.info("%s recovery of %d logs from %s since %s", "Skipping" if s.clean else "Attempting",
-                 len(s.partitions), s.path, "clean shutdown file was found" if s.clean else
-                 "no clean shutdown file was found")
+    _log_loading(states, elsewhere=True)
+    for s in states:
         metrics.register(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), len(s.partitions))
     if progress is not None:
         progress.start(dict(remaining))
@@ -736,10 +748,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         metrics.set(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path), remaining[s.path])
         stats.dir_seconds[s.path] = time.perf_counter() - t0
         if not isinstance(outcome, BaseException):
-            log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "
-                     "logEndOffset=%d) with %d segments (%d/%d completed in %s)", job.dir, job.tp.topic,
-                     job.tp.partition, lg.log_start_offset, lg.recovery_point, lg.log_end_offset, len(lg.segments),
-                     len(s.partitions) - remaining[s.path], len(s.partitions), s.path)
+            _log_completed(s, lg, len(s.partitions) - remaining[s.path])
         if progress is not None:
             if scanned:  # its scans, known only as a whole: the rate and bytes shown grow a partition at a time
                 progress.segments_scanned(s.path, recovered, scanned)
@@ -794,10 +803,7 @@ def _load_one(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, cfg: L
             s.loaded.append(loaded)
             engine.stats.bytes_read += ctx.bytes_scanned
             done = len(s.partitions) - remaining[s.path] + 1
-        log.info("Completed load of Log(dir=%s, topic=%s, partition=%d, logStartOffset=%d, recoveryPoint=%d, "
-                 "logEndOffset=%d) with %d segments in %d ms (%d/%d completed in %s)", path, tp.topic, tp.partition,
-                 loaded.log_start_offset, loaded.recovery_point, loaded.log_end_offset, len(loaded.segments),
-                 (time.perf_counter() - t_start) * 1000, done, len(s.partitions), s.path)
+        _log_completed(s, loaded, done, time.perf_counter() - t_start)
         return loaded
     finally:
         with lock:

@@ -215,6 +215,9 @@ def test_log_records_progress_and_metrics_reach_the_parent(tmp_path: Path, caplo
     records = [r for r in caplog.records if r.name.startswith("mploader.recovery")]
     assert records and all(r.process != os.getpid() for r in records)  # made in the workers, logged here
     assert any("orders-3" in r.getMessage() and r.levelno == logging.WARNING for r in records), caplog.text
+    manager = [r.getMessage() for r in caplog.records if r.name == "mploader.manager"]  # LogManager's lines, as inline
+    assert any(m.startswith("Attempting recovery of 2 logs from") for m in manager), manager
+    assert sum(m.startswith(f"Completed load of Log(dir={d}/") for m in manager) == 2, manager
     assert sorted(loaded) == ["orders-3", "quiet-0"] and seen[-1].partitions_done == 2
     assert seen[-1].bytes_done == result.stats.bytes_read > 0 and seen[-1].segments_done > 0  # what they scanned
     assert metrics.values_of(REMAINING_LOGS_TO_RECOVER, dir=str(d)) == [2, 1, 0]
