@@ -194,8 +194,9 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     try:
         planned: dict[str, PlannedScans] | None = None
         auto = None
+        plans = [_dir_plan(s, cfg) for s in live]
         if runner is None and factory is None:
-            auto = auto_plans(cfg, [_dir_plan(s, cfg) for s in live])
+            auto = auto_plans(cfg, plans)
             n = _auto_partition_workers(cfg, live, auto)
             if n:
                 runner, planned = ProcessPartitions(n, cfg.worker_start), auto.planned
@@ -205,7 +206,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         if runner is not None:
             loaded = _run_elsewhere(live, cfg, now, runner, stats, offline, disk, metrics, progress, planned)
         else:
-            engine = (make_engine(cfg, [_dir_plan(s, cfg) for s in live], stats, metrics, progress, auto=auto)
+            engine = (make_engine(cfg, plans, stats, metrics, progress, auto=auto)
                       if factory is None else factory(stats, progress))
             stats.workers_per_dir, stats.worker_start = engine.workers_per_dir, engine.start
             interrupted = False
