@@ -441,3 +441,32 @@ def test_a_partitions_cost_is_its_log_bytes_and_segments_after_an_unclean_shutdo
     assert pp.partition_cost(gone) == 0
     assert pp.partition_cost(dataclasses.replace(job, clean_shutdown=True)) == pp.COST_PER_SEGMENT
     assert pp.partition_cost(dataclasses.replace(gone, clean_shutdown=True)) == pp.COST_PER_SEGMENT
+
+
+@pytest.mark.parametrize("by", ["runner", "auto"])
+def test_the_journal_a_worker_wrote_for_kafkas_clean_shortcut_is_removed_as_inline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    """A clean partition without a producer snapshot takes Kafka's shortcut, journaled where it is loaded
+    (``recovery.journal``: in the worker); the parent removes the journal once the load has committed, which it
+    can only see if its disk keeps no listing of its own preflight (kept by none with a runner; dropped by auto when
+    it chooses workers)."""
+    trees = []
+    for label in ("ref", "got"):
+        root = tmp_path / label
+        generate(root, BROKER.replace(faults=0, seed=33, data_dirs=1, clean_shutdown=True))
+        part = sorted(p for p in (root / "data-0").iterdir() if p.is_dir())[0]
+        for snapshot in part.glob("*.snapshot"):
+            snapshot.unlink()
+        cfg, runner = LoaderConfig(num_segment_loading_threads_per_data_dir=1), None
+        if label == "got" and by == "runner":
+            runner = ProcessPartitions(2)
+        elif label == "got":
+            monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", 0.0)
+            monkeypatch.setattr(pp, "usable_cpus", lambda: 2)
+            cfg = LoaderConfig(worker_start="fork")
+        result = load_logs([str(root / "data-0")], cfg, NOW, partitions=runner)
+        assert (result.stats.loaded_by is not None) is (label == "got")
+        assert any(lg.journal for lg in result.all_logs())
+        assert not list(root.rglob("mploader-journal"))
+        trees.append(tree_digest(root))
+    assert trees[0] == trees[1]
