@@ -41,7 +41,9 @@ class DryRunDisk(RealDisk):
     def list_files(self, directory: str) -> list[str]:
         names = set(super().list_files(directory))
         prefix = os.path.join(directory, "")
-        for path, v in self._overlay.items():
+        # a copy first, taken at once (in C, under the GIL): the other data dirs' loading threads add to the overlay
+        # meanwhile (a multi-dir dry run failed with "dictionary changed size during iteration")
+        for path, v in list(self._overlay.items()):
             if path.startswith(prefix) and os.sep not in path[len(prefix):]:
                 if v is _DELETED:
                     names.discard(path[len(prefix):])
