@@ -117,6 +117,31 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
         assert results[0][0] == "InvalidTxnStateException" and replays
 
 
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(row, min_size=1, max_size=30), before=known)
+def test_the_replay_matches_kafkas_loop(tmp_path_factory, rows, before):  # type: ignore[no-untyped-def]
+    """The replay (small segments, and input the vectorised pass declines) updates a known producer's entry in
+    place for a data batch that cannot fail; the state, the txn index entries and the exception stay those of
+    Kafka's prepareUpdate / append / update on a copy."""
+    d = str(tmp_path_factory.mktemp("psm"))
+    a, b = (_psm(d) for _ in range(2))
+    before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
+    for psm in (a, b):
+        _known_producers(psm, before)
+    table = _table(rows)
+    results = []
+    for psm, apply in ((a, lambda t, p, tx: producer_apply.replay(p, t, tx, "x")), (b, _reference)):
+        txn_entries: list = []
+        try:
+            apply(table, psm, txn_entries)
+            results.append((None, txn_entries))
+        except StartupFailedError as e:
+            results.append((e.kafka_exception, None))
+    assert results[0] == results[1]
+    b.map_end_offset = a.map_end_offset  # _reference also maps the end offset; replay leaves it to its caller
+    assert _state(a) == _state(b)
+
+
 @pytest.mark.parametrize("stray_producer, replayed", [(2, False), (3, True)])
 def test_ongoing_transaction_no_entry_has_open(tmp_path, replays, stray_producer, replayed):  # type: ignore[no-untyped-def]
     """A transaction in the ongoing map that no entry has open holds back the last stable offset as in Kafka;

@@ -68,9 +68,24 @@ def apply_producer_batches(psm: ProducerStateManager, rows: BatchColumns, by_pro
 
 
 def replay(psm: ProducerStateManager, rows: np.ndarray, txn_entries: list[TxnIndexEntry], path: str) -> None:
-    """Kafka's loop, one batch at a time."""
+    """Kafka's loop, one batch at a time.  A data batch of a known producer that cannot fail (no transaction open,
+    or one open and the batch transactional) updates its entry in place: prepareUpdate's copy, appendDataBatch on
+    it and update's merge back leave the entry as appending to it directly does (the copy only matters when the
+    append throws)."""
+    producers = psm.producers
     for row in rows.tolist():
-        info = psm.prepare_update(row[Field.PRODUCER_ID])
+        pid = row[Field.PRODUCER_ID]
+        entry = producers.get(pid)
+        attributes = row[Field.ATTRIBUTES]
+        if entry is not None and not attributes & ATTR_CONTROL:
+            transactional = bool(attributes & ATTR_TRANSACTIONAL)
+            if entry.current_txn_first_offset is None or transactional:
+                first = row[Field.BASE_OFFSET]
+                if entry.append_data(row[Field.PRODUCER_EPOCH], first, row[Field.LAST_OFFSET],
+                                     row[Field.BASE_SEQUENCE], row[Field.MAX_TIMESTAMP], transactional, path):
+                    psm.ongoing[first] = pid
+                continue
+        info = psm.prepare_update(pid)
         completed = info.append(row, path)
         psm.update(info)
         if completed is not None:
