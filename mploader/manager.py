@@ -66,7 +66,9 @@ class PartitionRunner(Protocol):
     takes a keyword ``loaded`` is told there of each job as it completes (its index, its outcome), in the caller's
     thread: the load counts it as loaded then (progress, --resumable's recovery points) rather than when all are
     done.  A runner that knows which directories its loads changed says so in ``changed_dirs`` (a failure's note
-    names them)."""
+    names them); one that counts its loads' scans and file changes, in ``work`` (a LoadStats: its
+    ``segments_scanned``, ``scan_seconds``, ``draft_seconds``, ``write_seconds`` and ``worker_start`` go into the
+    load's stats)."""
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, /) -> list[PartitionOutcome]: ...
 
@@ -169,7 +171,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 forget_recovered(disk, s.path)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
-        stats.write_seconds = disk.change_seconds
+        stats.write_seconds += disk.change_seconds  # the parent's own, beside a runner's workers'
         return result
     finally:
         for s in states:
@@ -764,6 +766,10 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
             outcomes = runner(batch, cfg)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
+        work = getattr(runner, "work", None)
+        if isinstance(work, LoadStats):
+            stats.add_work(work)
+            stats.worker_start = work.worker_start
     finally:  # what the runner's processes changed, for a failure's note (_note_written)
         disk.changed_elsewhere(getattr(runner, "changed_dirs", ()))
         for s in states:

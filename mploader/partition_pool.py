@@ -44,6 +44,7 @@ import logging
 import os
 import pickle
 import signal
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -52,11 +53,12 @@ from typing import TYPE_CHECKING, Any
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
 from mploader.engine import worker_start
+from mploader.engine.base import InlineSource
 from mploader.engine.select import POOL_START_SECONDS, AutoPlans, usable_cpus
 from mploader.errors import MploaderError
 from mploader.format import names
 from mploader.recovery.job import PartitionJob, load_partition
-from mploader.result import LoadedLog
+from mploader.result import LoadedLog, LoadStats
 
 if TYPE_CHECKING:  # multiprocessing is imported when workers start: a load that starts none does without it
     from multiprocessing.connection import Connection
@@ -143,14 +145,16 @@ def _portable(error: BaseException) -> BaseException:
         return portable
 
 
-Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None]
+# a group's answer: its outcomes, log records, the directories it changed, the error of its sync, what it scanned
+# and wrote (LoadStats.add_work)
+Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None, LoadStats]
 
 
 def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> Group:
     """A worker's task: each job's load, in order, on one disk synced at the end; the mploader log records at
     ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories the
-    disk changed and the error of the sync, if it failed (the load then fails, as an inline load's last sync
-    fails it)."""
+    disk changed, the error of the sync, if it failed (the load then fails, as an inline load's last sync
+    fails it), and the scans' and the file changes' counts and seconds."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
@@ -158,18 +162,21 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> G
     logger.propagate, logger.handlers = False, [collect]
     try:
         disk = open_disk(cfg.dry_run)
+        work = LoadStats()
+        scans = InlineSource(work, threading.Lock())  # scanning here, counted
         outcomes: list[Outcome] = []
         for job in jobs:
             try:
-                loaded, ctx = load_partition(job, cfg, disk)  # scanning here
+                loaded, ctx = load_partition(job, cfg, disk, scans)
                 outcomes.append((loaded, ctx.bytes_scanned))
             except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
                 outcomes.append(_portable(e))
+        work.write_seconds = disk.change_seconds
         try:
             disk.flush()  # durable before the parent hears of them (its --resumable recovery points)
         except OSError as e:
-            return outcomes, collect.records, disk.changed_dirs(), e
-        return outcomes, collect.records, disk.changed_dirs(), None
+            return outcomes, collect.records, disk.changed_dirs(), e, work
+        return outcomes, collect.records, disk.changed_dirs(), None, work
     finally:
         logger.setLevel(saved[0])
         logger.propagate, logger.handlers = saved[1], saved[2]
@@ -268,6 +275,7 @@ class ProcessPartitions:
         self.worker_deaths = 0  # workers that died in this runner's loads
         self.loaded_in_parent = 0  # jobs the parent loaded after their group's worker died twice
         self.changed_dirs: set[str] = set()  # the directories the last call's loads changed (a failure says them)
+        self.work = LoadStats()  # what the last call's loads scanned and wrote (PartitionRunner: added to the load's)
 
     @property
     def description(self) -> str:
@@ -276,10 +284,12 @@ class ProcessPartitions:
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
         self.changed_dirs = set()
+        self.work = LoadStats(worker_start=self.start)
 
         def take(indexes: list[int], answer: Group) -> None:
-            outcomes, records, changed, sync_failed = answer
+            outcomes, records, changed, sync_failed, work = answer
             self.changed_dirs.update(changed)
+            self.work.add_work(work)
             for record in records:
                 logger = logging.getLogger(record.name)
                 if logger.isEnabledFor(record.levelno):

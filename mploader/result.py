@@ -154,8 +154,8 @@ class LoadStats:
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
-    # Phase 2 time this process spent changing files (Disk.change_seconds), the final sync apart; partitions loaded
-    # elsewhere (loaded_by: Spark tasks) are not in it, as their scan_seconds are not
+    # Phase 2 time spent changing files (Disk.change_seconds), the final sync apart, summed over this process and its
+    # partition-loading workers; partitions loaded by Spark tasks (loaded_by) are not in it, nor in the scans' counts
     write_seconds: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
@@ -163,6 +163,13 @@ class LoadStats:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def add_work(self, other: LoadStats) -> None:
+        """Add the scans and the file changes ``other`` counted (a partition-loading worker's group)."""
+        self.segments_scanned += other.segments_scanned
+        self.scan_seconds += other.scan_seconds
+        self.draft_seconds += other.draft_seconds
+        self.write_seconds += other.write_seconds
 
     def add_scan(self, seconds: float, scan: SegmentScan) -> None:
         """Count the Phase 1 time of one scan (the caller holds the engine's lock)."""

@@ -69,6 +69,18 @@ def test_the_files_and_the_result_are_the_inline_loads(template: Path, tmp_path:
     assert ref["result"]["stats"]["segments_recovered"] > 0 and ref["result"]["stats"]["bytes_truncated"] > 0
 
 
+def test_the_stats_count_the_workers_scans_and_writes(template: Path, tmp_path: Path) -> None:
+    """What the workers scanned and wrote is in the load's stats, as an inline load's is (not zeros)."""
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    ref = load_logs(fresh(template, tmp_path / "ref"), cfg, NOW).stats
+    runner = ProcessPartitions(2)
+    got = load_logs(fresh(template, tmp_path / "got"), cfg, NOW, partitions=runner).stats
+    assert got.segments_scanned == ref.segments_scanned >= got.segments_recovered > 0
+    assert got.scan_seconds > 0 and got.draft_seconds > 0 and got.write_seconds > 0
+    assert got.write_seconds > runner.work.write_seconds * 0.999  # the workers' and the parent's own
+    assert got.worker_start == runner.start
+
+
 def test_a_dry_run_changes_nothing_and_reports_what_the_load_does(template: Path, tmp_path: Path) -> None:
     dirs = fresh(template, tmp_path / "dry")
     before = tree_digest(tmp_path / "dry")
