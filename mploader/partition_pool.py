@@ -252,8 +252,13 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, os.getpid(), start == "fork"), name=WORKER_NAME,
                                    daemon=True)
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except BaseException:  # no process (fork's EAGAIN, ENOMEM): nor its pipe
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.group: int | None = None
 
     def kill(self) -> None:
@@ -273,7 +278,7 @@ class ProcessPartitions:
         self.workers = workers
         self.start = worker_start(start)
         self.worker_deaths = 0  # workers that died in this runner's loads
-        self.loaded_in_parent = 0  # jobs the parent loaded after their group's worker died twice
+        self.loaded_in_parent = 0  # jobs the parent loaded: their group's worker died twice, or none started
         self.changed_dirs: set[str] = set()  # the directories the last call's loads changed (a failure says them)
         self.work = LoadStats()  # what the last call's loads scanned and wrote (PartitionRunner: added to the load's)
 
@@ -303,7 +308,7 @@ class ProcessPartitions:
 
         level = logging.getLogger("mploader").getEffectiveLevel()
         groups = groups_of([partition_cost(j) for j in jobs], self.workers)
-        for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice: loaded here, as inline
+        for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice, or none started: loaded here
             self.loaded_in_parent += len(groups[g])
             take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level))
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
@@ -314,7 +319,8 @@ class ProcessPartitions:
     def _run(self, jobs: list[PartitionJob], groups: list[list[int]], cfg: LoaderConfig, level: int,
              take: Callable[[list[int], Group], None]) -> list[int]:
         """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
-        and its group given to another once; the groups left to the parent (their worker died twice)."""
+        and its group given to another once; the groups left to the parent (their worker died twice, or no worker
+        could be started: a worker that cannot start is not an error while another goes on)."""
         from multiprocessing.connection import wait
 
         todo = deque(range(len(groups)))
@@ -340,11 +346,26 @@ class ProcessPartitions:
                         _died(w.process), ", ".join(str(jobs[i].tp) for i in groups[g]), again)
             (todo.appendleft if deaths[g] < 2 else left.append)(g)
 
+        unstarted: list[OSError] = []  # the errors of workers that could not start (fork: EAGAIN, ENOMEM)
+
+        def start_workers() -> None:
+            while todo and len(workers) < min(self.workers, len(groups)):
+                try:
+                    workers.append(_Worker(self.start))
+                except OSError as e:
+                    if not unstarted:
+                        log.warning("cannot start a partition-loading worker (%s); %s", e,
+                                    f"going on with {len(workers)}" if workers else "the parent loads the partitions")
+                    unstarted.append(e)
+                    if not workers:  # none to go on with: the parent loads what is left, as inline
+                        left.extend(todo)
+                        todo.clear()
+                    return
+
         done = False
         try:
             while todo or any(w.group is not None for w in workers):
-                while todo and len(workers) < min(self.workers, len(groups)):
-                    workers.append(_Worker(self.start))
+                start_workers()
                 for w in list(workers):
                     if w.group is None and todo:
                         w.group = todo.popleft()

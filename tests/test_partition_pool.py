@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -154,6 +155,32 @@ def test_a_worker_that_dies_is_not_a_failed_load(template: Path, tmp_path: Path,
                                                      for m in died), died
     assert died[-1].endswith("loads them itself" if always else "gives them to another")
     assert marker is None or marker.exists()
+
+
+@pytest.mark.parametrize("starts", [0, 1])
+def test_a_worker_that_cannot_start_is_not_a_failed_load(template: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch, starts: int,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """fork() fails (EAGAIN: a process limit) for every worker after the first ``starts``: the workers that
+    started load every partition, or, where none did, the parent does; the outcome is the inline load's, and one
+    warning says so."""
+    real = pp._Worker.__init__
+    tried: list[int] = []
+
+    def init(self: Any, start: str) -> None:
+        tried.append(1)
+        if len(tried) > starts:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        real(self, start)
+
+    monkeypatch.setattr(pp._Worker, "__init__", init)
+    runner = ProcessPartitions(3)
+    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+        ref, got = load_both(template, tmp_path, runner)
+    assert got == ref
+    assert runner.loaded_in_parent == (0 if starts else ref["result"]["stats"]["partitions"])
+    warned = [r.getMessage() for r in caplog.records if "cannot start" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].endswith("going on with 1" if starts else "the parent loads the partitions")
 
 
 def test_a_partition_that_fails_start_up_fails_the_load_as_inline(tmp_path: Path) -> None:
