@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from mploader.config import LoaderConfig
 from mploader.disk import Disk, open_disk
@@ -43,6 +43,7 @@ from mploader.metrics import (
     REMAINING_SEGMENTS_TO_RECOVER,
     TOTAL_BYTES_TO_RECOVER,
     MetricsRegistry,
+    Tags,
 )
 from mploader.partition_pool import ProcessPartitions, auto_workers
 from mploader.progress import DirProgress, Progress, ProgressTracker
@@ -65,8 +66,10 @@ class PartitionRunner(Protocol):
     mploader.partition_pool.ProcessPartitions) and returns each job's outcome, in the jobs' order.  A runner that
     takes a keyword ``loaded`` is told there of each job as it completes (its index, its outcome), in the caller's
     thread: the load counts it as loaded then (progress, --resumable's recovery points) rather than when all are
-    done.  A runner that knows which directories its loads changed says so in ``changed_dirs`` (a failure's note
-    names them); one that counts its loads' scans and file changes, in ``work`` (a LoadStats: its
+    done.  One that takes a keyword ``segments`` is told there of a job's segments left to recover as its load goes
+    (its index, the number of the worker loading it, the count: Kafka's remainingSegmentsToRecover of that worker,
+    as of a recovery thread).  A runner that knows which directories its loads changed says so in ``changed_dirs``
+    (a failure's note names them); one that counts its loads' scans and file changes, in ``work`` (a LoadStats: its
     ``segments_scanned``, ``scan_seconds``, ``draft_seconds``, ``write_seconds`` and ``worker_start`` go into the
     load's stats)."""
 
@@ -757,13 +760,21 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
                 progress.segments_scanned(s.path, recovered, scanned)
             progress.partition_loaded(s.path, str(job.tp), job.dir, scanned)
 
+    segment_gauges: dict[tuple[str, int], Tags] = {}  # (dir, worker) -> its remainingSegmentsToRecover, once told
+
+    def segments(i: int, worker: int, n: int) -> None:
+        path = jobs[i][0].path
+        tags = segment_gauges.get((path, worker))
+        if tags is None:
+            tags = segment_gauges[(path, worker)] = metrics.tags(dir=path, threadNum=worker)
+            metrics.register(REMAINING_SEGMENTS_TO_RECOVER, tags, None)
+        metrics.set(REMAINING_SEGMENTS_TO_RECOVER, tags, n)
+
     try:
         batch = [job for _, job in jobs]
-        if "loaded" in _parameters(runner):  # told of each as it completes (PartitionRunner's optional keyword)
-            telling: Any = runner
-            outcomes = telling(batch, cfg, loaded=take)
-        else:  # nothing until it returns
-            outcomes = runner(batch, cfg)
+        told = {"loaded": take, "segments": segments}  # PartitionRunner's optional keywords, those it takes
+        keywords = {k: v for k, v in told.items() if k in _parameters(runner)}
+        outcomes = runner(batch, cfg, **keywords) if keywords else runner(batch, cfg)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
         work = getattr(runner, "work", None)
@@ -774,6 +785,8 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
         disk.changed_elsewhere(getattr(runner, "changed_dirs", ()))
         for s in states:
             metrics.remove(REMAINING_LOGS_TO_RECOVER, metrics.tags(dir=s.path))
+        for tags in segment_gauges.values():
+            metrics.remove(REMAINING_SEGMENTS_TO_RECOVER, tags)
         if progress is not None:
             progress.close()
     fatal = [f for i in sorted(errors) if (f := _failed(jobs[i][0], jobs[i][1].dir, errors[i], offline)) is not None]

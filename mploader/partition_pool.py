@@ -40,11 +40,13 @@ copies of them never write), so that a load's log reads as an inline load's, but
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import pickle
 import signal
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -68,6 +70,9 @@ log = logging.getLogger(__name__)
 
 Outcome = tuple[LoadedLog, int] | BaseException  # per job: the log and the bytes scanned, or what its load raised
 Loaded = Callable[[int, Outcome], None]  # told of each job as it completes: its index in the list, its outcome
+# told of a job's segments left to recover as its load goes: its index, the worker's number (0 to workers - 1, Kafka's
+# recovery thread's threadNum), the count (Kafka's remainingSegmentsToRecover)
+Segments = Callable[[int, int, int], None]
 
 #: a segment weighs this many bytes of ``.log`` in a partition's cost: a small recovered segment's Phase 2
 #: (~0.5 ms) is about what scanning 1 MiB takes
@@ -76,6 +81,9 @@ COST_PER_SEGMENT = 1 << 20
 #: sync stay small against its partitions' work
 GROUPS_PER_WORKER = 4
 WORKER_NAME = "mploader-load"  # a worker's process name (the scanning pool's are mploader-scan)
+#: a worker tells the parent of a partition's segments left to recover when its recovery starts, when it ends, and
+#: in between at most this often (a message a segment cost the parent ~50 us of CPU each: perf/README.md)
+SEGMENTS_EVERY_SECONDS = 0.05
 
 # What "auto" weighs (perf/README.md, "Whole partitions in workers"): the inline load's seconds, estimated from
 # its plans, in process on 2 vCPUs: a recovered segment ~0.7 ms beyond its bytes (100 partitions of 1,023 small
@@ -150,11 +158,13 @@ def _portable(error: BaseException) -> BaseException:
 Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None, LoadStats]
 
 
-def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> Group:
+def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
+               segments: Callable[[int, int], None] = lambda i, n: None) -> Group:
     """A worker's task: each job's load, in order, on one disk synced at the end; the mploader log records at
     ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories the
     disk changed, the error of the sync, if it failed (the load then fails, as an inline load's last sync
-    fails it), and the scans' and the file changes' counts and seconds."""
+    fails it), and the scans' and the file changes' counts and seconds.  ``segments``: told of the segments left to
+    recover in job ``i`` (its position in ``jobs``) as its load goes."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
@@ -165,9 +175,9 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int) -> G
         work = LoadStats()
         scans = InlineSource(work, threading.Lock())  # scanning here, counted
         outcomes: list[Outcome] = []
-        for job in jobs:
+        for i, job in enumerate(jobs):
             try:
-                loaded, ctx = load_partition(job, cfg, disk, scans)
+                loaded, ctx = load_partition(job, cfg, disk, scans, functools.partial(segments, i))
                 outcomes.append((loaded, ctx.bytes_scanned))
             except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
                 outcomes.append(_portable(e))
@@ -239,13 +249,35 @@ def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
         if task is None:
             return
         group, jobs, cfg, level = task
-        conn.send((group, *load_group(jobs, cfg, level)))
+        conn.send((DONE, group, *load_group(jobs, cfg, level, _Reporter(conn))))
+
+
+class _Reporter:
+    """A worker's ``segments`` callback: the counts go to the parent over the pipe, each partition's first and its
+    0, and between them at most one each :data:`SEGMENTS_EVERY_SECONDS`."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.job = -1
+        self.sent = 0.0
+
+    def __call__(self, i: int, n: int) -> None:
+        now = time.monotonic()
+        if i != self.job or n == 0 or now - self.sent >= SEGMENTS_EVERY_SECONDS:
+            self.job, self.sent = i, now
+            self.conn.send((SEGMENTS, i, n))
+
+
+# what a worker sends: (DONE, group, *Group) when a group is loaded; (SEGMENTS, job's position in the group, count)
+DONE, SEGMENTS = "done", "segments"
 
 
 class _Worker:
-    """One worker process, its end of the pipe, and the group it is loading (None: idle)."""
+    """One worker process, its end of the pipe, its number (0 to workers - 1: a worker that takes a dead one's place
+    takes its number) and the group it is loading (None: idle)."""
 
-    def __init__(self, start: str) -> None:
+    def __init__(self, start: str, number: int) -> None:
+        self.number = number
         import multiprocessing
 
         ctx: Any = multiprocessing.get_context(start)  # typeshed's BaseContext has no Process
@@ -286,7 +318,8 @@ class ProcessPartitions:
     def description(self) -> str:
         return f"{self.workers} worker process{'es' if self.workers > 1 else ''} ({self.start}ed), whole partitions"
 
-    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None) -> list[Outcome]:
+    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Loaded | None = None,
+                 segments: Segments | None = None) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
         self.changed_dirs = set()
         self.work = LoadStats(worker_start=self.start)
@@ -306,18 +339,23 @@ class ProcessPartitions:
                 if loaded is not None:
                     loaded(i, outcome)
 
+        def told(g: int, worker: int, i: int, n: int) -> None:  # job i of group g has n segments left
+            if segments is not None:
+                segments(groups[g][i], worker, n)
+
         level = logging.getLogger("mploader").getEffectiveLevel()
         groups = groups_of([partition_cost(j) for j in jobs], self.workers)
-        for g in self._run(jobs, groups, cfg, level, take):  # their worker died twice, or none started: loaded here
-            self.loaded_in_parent += len(groups[g])
-            take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level))
+        for g in self._run(jobs, groups, cfg, level, take, told):  # their worker died twice, or none started
+            self.loaded_in_parent += len(groups[g])  # loaded here, as worker 0 (no worker is left)
+            take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level,
+                                       functools.partial(told, g, 0)))
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
         if missing:  # a bug of this module: never hand the caller a list out of step with its jobs
             raise RuntimeError(f"no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
         return [o for o in out if o is not None]
 
     def _run(self, jobs: list[PartitionJob], groups: list[list[int]], cfg: LoaderConfig, level: int,
-             take: Callable[[list[int], Group], None]) -> list[int]:
+             take: Callable[[list[int], Group], None], told: Callable[[int, int, int, int], None]) -> list[int]:
         """Every group loaded by the workers, in order, one at a time a worker; a worker that died is replaced
         and its group given to another once; the groups left to the parent (their worker died twice, or no worker
         could be started: a worker that cannot start is not an error while another goes on)."""
@@ -351,7 +389,8 @@ class ProcessPartitions:
         def start_workers() -> None:
             while todo and len(workers) < min(self.workers, len(groups)):
                 try:
-                    workers.append(_Worker(self.start))
+                    number = min(set(range(self.workers)) - {w.number for w in workers})
+                    workers.append(_Worker(self.start, number))
                 except OSError as e:
                     if not unstarted:
                         log.warning("cannot start a partition-loading worker (%s); %s", e,
@@ -388,11 +427,15 @@ class ProcessPartitions:
                     if w.conn in ready:
                         with contextlib.suppress(EOFError, OSError):  # else it died before it answered
                             answer = w.conn.recv()
+                    if answer is not None and answer[0] == SEGMENTS:
+                        assert w.group is not None
+                        told(w.group, w.number, answer[1], answer[2])
+                        continue  # what follows (its answer, or its end) is read at the next turn
                     if answer is not None:
                         idle_deaths = 0
                         g, w.group = w.group, None
-                        assert g is not None and answer[0] == g
-                        take(groups[g], answer[1:])
+                        assert g is not None and answer[:2] == (DONE, g)
+                        take(groups[g], answer[2:])
                         if w.process.sentinel in ready or not w.process.is_alive():  # answered, then died
                             gone(w)
                     elif w.conn in ready or w.process.sentinel in ready:

@@ -27,7 +27,7 @@ from mploader.engine import worker_start
 from mploader.engine.select import AutoPlans
 from mploader.format.names import DirKind, TopicPartition
 from mploader.generate import GeneratorConfig, generate
-from mploader.metrics import REMAINING_LOGS_TO_RECOVER, MetricsRegistry
+from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
 from mploader.partition_pool import ProcessPartitions, groups_of
 from mploader.progress import DirProgress, Progress
 from mploader.recovery.job import PartitionJob
@@ -167,11 +167,11 @@ def test_a_worker_that_cannot_start_is_not_a_failed_load(template: Path, tmp_pat
     real = pp._Worker.__init__
     tried: list[int] = []
 
-    def init(self: Any, start: str) -> None:
+    def init(self: Any, start: str, number: int) -> None:
         tried.append(1)
         if len(tried) > starts:
             raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
-        real(self, start)
+        real(self, start, number)
 
     monkeypatch.setattr(pp._Worker, "__init__", init)
     runner = ProcessPartitions(3)
@@ -261,6 +261,33 @@ def test_log_records_progress_and_metrics_reach_the_parent(tmp_path: Path, caplo
     assert seen[-1].bytes_done == result.stats.bytes_read > 0 and seen[-1].segments_done > 0  # what they scanned
     assert metrics.values_of(REMAINING_LOGS_TO_RECOVER, dir=str(d)) == [2, 1, 0]
     assert not [k for k in metrics.current() if k[0] == REMAINING_LOGS_TO_RECOVER]  # removed at the end
+
+
+@pytest.mark.parametrize("every", [0.0, pp.SEGMENTS_EVERY_SECONDS])
+def test_the_workers_report_kafkas_remaining_segments_as_recovery_threads_do(template: Path, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch,
+                                                                              every: float) -> None:
+    """remainingSegmentsToRecover{dir, threadNum}: a gauge per data dir and worker, set as the worker's partitions
+    recover and removed at the end.  Sent at every segment, its values are the inline load's recovery thread's;
+    at most one each ``SEGMENTS_EVERY_SECONDS``, still each partition's first count and its 0."""
+    monkeypatch.setattr(pp, "SEGMENTS_EVERY_SECONDS", every)  # forked workers inherit it
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    values: dict[str, list[int]] = {}
+    for label, runner in (("ref", None), ("got", ProcessPartitions(2, "fork"))):
+        metrics = MetricsRegistry()
+        load_logs(fresh(template, tmp_path / label), cfg, NOW, partitions=runner, metrics=metrics)
+        events = [e for e in metrics.history if e.name == REMAINING_SEGMENTS_TO_RECOVER]
+        values[label] = sorted(e.value for e in events if e.kind == "set" and e.value is not None)
+        assert not [k for k in metrics.current() if k[0] == REMAINING_SEGMENTS_TO_RECOVER]  # removed at the end
+        if runner is not None:
+            assert {dict(e.tags)["threadNum"] for e in events} <= {"0", "1"}
+            assert {dict(e.tags)["dir"] for e in events} == {str(tmp_path / label / f"data-{i}") for i in (0, 1)}
+    assert values["ref"] and max(values["ref"]) > 1
+    if every == 0.0:
+        assert values["got"] == values["ref"]
+    else:
+        assert values["got"].count(0) == values["ref"].count(0) and set(values["got"]) <= set(values["ref"])
+        assert max(values["got"]) == max(values["ref"])
 
 
 def test_an_interrupt_in_the_parent_kills_the_workers_before_it_returns(template: Path, tmp_path: Path) -> None:
