@@ -276,6 +276,40 @@ def test_exists_is_answered_from_the_kept_listing(part: Path, monkeypatch) -> No
     assert len(stats) == 1 + len(names)  # released: asked of the file system again
 
 
+def test_a_size_is_asked_once_while_listed_and_again_after_the_disks_change(part: Path, monkeypatch) -> None:
+    """In a listed directory a file's size is a stat the first time, then remembered until the disk changes the file
+    (write, set_size, rename, delete) or releases the directory; a link's is always asked.  Every answer is the file
+    system's."""
+    disk = RealDisk()
+    disk.list_files(str(part))
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: stats.append(os.path.basename(p)) or real_stat(p, *a, **k))
+
+    def sizes(*names: str) -> list[int]:
+        got = [disk.size(str(part / n)) for n in names]
+        assert got == [real_stat(part / n).st_size for n in names]
+        return got
+
+    sizes("a.txt", "other.txt", "a.txt", "link", "link")
+    assert stats == ["a.txt", "other.txt", "link", "link"]
+    for change in (lambda: disk.write(str(part / "a.txt"), b"longer than before"),
+                   lambda: disk.write(str(part / "a.txt"), b"xy", truncate=False),
+                   lambda: disk.set_size(str(part / "a.txt"), 3),
+                   lambda: disk.rename(str(part / "other.txt"), str(part / "a.txt"))):
+        stats.clear()
+        change()
+        sizes("a.txt", "a.txt")
+        assert stats == ["a.txt"], stats
+    disk.delete(str(part / "a.txt"))
+    with pytest.raises(FileNotFoundError):
+        disk.size(str(part / "a.txt"))
+    (part / "a.txt").write_bytes(b"12345")  # behind the disk's back, as a released directory may be changed
+    disk.release(str(part))
+    stats.clear()
+    assert sizes("a.txt", "a.txt") == [5, 5] and stats == ["a.txt", "a.txt"]  # not listed: asked each time
+
+
 class TestDryRunDisk(DiskConformance):
     def make(self) -> Disk:
         return open_disk(dry_run=True)

@@ -68,7 +68,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
             return StartupFailedError(epoch_path, "NumberFormatException", str(e))
     files, links = disk.list_files(directory), disk.symlinks(directory)
     if not links and all(map(_ordinary, files)):  # the usual partition: only the .log sizes are left to check
-        return (_oversized_log(directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], files,
+        return (_oversized_log(disk, directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], files,
                                clean_scans) or _metadata(directory))
     # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
     for name in files:
@@ -105,7 +105,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                 return e2
         if names.is_log_file(name):
             logs.append(names.segment_file_name(names.offset_from_file_name(name), names.LOG_SUFFIX))
-    return _oversized_log(directory, logs, files, clean_scans) or _metadata(directory)
+    return _oversized_log(disk, directory, logs, files, clean_scans) or _metadata(directory)
 
 
 # a name that passes every name check above: a padded base offset of at most 18 significant digits (as
@@ -119,7 +119,7 @@ def _ordinary(name: str) -> bool:
     return name in _UNCHECKED or _ORDINARY_NAME.fullmatch(name) is not None
 
 
-def _oversized_log(directory: str, logs: list[str], files: list[str],
+def _oversized_log(disk: Disk, directory: str, logs: list[str], files: list[str],
                    clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
     """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  When every one is below that, the sizes of
     those a clean load may recover at load time go to ``clean_scans`` (:class:`~mploader.scan.plan.CleanScans`), if
@@ -129,7 +129,7 @@ def _oversized_log(directory: str, logs: list[str], files: list[str],
     for name in logs:
         padded = os.path.join(directory, name)
         try:
-            size = os.stat(padded).st_size  # one stat (a missing padded .log is created empty by the loader)
+            size = disk.size(padded)  # one stat, kept with a kept listing (a missing padded .log: created empty)
         except FileNotFoundError:
             continue
         if size > MAX_SEGMENT_BYTES:
