@@ -25,6 +25,7 @@ from mploader.recovery.segment import Segment
 from mploader.scan import BatchColumns, Marker, RecoveryDraft, SegmentScan, draft_recovery
 
 INT32_MAX = 2**31 - 1
+_REJECTED = int(Marker.INVALID)  # markers from it up (INVALID, FATAL) stop producer state; an int: no enum per call
 
 
 class InvalidOffsetError(Exception):
@@ -253,24 +254,29 @@ def _apply_batches(rows: BatchColumns, draft: RecoveryDraft, psm: ProducerStateM
     """Epoch assignments and producer-state updates, in batch order (docs/loading.md §7.1-§7.2)."""
     if not len(rows):
         return
-    if epochs is not None:  # the rows raising the epoch above all before them, those above the cache's latest
+    raising = draft.epoch_rows  # the rows raising the epoch above all before them: a few, so in Python
+    if epochs is not None and len(raising):
         latest = epochs.latest_epoch
-        raising = draft.epoch_rows
-        epoch = rows.at("partition_leader_epoch", raising)
-        above = epoch > (-1 if latest is None else latest)
-        for e, offset in zip(epoch[above].tolist(), rows.at("base_offset", raising[above]).tolist()):
-            epochs.assign(e, offset)
+        floor = -1 if latest is None else latest
+        for e, offset in zip(rows.at("partition_leader_epoch", raising).tolist(),
+                             rows.at("base_offset", raising).tolist()):
+            if e > floor:  # above the cache's latest when the segment began
+                epochs.assign(e, offset)
     # producer state stops at the first invalid or fatal control batch of a producer (InvalidRecordException,
     # caught by recover after the epoch assignment, or an exception that fails start-up)
-    rejected = np.flatnonzero(rows["marker"] >= Marker.INVALID)  # INVALID or FATAL, the highest two
+    rejected = np.flatnonzero(rows["marker"] >= _REJECTED)
     by_producer = draft.producer_rows
     if rejected.size:
         stop = np.intersect1d(rejected, by_producer)
         if stop.size:
             by_producer = by_producer[by_producer < stop[0]]
     apply_producer_batches(psm, rows, by_producer, txn_entries, path)
-    # mapEndOffset follows every v2 batch that applies
-    applies = np.flatnonzero(rows["magic"] >= 2)
+    # mapEndOffset follows every v2 batch that applies: the last row, unless it is a legacy or rejected batch
+    magic = rows["magic"]
+    if not rejected.size and magic[-1] >= 2:
+        psm.map_end_offset = int(rows["last_offset"][-1]) + 1
+        return
+    applies = np.flatnonzero(magic >= 2)
     if rejected.size:
         applies = np.setdiff1d(applies, rejected, assume_unique=True)
     if applies.size:
