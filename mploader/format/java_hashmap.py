@@ -181,9 +181,26 @@ class JavaLongHashMap:
         return java_long_hash(key) & (self.capacity - 1)
 
     def put(self, key: int) -> None:
-        if key in self:  # replacing a value keeps the node where it is
+        """HashMap.put of a new key: linked at the tail of its plain bucket (treeified past 8 keys) or into its
+        tree bin; a key already there stays where it is.  The plain bucket's case is written out: it is
+        every producer's, once per recovered segment (the manager reloads them from the snapshot)."""
+        b = java_long_hash(key) & (self.capacity - 1)
+        keys = self._lists.get(b)
+        if keys is None and b not in self._trees:
+            self._lists[b] = [key]
+            self._size += 1
+        elif keys is not None:
+            if key in keys:  # replacing a value keeps the node where it is
+                return
+            keys.append(key)
+            if len(keys) > _TREEIFY_THRESHOLD:
+                self._treeify_bin(b)
+            self._size += 1
+        elif key in self._trees[b].nodes:
             return
-        self._link(key, head=False)
+        else:
+            self._trees[b].put(key)
+            self._size += 1
         if self._size > self.capacity * 3 // 4:
             self._resize()
 
