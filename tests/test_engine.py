@@ -1263,8 +1263,14 @@ def test_keyboard_interrupt_while_the_partitions_are_submitted_stops_the_threads
             return super().submit(*args, **kwargs)
 
     monkeypatch.setattr(manager_mod, "ThreadPoolExecutor", InterruptedAtTheSecondSubmit)
-    with pytest.raises(KeyboardInterrupt):
-        load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    # Python's own handler, also where the test run inherited an ignored SIGINT (a shell starts a background
+    # command so, and Python then installs none: the signal would be ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert made and all(pool._shutdown for pool in made), "a loading-thread pool was left running"
     alive = [t.name for t in threading.enumerate() if t.name.startswith("log-recovery-")]
     assert not alive, f"loading threads alive after the interrupt: {alive}"
