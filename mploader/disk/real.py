@@ -46,9 +46,11 @@ class RealDisk(Disk):
     def __init__(self) -> None:
         self._listings: dict[str, set[str]] = {}  # directory -> its files, kept up to date by this disk's changes
         self._links: dict[str, set[str]] = {}
-        # directory -> {name: size} of files of a kept listing, asked once and forgotten at this disk's next change
-        # of the file (a segment's .log was stat-ed ~5 times in its recovery: perf/README.md "Sizes kept")
-        self._sizes: dict[str, dict[str, int]] = {}
+        # path -> size of a file of a kept listing, asked once and forgotten at this disk's next change of the file
+        # (a segment's .log was stat-ed ~5 times in its recovery: perf/README.md, "Sizes kept"); by path: a look-up
+        # needs no split of it
+        self._sizes: dict[str, int] = {}
+        self._sized: dict[str, list[str]] = {}  # directory -> the paths in _sizes, for release()
         self._changed: set[str] = set()  # directories in which this disk created, wrote, renamed or deleted
         self._unsynced: dict[int, str] = {}  # st_dev -> a directory on it written to with durable=True
         self._unsynced_lock = threading.Lock()  # loading threads of several data dirs write at once
@@ -79,7 +81,8 @@ class RealDisk(Disk):
     def release(self, directory: str) -> None:
         self._listings.pop(directory, None)
         self._links.pop(directory, None)
-        self._sizes.pop(directory, None)
+        for path in self._sized.pop(directory, ()):
+            self._sizes.pop(path, None)
 
     def changed_dirs(self) -> list[str]:
         return sorted(self._changed)
@@ -92,9 +95,7 @@ class RealDisk(Disk):
         directory, name = os.path.split(path)
         if changed:
             self._changed.add(directory)
-        sizes = self._sizes.get(directory)
-        if sizes is not None:
-            sizes.pop(name, None)
+        self._sizes.pop(path, None)
         listing = self._listings.get(directory)
         if listing is not None:
             if present:
@@ -113,15 +114,16 @@ class RealDisk(Disk):
         return os.path.isfile(path)
 
     def size(self, path: str) -> int:
-        directory, name = os.path.split(path)
-        sizes = self._sizes.get(directory)
-        if sizes is not None and name in sizes:
-            return sizes[name]
+        size = self._sizes.get(path)
+        if size is not None:
+            return size
         size = os.stat(path).st_size
+        directory, name = os.path.split(path)
         # kept where the listing is (nothing but this disk changes the directory meanwhile), not for a link (its
         # target may change by another name)
         if directory in self._listings and name not in self._links[directory]:
-            self._sizes.setdefault(directory, {})[name] = size
+            self._sizes[path] = size
+            self._sized.setdefault(directory, []).append(path)
         return size
 
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
