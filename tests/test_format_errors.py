@@ -443,6 +443,35 @@ def test_leader_epoch_checkpoint_errors(tmp_path: Path) -> None:
             _write(tmp_path, "0\n1\nx 0\n", "leader-epoch-checkpoint"))
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.tuples(st.integers(0, 2**64), st.integers(0, 2**64)).map(lambda t: f"{t[0]} {t[1]}"),
+    st.tuples(st.sampled_from(["0", "7", "007", "2147483647", "2147483648", "-1", "+3", "\u0663", ""]),
+              st.sampled_from([" ", "  ", "\t", " \t"]),
+              st.sampled_from(["0", "9223372036854775807", "9223372036854775808", "-5", "12 ", "1 2", "x", ""]))
+    .map("".join),
+    st.text(alphabet="0123456789 \t+-x\u0663", max_size=12)))
+def test_a_plain_epoch_line_is_read_as_java_reads_it(line: str) -> None:
+    """The leader-epoch checkpoint's usual line, two numbers and a space, is parsed without the split: the entry
+    is Java's, and any line it does not take goes to Java's rules (which then accept or raise as before)."""
+    plain = checkpoint._plain_epoch_entry(line)
+    try:
+        fields = checkpoint.java_split(line)
+        java = checkpoint._epoch_entry(fields) if len(fields) == 2 else None
+    except ValueError:
+        java = None
+    if plain is not None:
+        assert plain == java
+
+
+def test_checkpoints_are_read_with_their_names_in_errors(tmp_path: Path) -> None:
+    """Read with os.open: a directory in a checkpoint's place fails as open() fails, naming it."""
+    d = tmp_path / "leader-epoch-checkpoint"
+    d.mkdir()
+    with pytest.raises(IsADirectoryError, match=str(d)):
+        checkpoint.read_leader_epoch_checkpoint(d)
+
+
 # --------------------------------------------------------------------------------------------
 # partition.metadata (docs/formats.md §15)
 
