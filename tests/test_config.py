@@ -1,0 +1,29 @@
+"""LoaderConfig's per-topic values (mploader/config.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from mploader.config import NO_REMOTE_STORAGE_TOPICS, EffectiveConfig, LoaderConfig, TopicConfig
+
+
+def _fresh(cfg: LoaderConfig, topic: str) -> EffectiveConfig:
+    """for_topic's values made anew, without the one kept for topics without overrides."""
+    return cfg._effective(cfg.topic_overrides.get(topic) or TopicConfig(), topic)
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_topic_without_overrides_gets_the_values_made_for_it(remote: bool) -> None:
+    """The values of a topic without overrides are kept once (they do not depend on its name: remote storage needs
+    a topic's own remote.storage.enable); a topic with overrides, a copy, a replaced config get theirs."""
+    overrides = {"t": TopicConfig(index_interval_bytes=100, remote_storage_enable=True), "u": TopicConfig()}
+    cfg = LoaderConfig(index_interval_bytes=8192, remote_log_storage_system_enable=remote, topic_overrides=overrides)
+    topics = ["t", "u", "plain", *sorted(NO_REMOTE_STORAGE_TOPICS)]
+    for c in (cfg, pickle.loads(pickle.dumps(cfg)), cfg.replace(segment_bytes=1 << 20)):
+        assert [c.for_topic(t) for t in topics] == [_fresh(c, t) for t in topics]
+    assert cfg.for_topic("t").remote_storage is remote and cfg.for_topic("t").index_interval_bytes == 100
+    assert cfg.replace(segment_bytes=1 << 20).for_topic("plain").segment_bytes == 1 << 20
+    assert cfg == dataclasses.replace(cfg) and "_plain" not in repr(cfg)
