@@ -75,6 +75,25 @@ def _known_producers(psm: ProducerStateManager, producers) -> None:  # type: ign
     _reference(table, psm, [])
 
 
+def _side_by_side(directory: str, before, rows, apply):  # type: ignore[no-untyped-def]
+    """Two managers that know the producers ``before``; the segment of ``rows`` applied to the first by ``apply``,
+    to the second by Kafka's loop: both managers, and for each (its exception's name or None, its txn entries)."""
+    a, b = (_psm(directory) for _ in range(2))
+    before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
+    for psm in (a, b):
+        _known_producers(psm, before)
+    table = _table(rows)
+    results = []
+    for psm, run in ((a, apply), (b, _reference)):
+        txn_entries: list = []
+        try:
+            run(table, psm, txn_entries)
+            results.append((None, txn_entries))
+        except StartupFailedError as e:
+            results.append((e.kafka_exception, None))
+    return a, b, results
+
+
 @pytest.fixture
 def replays(monkeypatch):  # type: ignore[no-untyped-def]
     """Counts the batch-by-batch replays; every segment, however small, takes the vectorised pass first."""
@@ -93,21 +112,8 @@ def replays(monkeypatch):  # type: ignore[no-untyped-def]
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(row, min_size=1, max_size=60), before=known)
 def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, before):  # type: ignore[no-untyped-def]
-    d = str(tmp_path_factory.mktemp("psm"))
-    a, b = (_psm(d) for _ in range(2))
-    before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
-    for psm in (a, b):
-        _known_producers(psm, before)
-    table = _table(rows)
-    results = []
     replays.clear()  # the fixture lives across examples: reset it for each
-    for psm, apply in ((a, lambda t, p, tx: _apply(t, p, tx)), (b, _reference)):
-        txn_entries: list = []
-        try:
-            apply(table, psm, txn_entries)
-            results.append((None, txn_entries))
-        except StartupFailedError as e:
-            results.append((e.kafka_exception, None))
+    a, b, results = _side_by_side(str(tmp_path_factory.mktemp("psm")), before, rows, _apply)
     assert results[0][0] == results[1][0]
     if results[0][0] is None:
         assert results[0][1] == results[1][1]
@@ -123,20 +129,8 @@ def test_the_replay_matches_kafkas_loop(tmp_path_factory, rows, before):  # type
     """The replay (small segments, and input the vectorised pass declines) updates a known producer's entry in
     place for a data batch that cannot fail; the state, the txn index entries and the exception stay those of
     Kafka's prepareUpdate / append / update on a copy."""
-    d = str(tmp_path_factory.mktemp("psm"))
-    a, b = (_psm(d) for _ in range(2))
-    before = list({pid: (pid, epoch, is_open) for pid, epoch, is_open in before}.values())
-    for psm in (a, b):
-        _known_producers(psm, before)
-    table = _table(rows)
-    results = []
-    for psm, apply in ((a, lambda t, p, tx: producer_apply.replay(p, t, tx, "x")), (b, _reference)):
-        txn_entries: list = []
-        try:
-            apply(table, psm, txn_entries)
-            results.append((None, txn_entries))
-        except StartupFailedError as e:
-            results.append((e.kafka_exception, None))
+    a, b, results = _side_by_side(str(tmp_path_factory.mktemp("psm")), before, rows,
+                                  lambda t, p, tx: producer_apply.replay(p, t, tx, "x"))
     assert results[0] == results[1]
     b.map_end_offset = a.map_end_offset  # _reference also maps the end offset; replay leaves it to its caller
     assert _state(a) == _state(b)
