@@ -113,7 +113,7 @@ class LoaderConfig:
     worker_start: Literal["fork", "spawn"] | None = None
     # what for_topic gives a topic without overrides (the same for every such topic), made once: it is asked twice
     # per partition (the preflight, the load), ~7 us each made anew
-    _plain: EffectiveConfig | None = field(default=None, init=False, repr=False, compare=False)
+    _plain: EffectiveConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
@@ -135,9 +135,9 @@ class LoaderConfig:
 
     def for_topic(self, topic: str) -> EffectiveConfig:
         o = self.topic_overrides.get(topic)
-        if o is None and self._plain is not None:
+        if o is None:
             return self._plain  # an override-free topic's values do not depend on its name (remote storage: off)
-        return self._effective(o or TopicConfig(), topic)
+        return self._effective(o, topic)
 
     def _effective(self, o: TopicConfig, topic: str) -> EffectiveConfig:
         def pick(name: str, default: _T) -> _T:

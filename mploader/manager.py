@@ -772,9 +772,9 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
 
     try:
         batch = [job for _, job in jobs]
-        told = {"loaded": take, "segments": segments}  # PartitionRunner's optional keywords, those it takes
-        keywords = {k: v for k, v in told.items() if k in _parameters(runner)}
-        outcomes = runner(batch, cfg, **keywords) if keywords else runner(batch, cfg)
+        takes = _parameters(runner)  # PartitionRunner's optional keywords: those it takes
+        keywords = {k: v for k, v in (("loaded", take), ("segments", segments)) if k in takes}
+        outcomes = runner(batch, cfg, **keywords)
         for i, outcome in enumerate(outcomes):
             take(i, outcome)
         work = getattr(runner, "work", None)

@@ -16,9 +16,12 @@ as :class:`mploader.spark.SparkPartitions` is for Spark executors, and runs the 
       what scanning ~1 MiB does), ~GROUPS_PER_WORKER         scanning in the worker; then one sync of the
       per worker so that they end together; one group        file systems it wrote (Disk.flush)
       a worker at a time
+    remainingSegmentsToRecover{dir, threadNum}       ◄──   as a partition recovers: its segments left (its
+      set (threadNum: the worker's number)                   first count, its 0, at most one a 50 ms between)
     as each group completes: its partitions count    ◄──   per job: (LoadedLog, bytes scanned) or the
       as loaded (progress, --resumable's recovery            exception its load raised; the mploader log
-      points); its log records are logged here               records it made
+      points); its log records are logged here; its          records it made; the scans' and file changes'
+      counts added to the load's stats                       counts and seconds (a LoadStats)
     a worker that died (its process's sentinel, no
       answer): a new worker; its group goes to another
       worker, or, if that one dies too, to the parent
@@ -236,6 +239,10 @@ def _died(process: BaseProcess) -> str:
     return f"exited with status {code}"
 
 
+# what a worker sends: (DONE, group, *Group) when a group is loaded; (SEGMENTS, job's position in the group, count)
+DONE, SEGMENTS = "done", "segments"
+
+
 def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
     """A worker's loop: a group in, its outcomes and log records out, until the parent says ``None`` or goes."""
     from mploader.engine.worker import init_worker  # the scanning pool's: not imported by a load that starts none
@@ -266,10 +273,6 @@ class _Reporter:
         if i != self.job or n == 0 or now - self.sent >= SEGMENTS_EVERY_SECONDS:
             self.job, self.sent = i, now
             self.conn.send((SEGMENTS, i, n))
-
-
-# what a worker sends: (DONE, group, *Group) when a group is loaded; (SEGMENTS, job's position in the group, count)
-DONE, SEGMENTS = "done", "segments"
 
 
 class _Worker:
@@ -384,18 +387,19 @@ class ProcessPartitions:
                         _died(w.process), ", ".join(str(jobs[i].tp) for i in groups[g]), again)
             (todo.appendleft if deaths[g] < 2 else left.append)(g)
 
-        unstarted: list[OSError] = []  # the errors of workers that could not start (fork: EAGAIN, ENOMEM)
+        warned = False  # of a worker that could not start (fork: EAGAIN, ENOMEM), once
 
         def start_workers() -> None:
+            nonlocal warned
             while todo and len(workers) < min(self.workers, len(groups)):
                 try:
                     number = min(set(range(self.workers)) - {w.number for w in workers})
                     workers.append(_Worker(self.start, number))
                 except OSError as e:
-                    if not unstarted:
+                    if not warned:
                         log.warning("cannot start a partition-loading worker (%s); %s", e,
                                     f"going on with {len(workers)}" if workers else "the parent loads the partitions")
-                    unstarted.append(e)
+                        warned = True
                     if not workers:  # none to go on with: the parent loads what is left, as inline
                         left.extend(todo)
                         todo.clear()

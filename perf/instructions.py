@@ -3,7 +3,7 @@
 not move.
 
 On this shared 2-vCPU VM, alternating whole processes of one tree against another (``perf/ab.py``) put the same
-code 7% apart in one run of 8 rounds, and 19ef833 against a tree with ~35 us a segment less of Python 14-20% the
+code 7% apart in one run of 8 rounds, and 19ef833 against a tree with ~35 us a segment less of Python 14-22% the
 wrong way in two (perf/README.md, "Counted in instructions").  The number of instructions a load executes moves by
 less than 0.1% from run to run: a change to the Python of Phase 2 shows there, however busy the machine.
 

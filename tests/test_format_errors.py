@@ -462,6 +462,9 @@ def test_a_plain_epoch_line_is_read_as_java_reads_it(line: str) -> None:
         java = None
     if plain is not None:
         assert plain == java
+    a, space, b = line.partition(" ")
+    if space and a.isascii() and a.isdigit() and b.isascii() and b.isdigit() and java is not None:
+        assert plain == java  # the usual line, in range: taken by the shortcut, not left to the split
 
 
 def test_checkpoints_are_read_with_their_names_in_errors(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ def test_the_stats_count_the_workers_scans_and_writes(template: Path, tmp_path: 
     got = load_logs(fresh(template, tmp_path / "got"), cfg, NOW, partitions=runner).stats
     assert got.segments_scanned == ref.segments_scanned >= got.segments_recovered > 0
     assert got.scan_seconds > 0 and got.draft_seconds > 0 and got.write_seconds > 0
-    assert got.write_seconds > runner.work.write_seconds * 0.999  # the workers' and the parent's own
+    assert got.write_seconds >= runner.work.write_seconds > 0  # the workers' and the parent's own
     assert got.worker_start == runner.start
 
 

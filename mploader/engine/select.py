@@ -131,7 +131,7 @@ def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
     # .txnindex read)
     clean = [p for p in plans if p.clean and not p.scan_all]
     bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
-        p, bound_only=True)})[0] for p in clean}
+        p, bound_only=True)}).most for p in clean}
     planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
     work = _work(planned)
     scan_bytes = max([work.most, *bounds.values()])

@@ -36,8 +36,9 @@ class PartitionJob:
 
 
 class ScanHere:
-    """Scans made where the partition is loaded (a Spark task, a partition-loading worker): its Phase 1 runs
-    where its Phase 2 does, and no batch table crosses a process."""
+    """Scans made where the partition is loaded, uncounted (a Spark task's; a partition-loading worker counts its
+    own through the engine's ``InlineSource``): its Phase 1 runs where its Phase 2 does, and no batch table crosses
+    a process."""
 
     def scan(self, task: SegmentTask) -> SegmentScan:
         return scan_segment(task)
