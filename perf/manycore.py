@@ -177,8 +177,8 @@ def med(values: list[float]) -> float:
 def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     say(f"\n### {ds.label}\n\n{ds.facts}\n")
     say("| workers | mploader s | speed-up | compiled ceiling s | its speed-up | share of the ceiling's speed-up "
-        "| CPU s | scan s (all processes) | Phase 2 waited s |")
-    say("|---|---|---|---|---|---|---|---|---|")
+        "| CPU s | scan s (all processes) | Phase 2 waited s | the load in process s |")
+    say("|---|---|---|---|---|---|---|---|---|---|")
     one = med([r["seconds"] for r in ds.runs["1"]])
     c1 = med(ds.ceiling.get(1, []))
     for w in contenders:
@@ -201,13 +201,15 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
         else:
             cells += ["", "", ""]
         cells += [f"{med([r['cpu'] for r in rs]):.2f}", f"{med([r['stats']['scan_seconds'] for r in rs]):.2f}",
-                  f"{med([r['stats']['wait_seconds'] for r in rs]):.2f}"]
+                  f"{med([r['stats']['wait_seconds'] for r in rs]):.2f}",
+                  f"{med([r['stats']['seconds']['total'] for r in rs]):.2f}"]
         say("| " + " | ".join(cells) + " |")
-    fixed = {w: med([r["seconds"] for r in rs]) for w, rs in ds.runs.items() if w.isdigit() and rs}
+    fixed = {w: med([r["seconds"] for r in rs]) for w, rs in ds.runs.items() if w.lstrip("p").isdigit() and rs}
     if ds.runs.get("auto") and fixed:
         best = min(fixed, key=fixed.__getitem__)
+        named = f"{best[1:]} workers, whole partitions" if best.startswith("p") else f"{best} workers"
         say(f"\n`auto` {med([r['seconds'] for r in ds.runs['auto']]) / fixed[best]:.2f}x the best fixed count "
-            f"({best} workers, {fixed[best]:.2f} s)")
+            f"({named}, {fixed[best]:.2f} s)")
     if len(ds.dirs) > 1:  # scan_seconds sums the dirs' loading threads, which ran at once: no serial share to read
         return
     inline = ds.runs["1"]
@@ -215,8 +217,9 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     scans = med([r["stats"]["scan_seconds"] for r in inline])
     p2 = med([phase2_seconds(r["stats"]) for r in inline])
     say(f"With 1 worker: the load {total:.2f} s in process, its scans {scans:.2f} s, Phase 2 and fixed costs "
-        f"{p2:.2f} s, the process around the load {one - total:.2f} s (Amdahl: with Phase 2 serial, no count of "
-        f"workers brings the process under ~{p2 + one - total:.2f} s)")
+        f"{p2:.2f} s, the process around the load {one - total:.2f} s (Amdahl: with Phase 2 serial in the parent, "
+        f"no count of scanning workers brings the process under ~{p2 + one - total:.2f} s; whole partitions in "
+        f"workers share Phase 2 too)")
 
 
 def main() -> int:
