@@ -45,7 +45,7 @@ from mploader.metrics import (
     MetricsRegistry,
     Tags,
 )
-from mploader.partition_pool import ProcessPartitions, auto_workers
+from mploader.partition_pool import ProcessPartitions, auto_workers, surely_workers
 from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.recovery import journal, preflight as partition_preflight
 from mploader.recovery.job import PartitionJob, load_partition
@@ -201,8 +201,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         auto = None
         plans = [_dir_plan(s, cfg) for s in live]
         if runner is None and factory is None:
-            auto = auto_plans(cfg, plans)
-            n = _auto_partition_workers(cfg, live, auto)
+            n, auto = _auto_partition_workers(cfg, live, plans, progress is None)
             if n:
                 runner, planned = ProcessPartitions(n, cfg.worker_start), auto.planned
                 for s in live:  # the workers change them: listings kept by this disk would no longer be true
@@ -246,14 +245,24 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     return result
 
 
-def _auto_partition_workers(cfg: LoaderConfig, live: list[_DirState], auto: AutoPlans) -> int:
+def _auto_partition_workers(cfg: LoaderConfig, live: list[_DirState], plans: list[DirPlan], unwatched: bool
+                            ) -> tuple[int, AutoPlans]:
     """``--workers auto``: how many processes load whole partitions (0: the scanning engine's load), as
-    :func:`mploader.partition_pool.auto_workers` weighs it; never under a read budget (the scanning engine keeps
-    it) nor with an explicit count or "adaptive"."""
+    :func:`mploader.partition_pool.auto_workers` weighs it, and the plans "auto" made (``auto_plans``); never under a
+    read budget (the scanning engine keeps it) nor with an explicit count or "adaptive".  ``unwatched``: no one
+    reads the load's progress, which would show the planned bytes: the choice may be made before the whole plan
+    (``partition_pool.surely_workers``), the plans then left to the workers."""
     if cfg.num_segment_loading_threads_per_data_dir != "auto" or cfg.max_read_bytes_per_sec is not None:
-        return 0
+        return 0, auto_plans(cfg, plans)
+    partitions = sum(len(s.partitions) for s in live)
+    done: dict[str, PlannedScans] = {}
+    if unwatched:
+        n, done = surely_workers(plans, partitions, start=cfg.worker_start)
+        if n:
+            return n, AutoPlans()
+    auto = auto_plans(cfg, plans, done)
     engine_workers = workers_per_dir(cfg, len(live), auto.scan_bytes, auto.scan_tasks, auto.scanning)
-    return auto_workers(auto, sum(len(s.partitions) for s in live), engine_workers, start=cfg.worker_start)
+    return auto_workers(auto, partitions, engine_workers, start=cfg.worker_start), auto
 
 
 def _impact_warnings(result: LoadResult) -> list[str]:

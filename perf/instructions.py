@@ -7,7 +7,7 @@ code 7% apart in one run of 8 rounds, and 19ef833 against a tree with ~35 us a s
 wrong way in two (perf/README.md, "Counted in instructions").  The number of instructions a load executes moves by
 less than 0.1% from run to run: a change to the Python of Phase 2 shows there, however busy the machine.
 
-    python perf/instructions.py DATA_DIR [--base REV] [--unclean] [--workers 1]
+    python perf/instructions.py DATA_DIR [--base REV] [--unclean] [--workers 1|N|auto]
 
 Per tree, two processes under ``valgrind --tool=callgrind --cache-sim=no`` (``PYTHONHASHSEED=0``, one BLAS thread):
 one imports mploader and loads a fresh copy of ``DATA_DIR`` in process (``load_logs``, ``--workers`` loading
@@ -43,14 +43,17 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from mploader import LoaderConfig, load_logs
 if len(sys.argv) > 2:
-    result = load_logs([sys.argv[2]], LoaderConfig(num_segment_loading_threads_per_data_dir=int(sys.argv[3])))
+    workers = sys.argv[3]
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=int(workers) if workers.isdigit() else workers)
+    result = load_logs([sys.argv[2]], cfg)
     print(result.stats.segments_recovered)
 """
 
 
-def instructions(tree: Path, data: Path | None, workers: int) -> tuple[int, int]:
+def instructions(tree: Path, data: Path | None, workers: str) -> tuple[int, int]:
     """(instructions, recovered segments) of one process under callgrind: an import of ``tree``'s mploader and,
-    with ``data``, a load of it."""
+    with ``data``, a load of it.  Only that process's: workers it forks count their own (valgrind follows them),
+    which are not the load's serial part."""
     with tempfile.TemporaryDirectory(prefix="mploader-callgrind-") as tmp:
         argv = ["valgrind", "--tool=callgrind", "--cache-sim=no", f"--callgrind-out-file={tmp}/out",
                 sys.executable, "-P", "-c", _CHILD, str(tree)]
@@ -58,13 +61,14 @@ def instructions(tree: Path, data: Path | None, workers: int) -> tuple[int, int]
             argv += [str(data), str(workers)]
         env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
         done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
-    collected = re.search(r"Collected : (\d+)", done.stderr)
+    first = re.search(r"==(\d+)==", done.stderr)
+    collected = first and re.search(rf"=={first.group(1)}== Collected : (\d+)", done.stderr)
     if collected is None:
         raise RuntimeError(f"callgrind reported no count:\n{done.stderr[-2000:]}")
     return int(collected.group(1)), int(done.stdout.strip() or 0)
 
 
-def measure(tree: Path, source: Path, root: Path, unclean: bool, workers: int) -> tuple[int, int]:
+def measure(tree: Path, source: Path, root: Path, unclean: bool, workers: str) -> tuple[int, int]:
     """The load's instructions (the load's process less the import's) and its recovered segments."""
     compile_bytecode(tree)
     data = root / "data"
@@ -83,7 +87,8 @@ def main() -> int:
     ap.add_argument("data_dir", type=Path)
     ap.add_argument("--base", help="a git revision to count beside this tree")
     ap.add_argument("--unclean", action="store_true", help="each copy made unclean: every segment recovered")
-    ap.add_argument("--workers", type=int, default=1, help="num_segment_loading_threads_per_data_dir (default 1)")
+    ap.add_argument("--workers", default="1", help="num_segment_loading_threads_per_data_dir (default 1; 'auto': "
+                    "the parent's instructions only, where it takes workers)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed")

@@ -24,7 +24,8 @@ import pytest
 import mploader.partition_pool as pp
 from mploader import LoaderConfig, StartupFailedError, load_logs
 from mploader.engine import worker_start
-from mploader.engine.select import AutoPlans
+from mploader.engine.plan import DirPlan
+from mploader.engine.select import AutoPlans, auto_plans
 from mploader.format.names import DirKind, TopicPartition
 from mploader.generate import GeneratorConfig, generate
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
@@ -392,6 +393,78 @@ def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_the
     assert workers(long, 8, 1, 2, "spawn") == 0  # nor two spawns
     clean = AutoPlans()  # a clean dir: no scans planned, its partitions' own steps
     assert workers(clean, int(pp.AUTO_MIN_SECONDS / pp.PARTITION_SECONDS) + 1, 1, 2) == 2
+
+
+def _unclean_plans(template: Path) -> list[DirPlan]:
+    """The template's data dirs as an unclean load plans them: every segment scanned (no recovery point)."""
+    from tests.test_engine import _partitions_of
+
+    return [DirPlan(str(d), False, _partitions_of(str(d)), {}) for d in sorted(template.glob("data-*"))]
+
+
+@pytest.mark.parametrize("cpus", [2, 5, 12, 13])
+def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_it(
+        template: Path, cpus: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """surely_workers: wherever it answers, auto_workers on the whole plan answers the same; on unclean dirs with
+    as many partitions as CPUs it always answers (the same estimate, counted as it goes), and it plans only as
+    many partitions as the bar needs.  The dirs it planned to their end are the plans auto_plans would make.
+    The broker: 2 dirs, 12 partitions; bars from none to beyond its estimate."""
+    plans = _unclean_plans(template)
+    partitions = sum(len(p.partitions) for p in plans)
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    whole = auto_plans(cfg, plans)
+    estimate = pp.inline_seconds(whole, partitions)
+    planned: list[str] = []
+    real = pp.partition_scans
+
+    def counted(plan: DirPlan) -> Any:
+        for sized in real(plan):
+            planned.append(sized[1][0])
+            yield sized
+
+    monkeypatch.setattr(pp, "partition_scans", counted)
+    bars = {0.0: 0, partitions * pp.PARTITION_SECONDS + 1e-9: 1, estimate / 2: None, estimate * 0.99: None,
+            estimate * 1.01: partitions}  # -> the partitions planned, where known
+    for bar, expected_planned in bars.items():
+        monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
+        planned.clear()
+        n, done = pp.surely_workers(plans, partitions, cpus=cpus, start="fork")
+        expected = [pp.auto_workers(whole, partitions, engine_workers=w, cpus=cpus, start="fork") for w in (1, cpus)]
+        if partitions < cpus:  # the whole plan decides
+            assert (n, planned, done) == (0, [], {})
+            continue
+        assert expected == [n, n]
+        assert (n > 0) == (bar < estimate)
+        if expected_planned is not None:
+            assert len(planned) == expected_planned
+        else:
+            assert 0 < len(planned) < partitions or bar > estimate / 2
+        for d, scans in done.items():
+            assert scans == whole.planned[d]
+    # auto_plans takes the dirs planned to their end as they are, and plans the others
+    first = plans[0].data_dir
+    assert auto_plans(cfg, plans, {first: whole.planned[first]}) == whole
+
+
+def test_an_unwatched_default_load_takes_partition_workers_without_planning_every_partition(
+        template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no one reading the progress, ``--workers auto`` above the bar plans in the parent only as many
+    partitions as it needs to know that it takes partition workers (here: none, the partitions' own term being
+    enough); the files and result are the inline load's."""
+    from mploader.engine import select as select_mod
+
+    monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(pp, "usable_cpus", lambda: 2)
+    planned: list[object] = []
+    monkeypatch.setattr(pp, "partition_scans", lambda plan: planned.append(plan) or iter(()))
+    monkeypatch.setattr(select_mod, "plan_segment_scans", lambda *a, **k: planned.append(a) or [])
+    ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
+    ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
+    got = load_logs(got_dirs, LoaderConfig(worker_start="fork"), NOW)
+    assert got.stats.loaded_by == ProcessPartitions(2, "fork").description
+    assert planned == []
+    assert result_digest(got, tmp_path / "got") == result_digest(ref, tmp_path / "ref")
+    assert tree_digest(tmp_path / "got") == tree_digest(tmp_path / "ref")
 
 
 def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(template: Path, tmp_path: Path,

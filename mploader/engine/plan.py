@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mploader.errors import MploaderError
@@ -20,6 +20,7 @@ from mploader.scan.plan import CleanScans, segments_to_scan
 
 Partition = tuple[str, TopicPartition, DirKind]  # partition directory, its topic-partition, its kind
 PlannedScans = list[tuple[Partition, list[SegmentTask]]]  # in the order Phase 2 should take them
+SizedScans = tuple[int, Partition, list[SegmentTask]]  # a partition's scans and the bytes they read
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +41,18 @@ def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:
     with the most bytes to scan first (so that a huge partition does not make the tail of the load),
     segments in offset order.  ``bound_only``: no ``.txnindex`` is read, each counts as corrupt: a superset
     of the plan, for sizing the work cheaply (a clean dir's 390 ``.txnindex`` files took ~12 ms to read)."""
-    planned: list[tuple[int, int, Partition, list[SegmentTask]]] = []
-    for rank, part in enumerate(plan.partitions):
+    return ordered(partition_scans(plan, bound_only))
+
+
+def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedScans]:
+    """:func:`plan_segment_scans`' partitions one at a time, in the data dir's order, each with the bytes of its
+    scans: for a caller that may stop before the last (``partition_pool.surely_worth_workers``)."""
+    for part in plan.partitions:
         path, tp, kind = part
         try:
             files = set(os.listdir(path))
         except OSError:
-            planned.append((0, rank, part, []))
+            yield 0, part, []
             continue
         bases = sorted(names.offset_from_file_name(f) for f in files
                        if f.endswith(names.LOG_SUFFIX) and len(f) == 24 and f[:20].isdigit())
@@ -57,9 +63,12 @@ def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
                              index_interval=interval) for b in chosen]
-        planned.append((sum(file_size(t.path) for t in tasks), rank, part, tasks))
-    planned.sort(key=lambda p: (-p[0], p[1]))
-    return [(part, tasks) for _, _, part, tasks in planned]
+        yield sum(file_size(t.path) for t in tasks), part, tasks
+
+
+def ordered(scans: Iterable[SizedScans]) -> PlannedScans:
+    """Partitions' scans in the order Phase 2 should take them: the most bytes first, else the dir's order."""
+    return [(part, tasks) for _, part, tasks in sorted(scans, key=lambda s: -s[0])]
 
 
 def _corrupt(base: int) -> bool:
@@ -85,4 +94,5 @@ def file_size(path: str) -> int:
         return 0
 
 
-__all__ = ["DirPlan", "Partition", "PlannedScans", "file_size", "plan_segment_scans"]
+__all__ = ["DirPlan", "Partition", "PlannedScans", "SizedScans", "file_size", "ordered", "partition_scans",
+           "plan_segment_scans"]

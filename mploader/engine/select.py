@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -121,8 +121,10 @@ class AutoPlans:
     planned_tasks: int = 0
 
 
-def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
-    """The plans "auto" (or "adaptive") needs to choose an engine; empty for an explicit count."""
+def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan], done: Mapping[str, PlannedScans] | None = None
+               ) -> AutoPlans:
+    """The plans "auto" (or "adaptive") needs to choose an engine; empty for an explicit count.  ``done``: dirs
+    already planned (``partition_pool.surely_workers``), by path."""
     if not plans or cfg.num_segment_loading_threads_per_data_dir not in ("auto", "adaptive"):
         return AutoPlans()
     # a clean dir is sized by a bound first: it has little or nothing to scan, and the inline engine never plans
@@ -132,7 +134,9 @@ def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan]) -> AutoPlans:
     clean = [p for p in plans if p.clean and not p.scan_all]
     bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
         p, bound_only=True)}).most for p in clean}
-    planned = {p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir not in bounds}
+    done = done or {}
+    planned = {p.data_dir: done[p.data_dir] if p.data_dir in done else plan_segment_scans(p)
+               for p in plans if p.data_dir not in bounds}
     work = _work(planned)
     scan_bytes = max([work.most, *bounds.values()])
     # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
