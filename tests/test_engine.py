@@ -1388,18 +1388,27 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
     moments = sorted(rng.uniform(0, window) for _ in range(5 if target == "parent" else 3))
     report = []
     left_counts: list[int] = []
-    tries = [(m, 0) for m in moments]  # a moment the load outran is tried again, earlier, twice at most
-    for i, (moment, retry) in enumerate(tries):
+    # a moment the load outran is tried again, earlier, twice at most; and one kill as soon as a worker is seen (the
+    # random moments alone once all fell where no worker ran: the workers scan a small part of the window)
+    tries: list[tuple[float | None, int]] = [(m, 0) for m in moments] + [(None, 0)]
+    for i, (at, retry) in enumerate(tries):
         proc, spec = run_child(tmp_path, f"kill{i}", dirs, root, 2, GEN_NOW, popen=True)
         try:
             t0 = time.monotonic()
             while not child_blocks(spec) and proc.poll() is None and time.monotonic() - t0 < 60:
                 time.sleep(0.002)
-            time.sleep(moment)
+            t_block = time.monotonic()
+            if at is None:
+                while (proc.poll() is None and time.monotonic() - t_block < 60
+                       and not any(is_scan_worker(p) for p in _load_processes(proc.pid))):
+                    time.sleep(0.001)
+            else:
+                time.sleep(at)
+            moment = time.monotonic() - t_block
             if proc.poll() is not None:  # the load ended first (a faster run than the calibration): no moment
                 report.append(f"{moment:.3f} s: the load had ended")
-                if retry < 2:
-                    tries.append((moment / 2, retry + 1))
+                if retry < 2 and at is not None:
+                    tries.append((at / 2, retry + 1))
                 continue
             before_kill = _load_processes(proc.pid)
             workers = len([p for p in before_kill if is_scan_worker(p)])
