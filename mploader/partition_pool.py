@@ -13,9 +13,9 @@ as :class:`mploader.spark.SparkPartitions` is for Spark executors, and runs the 
     ------------------------------------------------       ----------------------------------------------
     jobs in groups, the costliest partitions first   ──►   per group: load_partition of each job with its
       (COST_PER_SEGMENT: a segment's Phase 2 weighs          own disk (RealDisk, or DryRunDisk for a dry run),
-      what scanning ~1 MiB does), shrinking so that the      scanning in the worker; then one sync of the
-      workers end together (groups_of); one group a          file systems it wrote (Disk.flush)
-      worker at a time
+      what scanning ~1 MiB does), ~GROUPS_PER_WORKER         scanning in the worker; then one sync of the
+      per worker so that they end together; one group        file systems it wrote (Disk.flush)
+      a worker at a time
     remainingSegmentsToRecover{dir, threadNum}       ◄──   as a partition recovers: its segments left (its
       set (threadNum: the worker's number)                   first count, its 0, at most one a 50 ms between)
     as each group completes: its partitions count    ◄──   per job: (LoadedLog, bytes scanned) or the
@@ -81,9 +81,9 @@ Segments = Callable[[int, int, int], None]
 #: a segment weighs this many bytes of ``.log`` in a partition's cost: a small recovered segment's Phase 2
 #: (~0.5 ms) is about what scanning 1 MiB takes
 COST_PER_SEGMENT = 1 << 20
-#: the smallest group (:func:`groups_of`) is this fraction of a worker's share: the load's tail is at most about that
-#: long, and a group's round trip and its sync stay small against its partitions' work
-FINEST_GROUPS_PER_WORKER = 16
+#: groups per worker: enough that the workers finish together, few enough that a group's round trip and its
+#: sync stay small against its partitions' work
+GROUPS_PER_WORKER = 4
 WORKER_NAME = "mploader-load"  # a worker's process name (the scanning pool's are mploader-scan)
 #: a worker tells the parent of a partition's segments left to recover when its recovery starts, when it ends, and
 #: in between at most this often (a message a segment cost the parent ~50 us of CPU each: perf/README.md)
@@ -247,27 +247,19 @@ def partition_cost(job: PartitionJob) -> int:
 
 
 def groups_of(costs: Sequence[int], workers: int) -> list[list[int]]:
-    """The jobs' indexes in groups, costliest first, in batches of one group a worker, each batch's groups sharing
-    half of the cost left (factoring): taken in that order by the workers, the big partitions start first and the
-    groups shrink towards the end, down to :data:`FINEST_GROUPS_PER_WORKER` a worker's share, so that the workers
-    end together (the last group is the tail of the load) while the round trips stay few (~5 a worker)."""
+    """The jobs' indexes in groups, costliest first, each group up to an equal share of the total cost
+    (``workers`` x :data:`GROUPS_PER_WORKER` shares): taken in that order by the workers, the big partitions start
+    first and the small ones fill in at the end."""
     order = sorted(range(len(costs)), key=lambda i: -costs[i])
-    left = sum(costs)
-    finest = left / (workers * FINEST_GROUPS_PER_WORKER)
+    share = sum(costs) / (workers * GROUPS_PER_WORKER)
     groups: list[list[int]] = []
-    at = 0
-    while at < len(order):
-        cap = max(left / (2 * workers), finest)
-        for _ in range(workers):
-            group: list[int] = []
+    filled = 0
+    for i in order:
+        if not groups or (filled + costs[i] > share and groups[-1]):
+            groups.append([])
             filled = 0
-            while at < len(order) and (not group or filled + costs[order[at]] <= cap):
-                group.append(order[at])
-                filled += costs[order[at]]
-                at += 1
-            if group:
-                groups.append(group)
-            left -= filled
+        groups[-1].append(i)
+        filled += costs[i]
     return groups
 
 
@@ -449,7 +441,7 @@ class ProcessPartitions:
 
         def start_workers() -> None:
             """Workers up to the count, each given its first group as it starts: the first do not wait for the
-            others' forks (16 forks took 90 ms on 2 CPUs, ~1.5 ms each, the first with multiprocessing's import)."""
+            others' forks (16 took 90 ms on 2 CPUs, the first with multiprocessing's import)."""
             nonlocal warned
             while todo and len(workers) < min(self.workers, len(groups)):
                 try:
@@ -509,5 +501,5 @@ class ProcessPartitions:
         return left
 
 
-__all__ = ["AUTO_MIN_SECONDS", "COST_PER_SEGMENT", "FINEST_GROUPS_PER_WORKER", "ProcessPartitions", "auto_workers",
+__all__ = ["AUTO_MIN_SECONDS", "COST_PER_SEGMENT", "GROUPS_PER_WORKER", "ProcessPartitions", "auto_workers",
            "groups_of", "inline_seconds", "load_group", "partition_cost", "surely_workers"]

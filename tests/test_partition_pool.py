@@ -144,7 +144,7 @@ def test_a_worker_that_dies_is_not_a_failed_load(template: Path, tmp_path: Path,
     assert any((template / d / "payments.v1-2").is_dir() for d in ("data-0", "data-1"))
     marker = None if always else tmp_path / "died-once"
     monkeypatch.setattr(pp, "load_partition", _dies_in_workers(os.getpid(), victims, marker))
-    monkeypatch.setattr(pp, "groups_of", _singletons)  # a group a partition: the victim's is its own
+    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: the victim's is its own
     runner = ProcessPartitions(2, start="fork")  # forked: the workers have the patched load_partition
     with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
         ref, got = load_both(template, tmp_path, runner)
@@ -305,26 +305,40 @@ def test_an_interrupt_in_the_parent_kills_the_workers_before_it_returns(template
     assert left == []
 
 
-def _singletons(costs: list[int], workers: int) -> list[list[int]]:
-    """A group a partition, in the jobs' order."""
-    return [[i] for i in range(len(costs))]
-
-
-def test_groups_start_with_the_costliest_partitions_and_shrink_towards_the_end() -> None:
+def test_groups_start_with_the_costliest_partitions_and_share_the_cost() -> None:
     costs = [5, 100, 1, 40, 40, 3, 60, 1]
     groups = groups_of(costs, 2)
     assert sorted(i for g in groups for i in g) == list(range(len(costs)))
     assert groups[0][0] == 1 and [costs[i] for g in groups for i in g] == sorted(costs, reverse=True)
+    share = sum(costs) / (2 * pp.GROUPS_PER_WORKER)
+    assert all(sum(costs[i] for i in g) <= share or len(g) == 1 for g in groups)
     assert groups_of([], 4) == [] and groups_of([0, 0], 2) == [[0, 1]]
-    # equal partitions: batches of a group a worker, each half the cost left, down to the finest share
-    for n, workers in ((100, 2), (200, 16), (64, 16), (7, 4)):
-        groups = groups_of([1] * n, workers)
-        sizes = [len(g) for g in groups]
-        assert sum(sizes) == n and sizes == sorted(sizes, reverse=True)
-        assert sizes[0] <= max(1, n / (2 * workers))  # the first batch: at most half a worker's share each
-        assert sizes[-1] <= max(1, n / (workers * pp.FINEST_GROUPS_PER_WORKER) + 1)  # the tail: the finest
-        assert len(groups) <= workers * (4 + pp.FINEST_GROUPS_PER_WORKER // 8)  # few round trips
-    assert [len(g) for g in groups_of([1] * 100, 2)][:4] == [25, 25, 12, 12]
+
+
+def test_each_worker_takes_its_first_group_as_it_starts(template: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first worker loads while the next is forked (16 forks took 90 ms on 2 CPUs): started and given a group,
+    one after the other; the load is the inline load's."""
+    events: list[str] = []
+    real = pp._Worker
+
+    class Recorded(real):  # type: ignore[misc, valid-type]
+        def __init__(self, start: str, number: int) -> None:
+            super().__init__(start, number)
+            events.append(f"start {number}")
+            send = self.conn.send
+
+            def sent(obj: Any) -> None:
+                if obj is not None:
+                    events.append(f"group to {number}")
+                send(obj)
+
+            self.conn.send = sent  # type: ignore[method-assign]
+
+    monkeypatch.setattr(pp, "_Worker", Recorded)
+    ref, got = load_both(template, tmp_path, ProcessPartitions(3, "fork"))
+    assert got == ref
+    assert events[:6] == ["start 0", "group to 0", "start 1", "group to 1", "start 2", "group to 2"], events
 
 
 def test_the_command_loads_whole_partitions_in_workers(tmp_path: Path) -> None:
@@ -374,7 +388,7 @@ def test_a_resumable_load_interrupted_between_groups_is_completed_by_a_rerun(tmp
 
         return ProcessPartitions(1)(jobs, cfg, tell)
 
-    monkeypatch.setattr(pp, "groups_of", _singletons)  # a group a partition: reported one by one
+    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: reported one by one
     with pytest.raises(KeyboardInterrupt):
         load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=three_then_interrupt)
     advanced = {tp for tp, rp in read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).items() if rp > 0}
