@@ -165,7 +165,7 @@ class LoadStats:
         return asdict(self)
 
     def add_work(self, other: LoadStats) -> None:
-        """Add the scans and the file changes ``other`` counted (a partition-loading worker's group)."""
+        """Add the scans and the file changes ``other`` counted (a partition-loading worker's group, a Spark task)."""
         self.segments_scanned += other.segments_scanned
         self.scan_seconds += other.scan_seconds
         self.draft_seconds += other.draft_seconds

@@ -93,10 +93,12 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
     from mploader.spark import fleet
 
     ref_root, got_root = fresh(fleet_template, tmp_path, "ref"), fresh(fleet_template, tmp_path, "spark")
-    refs = {}
+    refs, ref_stats = {}, {}
     for b in sorted(FLEET):
         dirs = [str(d) for d in sorted((ref_root / b).glob("data-*"))]
-        refs[b] = result_digest(load_logs(dirs, LoaderConfig(), now_ms=NOW), ref_root)
+        ref = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW)
+        refs[b] = result_digest(ref, ref_root)
+        ref_stats[b] = (ref.stats.segments_scanned, ref.stats.bytes_read)
     dry = fleet.load(spark, data_dirs(got_root), LoaderConfig(), now_ms=NOW)
     assert tree_digest(got_root) == tree_digest(fleet_template), "a dry run changed files"
     loaded = fleet.load(spark, data_dirs(got_root), LoaderConfig(), apply=True, now_ms=NOW)
@@ -105,7 +107,11 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
         b = os.path.basename(os.path.dirname(dirs[0]))
         assert not isinstance(result, StartupFailedError) and not isinstance(dry_result, StartupFailedError)
         assert result_digest(result, got_root) == refs[b]
+        # what the tasks scanned reaches the stats, as an inline load's does
+        assert (result.stats.segments_scanned, result.stats.bytes_read) == ref_stats[b]
+        assert (result.stats.scan_seconds > 0) == (ref_stats[b][0] > 0)
         assert [lg.impact for lg in dry_result.all_logs()] == [lg.impact for lg in result.all_logs()]
+    assert any(n > 0 for n, _ in ref_stats.values())  # some broker of the fleet recovers segments
     for run in (dry, loaded):  # each broker's partitions were loaded by Spark tasks, not in the driver
         assert [spark_tasks_done(spark, r.job_group) > 0 for r in run.engines] == [True] * len(FLEET)
     out = loaded.tables.write(tmp_path / "out")

@@ -21,12 +21,18 @@ pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (pi
 
 
 def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
-    """Every job in one task of ``load_rows``, in this process (the runner ``load_logs`` hands the jobs to)."""
-    from mploader.spark.phase2 import load_rows
+    """Every job in one task of ``load_rows``, in this process (the runner ``load_logs`` hands the jobs to); the
+    task's last row is what it scanned and wrote."""
+    from mploader.result import LoadStats
+    from mploader.spark.phase2 import TASK_WORK, load_rows
 
     batch = pa.record_batch([pa.array(range(len(jobs)), pa.int64()), pa.array([pickle.dumps(j) for j in jobs])],
                             names=["job", "spec"])
-    return [pickle.loads(row.column("outcome")[0].as_py()) for row in load_rows(pickle.dumps(cfg))([batch])]
+    rows = [(row.column("job")[0].as_py(), pickle.loads(row.column("outcome")[0].as_py()))
+            for row in load_rows(pickle.dumps(cfg))([batch])]
+    assert [job for job, _ in rows] == [*range(len(jobs)), TASK_WORK]
+    assert isinstance(rows[-1][1], LoadStats) and rows[-1][1].segments_scanned > 0
+    return [outcome for _, outcome in rows[:-1]]
 
 
 def test_the_task_logs_no_warning_and_the_driver_reports_its_changes(tmp_path: Path,

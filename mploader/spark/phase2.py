@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,11 @@ import pyarrow as pa
 
 from mploader.config import LoaderConfig
 from mploader.disk import open_disk
+from mploader.engine.base import InlineSource
 from mploader.errors import MploaderError
 from mploader.partition_pool import partition_cost
 from mploader.recovery.job import PartitionJob, load_partition
-from mploader.result import LoadedLog
+from mploader.result import LoadedLog, LoadStats
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 JOB_COLUMNS = "job long, spec binary"  # a job's index in the runner's list, and its pickled PartitionJob
 OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
+#: the ``job`` of a task's last row, whose ``outcome`` is what the task scanned and wrote (a pickled LoadStats)
+TASK_WORK = -1
 
 
 class SparkJobFailed(MploaderError, RuntimeError):
@@ -56,11 +60,14 @@ def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa
 
     mploader logs only errors during the task: an executor configures no logging, so Python would print the
     recovery's warnings on its stderr as bare lines (no level, no dry-run mark), and what they say (truncations,
-    deleted segments, records lost) reaches the driver in the loaded logs, whose result reports it."""
+    deleted segments, records lost) reaches the driver in the loaded logs, whose result reports it.  The task's
+    last row (``job`` :data:`TASK_WORK`) says what it scanned and wrote, for the load's stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cfg: LoaderConfig = pickle.loads(config)
         disk = open_disk(cfg.dry_run)
+        work = LoadStats()
+        scans = InlineSource(work, threading.Lock())  # scanning here, counted
         logger = logging.getLogger("mploader")
         level = logger.level
         logger.setLevel(logging.ERROR)
@@ -69,17 +76,22 @@ def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa
                 for row in batch.to_pylist():
                     outcome: tuple[LoadedLog, int] | BaseException
                     try:
-                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk)  # scanning here
+                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, scans)
                         outcome = (loaded, ctx.bytes_scanned)
                     except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
                         outcome = e
-                    yield pa.record_batch([pa.array([row["job"]], pa.int64()), pa.array([pickle.dumps(outcome)])],
-                                          schema=OUTCOME_SCHEMA)
+                    yield _row(row["job"], outcome)
+            work.write_seconds = disk.change_seconds
             disk.flush()  # the task's partitions durable before the task completes
+            yield _row(TASK_WORK, work)
         finally:
             logger.setLevel(level)  # a reused Python worker, or a caller in the driver, gets its level back
 
     return run
+
+
+def _row(job: int, outcome: object) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([job], pa.int64()), pa.array([pickle.dumps(outcome)])], schema=OUTCOME_SCHEMA)
 
 
 class SparkPartitions:
@@ -91,6 +103,7 @@ class SparkPartitions:
         check_session(spark)
         self.spark = spark
         self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
+        self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
 
     @property
     def description(self) -> str:
@@ -113,12 +126,16 @@ class SparkPartitions:
             raise SparkJobFailed(f"the Spark job recovering {len(jobs)} partition(s) failed ({type(e).__name__}); "
                                  f"{what}") from e
         out: list[tuple[LoadedLog, int] | BaseException | None] = [None] * len(jobs)
+        self.work = LoadStats()
         for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
-            out[job] = pickle.loads(blob)
+            if job == TASK_WORK:
+                self.work.add_work(pickle.loads(blob))
+            else:
+                out[job] = pickle.loads(blob)
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
         if missing:
             raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
         return [o for o in out if o is not None]
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "SparkJobFailed", "SparkPartitions", "load_rows"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "load_rows"]
