@@ -103,8 +103,11 @@ AUTO_MIN_SECONDS = 0.25
 
 def inline_seconds(auto: AutoPlans, partitions: int) -> float:
     """The inline load's seconds, as estimated from the plans "auto" made and the number of partitions."""
-    return (auto.planned_bytes / BYTES_PER_SECOND + auto.planned_tasks * SEGMENT_SECONDS
-            + partitions * PARTITION_SECONDS)
+    return _estimate(auto.planned_bytes, auto.planned_tasks, partitions)
+
+
+def _estimate(planned_bytes: int, planned_tasks: int, partitions: int) -> float:
+    return planned_bytes / BYTES_PER_SECOND + planned_tasks * SEGMENT_SECONDS + partitions * PARTITION_SECONDS
 
 
 def auto_workers(auto: AutoPlans, partitions: int, engine_workers: int, cpus: int | None = None,
@@ -135,20 +138,21 @@ def surely_workers(plans: Sequence[DirPlan], partitions: int, cpus: int | None =
     if cpus < 2 or partitions < cpus:
         return 0, done
     bar = _bar(start)
-    seconds = partitions * PARTITION_SECONDS
+    planned_bytes = planned_tasks = 0  # counted as inline_seconds counts them: the same float at the same plans
     for plan in plans:
-        if seconds >= bar:
+        if _estimate(planned_bytes, planned_tasks, partitions) >= bar:
             break
         if plan.clean and not plan.scan_all:
             continue
         scans = []
         for sized in partition_scans(plan):
             scans.append(sized)
-            seconds += sized[0] / BYTES_PER_SECOND + len(sized[2]) * SEGMENT_SECONDS
-            if seconds >= bar:
+            planned_bytes += sized[0]
+            planned_tasks += len(sized[2])
+            if _estimate(planned_bytes, planned_tasks, partitions) >= bar:
                 return cpus, done
         done[plan.data_dir] = ordered(scans)
-    return (cpus if seconds >= bar else 0), done
+    return (cpus if _estimate(planned_bytes, planned_tasks, partitions) >= bar else 0), done
 
 
 def _bar(start: str | None) -> float:
@@ -440,8 +444,10 @@ class ProcessPartitions:
         warned = False  # of a worker that could not start (fork: EAGAIN, ENOMEM), once
 
         def start_workers() -> None:
-            """Workers up to the count, each given its first group as it starts: the first do not wait for the
-            others' forks (16 took 90 ms on 2 CPUs, the first with multiprocessing's import)."""
+            """Workers up to the count; a forked one is given its first group as it starts, so that the first do
+            not wait for the others' forks (16 took 90 ms on 2 CPUs, the first with multiprocessing's import).  A
+            spawned one reads its pipe only once it has imported mploader: a group larger than the pipe's buffer
+            would hold the next start until then, so those are given theirs once all are started."""
             nonlocal warned
             while todo and len(workers) < min(self.workers, len(groups)):
                 try:
@@ -456,7 +462,8 @@ class ProcessPartitions:
                         left.extend(todo)
                         todo.clear()
                     return
-                assign(workers[-1])
+                if self.start == "fork":
+                    assign(workers[-1])
 
         done = False
         try:

@@ -154,8 +154,8 @@ class LoadStats:
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results
-    # Phase 2 time spent changing files (Disk.change_seconds), the final sync apart, summed over this process and its
-    # partition-loading workers; partitions loaded by Spark tasks (loaded_by) are not in it, nor in the scans' counts
+    # Phase 2 time spent changing files (Disk.change_seconds), the final sync apart, summed over this process and
+    # whatever loaded the partitions elsewhere (loaded_by: partition-loading workers, Spark tasks)
     write_seconds: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded

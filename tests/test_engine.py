@@ -1405,8 +1405,9 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
             else:
                 time.sleep(at)
             moment = time.monotonic() - t_block
+            said = f"{moment:.3f} s{'' if at is not None else ' (at a worker)'}"
             if proc.poll() is not None:  # the load ended first (a faster run than the calibration): no moment
-                report.append(f"{moment:.3f} s: the load had ended")
+                report.append(f"{said}: the load had ended")
                 if retry < 2 and at is not None:
                     tries.append((at / 2, retry + 1))
                 continue
@@ -1419,7 +1420,7 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()  # not communicate(): the workers hold its stdout and stderr too
             took, alive = _wait_gone(proc.pid, KILL_GONE_S, since=t_kill)
-            report.append(f"{moment:.3f} s: {len(before_kill) - 1} processes under the parent ({workers} workers), "
+            report.append(f"{said}: {len(before_kill) - 1} processes under the parent ({workers} workers), "
                           f"gone {took:.3f} s after the kill")
             assert not alive, (f"processes of the load killed {moment:.3f} s after its first block still running "
                                f"{KILL_GONE_S} s after the kill: {alive}; " + "; ".join(report))
@@ -1438,9 +1439,10 @@ def test_a_killed_load_leaves_no_process_and_the_next_load_removes_its_blocks(da
             for name in _load_shm(proc.pid, spec):  # after a failure: not left to the next test
                 Path(f"/dev/shm/{name}").unlink(missing_ok=True)
     print(f"SIGKILL of the {target}:", "; ".join(report))
-    assert sum("gone" in r for r in report) >= len(moments) // 2 + 1, report
+    assert sum("gone" in r for r in report if "(at a worker)" not in r) >= len(moments) // 2 + 1, report
     if target != "parent":  # nothing could clean up: some kill must have left blocks for the next load to remove
         assert max(left_counts) > 1, report
+    # the kill at a worker landed while one ran (it fails where the load ended before any worker was seen)
     assert any("(0 workers)" not in r for r in report if "gone" in r), f"no kill while workers ran: {report}"
 
 

@@ -341,6 +341,34 @@ def test_each_worker_takes_its_first_group_as_it_starts(template: Path, tmp_path
     assert events[:6] == ["start 0", "group to 0", "start 1", "group to 1", "start 2", "group to 2"], events
 
 
+def test_workers_whose_pipe_breaks_before_their_first_group_leave_the_load_to_the_parent(
+        template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A group that cannot be sent (the worker's pipe broken as it starts: it died idle) is not lost: another worker
+    is started for it, and once more than twice the count have died so, the parent loads what is left.  The load
+    is the inline load's."""
+    real = pp._Worker
+
+    class Broken(real):  # type: ignore[misc, valid-type]
+        def __init__(self, start: str, number: int) -> None:
+            super().__init__(start, number)
+            send = self.conn.send
+
+            def broken(obj: Any) -> None:
+                if obj is not None:
+                    raise BrokenPipeError(32, "Broken pipe")
+                send(obj)
+
+            self.conn.send = broken  # type: ignore[method-assign]
+
+    monkeypatch.setattr(pp, "_Worker", Broken)
+    runner = ProcessPartitions(2, "fork")
+    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+        ref, got = load_both(template, tmp_path, runner)
+    assert got == ref
+    assert runner.loaded_in_parent == ref["result"]["stats"]["partitions"]
+    assert runner.worker_deaths == 2 * 2 + 1
+
+
 def test_the_command_loads_whole_partitions_in_workers(tmp_path: Path) -> None:
     ref, _ = _lossy_broker(tmp_path / "ref")
     got, _ = _lossy_broker(tmp_path / "got")
@@ -450,7 +478,7 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
 
     monkeypatch.setattr(pp, "partition_scans", counted)
     bars = {0.0: 0, partitions * pp.PARTITION_SECONDS + 1e-9: 1, estimate / 2: None, estimate * 0.99: None,
-            estimate * 1.01: partitions}  # -> the partitions planned, where known
+            estimate: partitions, estimate * 1.01: partitions}  # -> the partitions planned, where known
     for bar, expected_planned in bars.items():
         monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
         planned.clear()
@@ -460,7 +488,7 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
             assert (n, planned, done) == (0, [], {})
             continue
         assert expected == [n, n]
-        assert (n > 0) == (bar < estimate)
+        assert (n > 0) == (bar <= estimate)  # the bar met exactly (the same sum as inline_seconds') counts
         if expected_planned is not None:
             assert len(planned) == expected_planned
         else:
@@ -470,6 +498,30 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
     # auto_plans takes the dirs planned to their end as they are, and plans the others
     first = plans[0].data_dir
     assert auto_plans(cfg, plans, {first: whole.planned[first]}) == whole
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_auto_knows_it_before_the_whole_plan_beside_a_clean_dir(template: Path, start: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean dir beside an unclean one: surely_workers leaves it out of its count (auto_plans counts its scans
+    only where its bound asks for a pool), so it may not answer where the whole plan takes workers, but wherever it
+    answers, the whole plan answers the same; spawned workers' higher bar as well."""
+    unclean, other = _unclean_plans(template)
+    clean = dataclasses.replace(other, clean=True)
+    plans = [clean, unclean]
+    partitions = sum(len(p.partitions) for p in plans)
+    whole = auto_plans(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), plans)
+    spawn_start = pp.POOL_START_SECONDS["spawn"] if start == "spawn" else 0.0
+    for bar in (0.0, 0.01, 0.02, 0.05, 0.1, 0.5):
+        monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
+        n, done = pp.surely_workers(plans, partitions, cpus=4, start=start)
+        assert clean.data_dir not in done
+        if n:
+            assert pp.auto_workers(whole, partitions, engine_workers=4, cpus=4, start=start) == n == 4
+        if bar + spawn_start <= partitions * pp.PARTITION_SECONDS:  # the partitions' own term is enough
+            assert n == 4
+        elif bar + spawn_start > pp.inline_seconds(whole, partitions):
+            assert n == 0
 
 
 def test_an_unwatched_default_load_takes_partition_workers_without_planning_every_partition(

@@ -10,7 +10,8 @@ what a resumed load recorded of it included), packed into Spark partitions by th
 identically mounted file system), scanning in the task
 (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
 partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
-``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better).
+``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better), then a last row
+(``job`` :data:`TASK_WORK`) with what the task scanned and wrote, for the load's stats.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
 applied load writes through :class:`RealDisk` and syncs each task's file systems before the task completes, so
@@ -111,6 +112,7 @@ class SparkPartitions:
 
     def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
         """Every job's outcome, in order, once Spark's job is done."""
+        self.work = LoadStats()
         if not jobs:
             return []
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -126,7 +128,6 @@ class SparkPartitions:
             raise SparkJobFailed(f"the Spark job recovering {len(jobs)} partition(s) failed ({type(e).__name__}); "
                                  f"{what}") from e
         out: list[tuple[LoadedLog, int] | BaseException | None] = [None] * len(jobs)
-        self.work = LoadStats()
         for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
             if job == TASK_WORK:
                 self.work.add_work(pickle.loads(blob))
