@@ -98,6 +98,8 @@ class _DirState:
     resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
     recovered: dict[TopicPartition, Recovered] = field(default_factory=dict)  # what a killed --resumable load left
     clean_scans: CleanScans | None = None  # what a clean load of it may scan, as the preflight sized it (None: unsized)
+    # an unclean dir's partitions: their .log files' bytes and number, as the preflight sized them (PartitionJob.logs)
+    sized_logs: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def load_logs(
@@ -321,11 +323,13 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
     # per clean data dir (an unclean load plans its scans exactly), what a clean load may scan, per partition sized
     sized: dict[str, list[CleanScans]] = {s.path: [] for s in states if s.clean}
-    dir_of = {path: s.path for s in states for path, _, _ in s.partitions}
+    state_of = {path: s for s in states for path, _, _ in s.partitions}
     for path, tp, kind in loading:
         keep = keep_listings and kept < partition_preflight.KEPT_NAMES
+        s = state_of[path]
         failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep,
-                                                      clean_scans=sized.get(dir_of[path]))
+                                                      clean_scans=sized.get(s.path),
+                                                      sized_logs=None if s.clean else s.sized_logs)
         if keep:
             try:
                 kept += len(disk.list_files(path))  # the preflight's listing, from the disk's cache
@@ -678,7 +682,8 @@ class _ProgressGauges(Progress):
 def _job(s: _DirState, path: str, tp: TopicPartition, kind: DirKind, now: int) -> PartitionJob:
     return PartitionJob(s.path, path, tp, kind, s.clean, s.recovery_points.get(tp, 0), s.log_starts.get(tp, 0),
                         None if s.high_watermarks is None else s.high_watermarks.get(tp), now,
-                        s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None)
+                        s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None,
+                        s.sized_logs.get(path))
 
 
 def _log_loading(states: list[_DirState], elsewhere: bool = False) -> None:

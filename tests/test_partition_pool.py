@@ -369,6 +369,29 @@ def test_workers_whose_pipe_breaks_before_their_first_group_leave_the_load_to_th
     assert runner.worker_deaths == 2 * 2 + 1
 
 
+def test_the_parent_weighs_the_partitions_by_the_preflight_sizes(template: Path, tmp_path: Path) -> None:
+    """Each unclean job carries its .log files' bytes and number as the preflight sized them, and its cost is what a
+    listing of its directory would say (the parent lists no partition a second time); a clean one carries none."""
+    seen: list[PartitionJob] = []
+
+    def runner(jobs: list[PartitionJob], cfg: LoaderConfig) -> list[Any]:
+        seen.extend(jobs)
+        return ProcessPartitions(2, "fork")(jobs, cfg)
+
+    dirs = fresh(template, tmp_path / "got")
+    load_logs(dirs, LoaderConfig(), NOW, partitions=runner)
+    unclean = [j for j in seen if not j.clean_shutdown]
+    assert unclean and all(j.logs is not None for j in unclean)
+    for job in unclean:  # the listing of the directory as it was (the template: the load changed the copy)
+        before = str(template / Path(job.dir).relative_to(tmp_path / "got"))
+        assert pp.partition_cost(job) == pp.partition_cost(dataclasses.replace(job, logs=None, dir=before)) > 0
+    for d in dirs:  # recovered now: shut down cleanly
+        Path(d, ".kafka_cleanshutdown").touch()
+    seen.clear()
+    load_logs(dirs, LoaderConfig(), NOW, partitions=runner)
+    assert seen and all(j.clean_shutdown and j.logs is None for j in seen)
+
+
 def test_the_command_loads_whole_partitions_in_workers(tmp_path: Path) -> None:
     ref, _ = _lossy_broker(tmp_path / "ref")
     got, _ = _lossy_broker(tmp_path / "got")

@@ -33,6 +33,8 @@ class PartitionJob:
     high_watermark: int | None  # its replication-offset-checkpoint entry (a live log's; None: unknown)
     now_ms: int
     recovered: Recovered | None = None  # --resumable: what a killed load recorded of it (recovery.resume)
+    # its .log files' bytes and number as the preflight sized them (None: not sized), for partition_pool.partition_cost
+    logs: tuple[int, int] | None = None
 
 
 class ScanHere:

@@ -39,17 +39,18 @@ KEPT_NAMES = 100_000
 
 
 def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                    keep_listing: bool = False,
-                    clean_scans: list[CleanScans] | None = None) -> StartupFailedError | None:
+                    keep_listing: bool = False, clean_scans: list[CleanScans] | None = None,
+                    sized_logs: dict[str, tuple[int, int]] | None = None) -> StartupFailedError | None:
     """The first StartupFailedError the loader meets in ``directory`` before recovering anything, or None
     (no such failure, or an IOException comes first: see :func:`will_not_fail_with_io_error`).  The listing
     is read through the disk, which keeps it for the loader if ``keep_listing`` (the loader releases it when the
     partition is loaded), else releases it at once: the manager keeps at most :data:`KEPT_NAMES` names, since
     holding every partition's listing until its turn to load cost ~120 B of memory per segment on a big clean
     broker.  ``clean_scans``: where what a clean load of the partition may scan is appended, when the preflight
-    sized every ``.log`` (:func:`_oversized_log`)."""
+    sized every ``.log`` (:func:`_oversized_log`); ``sized_logs``: where the bytes and the number of its ``.log``
+    files go then, by ``directory`` (``partition_pool.partition_cost``: no second listing)."""
     try:
-        return _first_failure(disk, directory, kind, cfg, clean_scans)
+        return _first_failure(disk, directory, kind, cfg, clean_scans, sized_logs)
     except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first
         return None
     finally:
@@ -58,7 +59,8 @@ def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveCon
 
 
 def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                   clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
+                   clean_scans: list[CleanScans] | None,
+                   sized_logs: dict[str, tuple[int, int]] | None) -> StartupFailedError | None:
     # UnifiedLog.apply: the leader-epoch checkpoint (LogLoader._open_epoch_cache)
     epoch_path = os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT)
     if cfg.record_version >= 2 and os.path.isfile(epoch_path):
@@ -69,7 +71,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
     files, links = disk.list_files(directory), disk.symlinks(directory)
     if not links and all(map(_ordinary, files)):  # the usual partition: only the .log sizes are left to check
         return (_oversized_log(disk, directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], files,
-                               clean_scans) or _metadata(directory))
+                               clean_scans, sized_logs) or _metadata(directory))
     # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
     for name in files:
         if name.endswith(names.SNAPSHOT_SUFFIX) and (e2 := _bad_offset(directory, name)) is not None:
@@ -105,7 +107,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                 return e2
         if names.is_log_file(name):
             logs.append(names.segment_file_name(names.offset_from_file_name(name), names.LOG_SUFFIX))
-    return _oversized_log(disk, directory, logs, files, clean_scans) or _metadata(directory)
+    return _oversized_log(disk, directory, logs, files, clean_scans, sized_logs) or _metadata(directory)
 
 
 # a name that passes every name check above: a padded base offset of at most 18 significant digits (as
@@ -120,12 +122,14 @@ def _ordinary(name: str) -> bool:
 
 
 def _oversized_log(disk: Disk, directory: str, logs: list[str], files: list[str],
-                   clean_scans: list[CleanScans] | None) -> StartupFailedError | None:
+                   clean_scans: list[CleanScans] | None,
+                   sized_logs: dict[str, tuple[int, int]] | None) -> StartupFailedError | None:
     """FileRecords refuses a ``.log`` larger than Integer.MAX_VALUE bytes.  When every one is below that, the sizes of
     those a clean load may recover at load time go to ``clean_scans`` (:class:`~mploader.scan.plan.CleanScans`), if
-    asked (a clean dir's)."""
+    asked (a clean dir's), and their sum and number to ``sized_logs``, if asked."""
     listed = set(files) if clean_scans is not None else None
     scans = CleanScans()
+    total = found = 0
     for name in logs:
         padded = os.path.join(directory, name)
         try:
@@ -135,10 +139,14 @@ def _oversized_log(disk: Disk, directory: str, logs: list[str], files: list[str]
         if size > MAX_SEGMENT_BYTES:
             return StartupFailedError(padded, "KafkaException", f"segment of {size} bytes is larger than the maximum "
                                       f"segment size of {MAX_SEGMENT_BYTES} bytes")
+        total += size
+        found += 1
         if listed is not None:
             scans = scans.plus(names.offset_from_file_name(name), listed, size)
     if clean_scans is not None:
         clean_scans.append(scans)
+    if sized_logs is not None:
+        sized_logs[directory] = (total, found)
     return None
 
 
