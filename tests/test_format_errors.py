@@ -650,31 +650,6 @@ def test_tree_bins_follow_java(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert m.order() == [16384, 4096, 8192, 12288, 20480, 24576, 28672, 32768, 36864, 40960, 45056]
 
 
-class _LinkedPuts(snapshot.JavaLongHashMap):
-    """put through the general step (``_link``, as compute_if_absent links), the reference of put's own."""
-
-    def put(self, key: int) -> None:
-        if key in self:
-            return
-        self._link(key, head=False)
-        if self._size > self.capacity * 3 // 4:
-            self._resize()
-
-
-@settings(max_examples=300, deadline=None)
-@given(keys=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([1, 16, 64, 1 << 20, 1 << 24, 1 << 36])),
-                     max_size=400))
-def test_put_is_the_general_link(keys: list[tuple[int, int]]) -> None:
-    """put writes out the plain bucket's case; the map (order, table, tree bins) is the general step's, collisions
-    and tree bins included."""
-    fast, ref = snapshot.JavaLongHashMap(), _LinkedPuts()
-    for k, step in keys:
-        fast.put(k * step)
-        ref.put(k * step)
-    assert (fast.order(), fast.capacity, len(fast), fast.tree_bins) == (ref.order(), ref.capacity, len(ref),
-                                                                       ref.tree_bins)
-
-
 # --------------------------------------------------------------------------------------------
 # Transaction index (docs/formats.md §11, docs/scenarios.md #23)
 

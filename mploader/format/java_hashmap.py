@@ -181,27 +181,9 @@ class JavaLongHashMap:
         return java_long_hash(key) & (self.capacity - 1)
 
     def put(self, key: int) -> None:
-        """HashMap.put of a new key: linked at the tail of its plain bucket (treeified past 8 keys) or into its
-        tree bin; a key already there stays where it is.  The plain bucket's case is written out: it is
-        every producer's, once per recovered segment (the manager reloads them from the snapshot)."""
-        b = java_long_hash(key) & (self.capacity - 1)
-        keys = self._lists.get(b)
-        if keys is None and b not in self._trees:
-            self._lists[b] = [key]
-            self._size += 1
-        elif keys is not None:
-            if key in keys:  # replacing a value keeps the node where it is
-                return
-            keys.append(key)
-            if len(keys) > _TREEIFY_THRESHOLD:
-                self._treeify_bin(b)
-            self._size += 1
-        elif key in self._trees[b].nodes:
-            return
-        else:
-            self._trees[b].put(key)
-            self._size += 1
-        if self._size > self.capacity * 3 // 4:
+        """HashMap.put: a new key at the tail of its plain bucket or into its tree bin, then a resize past the
+        threshold; a key already there stays where it is."""
+        if self._add(key, False) and self._size > self.capacity * 3 // 4:
             self._resize()
 
     def compute_if_absent(self, key: int) -> None:
@@ -211,27 +193,33 @@ class JavaLongHashMap:
         treeified when it held 7 keys before, not 8."""
         if self._size > self.capacity * 3 // 4:
             self._resize()
-        if key in self:
-            return
-        self._link(key, head=True)
+        self._add(key, True)
 
-    def _link(self, key: int, *, head: bool) -> None:
+    def _add(self, key: int, head: bool) -> bool:
         """A new key into its tree bin (putTreeVal), or at the tail (put) or the head (computeIfAbsent) of its
         plain bucket, treeified when the keys walked past reach TREEIFY_THRESHOLD - 1: put walks past all but
-        the last (8 before), computeIfAbsent all of them (7 before)."""
+        the last (8 before), computeIfAbsent all of them (7 before).  False: the key is there already."""
         b = self._bucket(key)
         tree = self._trees.get(b)
         if tree is not None:
+            if key in tree.nodes:
+                return False
             tree.put(key)
         else:
-            keys = self._lists.setdefault(b, [])
-            if head:
-                keys.insert(0, key)
+            keys = self._lists.get(b)
+            if keys is None:
+                self._lists[b] = [key]
+            elif key in keys:
+                return False
             else:
-                keys.append(key)
-            if len(keys) > _TREEIFY_THRESHOLD - head:
-                self._treeify_bin(b)
+                if head:
+                    keys.insert(0, key)
+                else:
+                    keys.append(key)
+                if len(keys) > _TREEIFY_THRESHOLD - head:
+                    self._treeify_bin(b)
         self._size += 1
+        return True
 
     def _treeify_bin(self, b: int) -> None:
         """HashMap.treeifyBin: a table shorter than 64 is doubled instead."""
