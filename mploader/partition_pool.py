@@ -184,7 +184,7 @@ def _portable(error: BaseException) -> BaseException:
     says what it was; one that is not mploader's own (a bug, not a verdict on the data) carries the worker's
     traceback as a note."""
     if not isinstance(error, MploaderError):
-        error.add_note(f"in partition-loading worker {os.getpid()}:\n" + "".join(traceback.format_exception(error)))
+        error.add_note(f"in process {os.getpid()}, loading partitions:\n" + "".join(traceback.format_exception(error)))
     try:
         pickle.loads(pickle.dumps(error))
         return error
@@ -195,6 +195,34 @@ def _portable(error: BaseException) -> BaseException:
         return portable
 
 
+class LoadsHere:
+    """Partitions loaded in this process, one after another on one disk, their scans made here (Phase 1 where Phase
+    2 is: no batch table crosses a process) and counted with the disk's file changes: a worker's group, a Spark
+    task's rows (:mod:`mploader.spark.phase2`), the groups the parent loads itself."""
+
+    def __init__(self, cfg: LoaderConfig) -> None:
+        self.cfg = cfg
+        self.disk = open_disk(cfg.dry_run)
+        self.work = LoadStats()
+        self._scans = InlineSource(self.work, threading.Lock())
+
+    def load(self, job: PartitionJob, segments: Callable[[int], None] = lambda n: None) -> Outcome:
+        """``job``'s load: its log and the bytes it scanned, or the exception it raised, made portable (the caller
+        takes it as the manager takes a loading thread's exception).  ``segments``: its segments left to recover."""
+        try:
+            loaded, ctx = load_partition(job, self.cfg, self.disk, self._scans, segments)
+            return loaded, ctx.bytes_scanned
+        except Exception as e:
+            return _portable(e)
+
+    def finish(self) -> LoadStats:
+        """What the loads scanned and wrote, once the disk is synced (an OSError of the sync is raised: the
+        loads' answers must not count as durable)."""
+        self.work.write_seconds = self.disk.change_seconds
+        self.disk.flush()
+        return self.work
+
+
 # a group's answer: its outcomes, log records, the directories it changed, the error of its sync, what it scanned
 # and wrote (LoadStats.add_work)
 Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None, LoadStats]
@@ -202,9 +230,9 @@ Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None,
 
 def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
                segments: Callable[[int, int], None] = lambda i, n: None) -> Group:
-    """A worker's task: each job's load, in order, on one disk synced at the end; the mploader log records at
-    ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories the
-    disk changed, the error of the sync, if it failed (the load then fails, as an inline load's last sync
+    """A worker's task: each job's load, in order (:class:`LoadsHere`), synced at the end; the mploader log records
+    at ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories
+    the disk changed, the error of the sync, if it failed (the load then fails, as an inline load's last sync
     fails it), and the scans' and the file changes' counts and seconds.  ``segments``: told of the segments left to
     recover in job ``i`` (its position in ``jobs``) as its load goes."""
     logger = logging.getLogger("mploader")
@@ -213,22 +241,13 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
     logger.setLevel(level)
     logger.propagate, logger.handlers = False, [collect]
     try:
-        disk = open_disk(cfg.dry_run)
-        work = LoadStats()
-        scans = InlineSource(work, threading.Lock())  # scanning here, counted
-        outcomes: list[Outcome] = []
-        for i, job in enumerate(jobs):
-            try:
-                loaded, ctx = load_partition(job, cfg, disk, scans, functools.partial(segments, i))
-                outcomes.append((loaded, ctx.bytes_scanned))
-            except Exception as e:  # the parent takes it as the manager takes a loading thread's exception
-                outcomes.append(_portable(e))
-        work.write_seconds = disk.change_seconds
+        here = LoadsHere(cfg)
+        outcomes = [here.load(job, functools.partial(segments, i)) for i, job in enumerate(jobs)]
         try:
-            disk.flush()  # durable before the parent hears of them (its --resumable recovery points)
+            here.finish()  # durable before the parent hears of them (its --resumable recovery points)
         except OSError as e:
-            return outcomes, collect.records, disk.changed_dirs(), e, work
-        return outcomes, collect.records, disk.changed_dirs(), None, work
+            return outcomes, collect.records, here.disk.changed_dirs(), e, here.work
+        return outcomes, collect.records, here.disk.changed_dirs(), None, here.work
     finally:
         logger.setLevel(saved[0])
         logger.propagate, logger.handlers = saved[1], saved[2]
@@ -511,5 +530,5 @@ class ProcessPartitions:
         return left
 
 
-__all__ = ["AUTO_MIN_SECONDS", "COST_PER_SEGMENT", "GROUPS_PER_WORKER", "ProcessPartitions", "auto_workers",
-           "groups_of", "inline_seconds", "load_group", "partition_cost", "surely_workers"]
+__all__ = ["AUTO_MIN_SECONDS", "COST_PER_SEGMENT", "GROUPS_PER_WORKER", "LoadsHere", "ProcessPartitions",
+           "auto_workers", "groups_of", "inline_seconds", "load_group", "partition_cost", "surely_workers"]

@@ -664,7 +664,7 @@ def test_an_exception_that_does_not_unpickle_comes_back_as_a_runtime_error_with_
     monkeypatch.setattr(pp, "load_partition", load)
     with pytest.raises(RuntimeError, match="_TwoArguments: a bug at 7") as e:
         load_logs(fresh(template, tmp_path / "bug"), LoaderConfig(), NOW, partitions=ProcessPartitions(2, "fork"))
-    assert any("in partition-loading worker" in n and "raise _TwoArguments" in n for n in e.value.__notes__)
+    assert any("loading partitions:" in n and "raise _TwoArguments" in n for n in e.value.__notes__)
 
 
 def test_a_partitions_cost_is_its_log_bytes_and_segments_after_an_unclean_shutdown_only(tmp_path: Path) -> None:

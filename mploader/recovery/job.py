@@ -18,7 +18,7 @@ from mploader.format.names import DirKind, TopicPartition
 from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.recovery.resume import Recovered
 from mploader.result import LoadedLog
-from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
+from mploader.scan import ScanSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,23 +37,12 @@ class PartitionJob:
     logs: tuple[int, int] | None = None
 
 
-class ScanHere:
-    """Scans made where the partition is loaded, uncounted (a Spark task's; a partition-loading worker counts its
-    own through the engine's ``InlineSource``): its Phase 1 runs where its Phase 2 does, and no batch table crosses
-    a process."""
-
-    def scan(self, task: SegmentTask) -> SegmentScan:
-        return scan_segment(task)
-
-
-SCAN_HERE = ScanHere()  # the default of load_partition: stateless, one for all
-
-
-def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource = SCAN_HERE,
+def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
                    set_remaining_segments: Callable[[int], None] = lambda n: None,
                    cancelled: threading.Event | None = None) -> tuple[LoadedLog, PartitionContext]:
-    """``LogLoader.load`` of ``job``'s directory, with the impact report's fields filled in; the context
-    says what the load read and did (``bytes_scanned``, ``deleted_segments``)."""
+    """``LogLoader.load`` of ``job``'s directory, its scans asked of ``scans`` (a data dir's engine, or scans made
+    where it loads: ``partition_pool.LoadsHere``), with the impact report's fields filled in; the context says what
+    the load read and did (``bytes_scanned``, ``deleted_segments``)."""
     ctx = PartitionContext(
         disk=disk, data_dir=job.data_dir, dir=job.dir, tp=job.tp, kind=job.kind, cfg=cfg.for_topic(job.tp.topic),
         clean_shutdown=job.clean_shutdown, recovery_point_checkpoint=job.recovery_point,
@@ -69,4 +58,4 @@ def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: Scan
     return loaded, ctx
 
 
-__all__ = ["PartitionJob", "ScanHere", "load_partition"]
+__all__ = ["PartitionJob", "load_partition"]

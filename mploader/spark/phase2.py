@@ -25,18 +25,15 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from mploader.config import LoaderConfig
-from mploader.disk import open_disk
-from mploader.engine.base import InlineSource
 from mploader.errors import MploaderError
-from mploader.partition_pool import partition_cost
-from mploader.recovery.job import PartitionJob, load_partition
+from mploader.partition_pool import LoadsHere, partition_cost
+from mploader.recovery.job import PartitionJob
 from mploader.result import LoadedLog, LoadStats
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
@@ -65,26 +62,15 @@ def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa
     last row (``job`` :data:`TASK_WORK`) says what it scanned and wrote, for the load's stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        cfg: LoaderConfig = pickle.loads(config)
-        disk = open_disk(cfg.dry_run)
-        work = LoadStats()
-        scans = InlineSource(work, threading.Lock())  # scanning here, counted
+        here = LoadsHere(pickle.loads(config))
         logger = logging.getLogger("mploader")
         level = logger.level
         logger.setLevel(logging.ERROR)
         try:
             for batch in batches:
                 for row in batch.to_pylist():
-                    outcome: tuple[LoadedLog, int] | BaseException
-                    try:
-                        loaded, ctx = load_partition(pickle.loads(row["spec"]), cfg, disk, scans)
-                        outcome = (loaded, ctx.bytes_scanned)
-                    except Exception as e:  # the driver takes it as the manager takes a loading thread's exception
-                        outcome = e
-                    yield _row(row["job"], outcome)
-            work.write_seconds = disk.change_seconds
-            disk.flush()  # the task's partitions durable before the task completes
-            yield _row(TASK_WORK, work)
+                    yield _row(row["job"], here.load(pickle.loads(row["spec"])))
+            yield _row(TASK_WORK, here.finish())  # the task's partitions durable before the task completes
         finally:
             logger.setLevel(level)  # a reused Python worker, or a caller in the driver, gets its level back
 
