@@ -9,6 +9,7 @@ One module per file kind, struct layouts written down once in each module's docs
 * :mod:`.checkpoint` text checkpoints, ``partition.metadata``, the clean-shutdown marker
 * :mod:`.snapshot`   producer-state ``.snapshot`` files
 * :mod:`.names`      file and partition-directory names
+* :mod:`.files`      a file's bytes read with the fewest system calls
 
 The modules are imported on first use (PEP 562), so that importing one (a worker imports
 :mod:`.records` and :mod:`.log`) does not import them all.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_MODULES = ("checkpoint", "compression", "index", "legacy", "log", "names", "records", "snapshot")
+_MODULES = ("checkpoint", "compression", "files", "index", "legacy", "log", "names", "records", "snapshot")
 
 __all__ = [*_MODULES, "DirKind", "TopicPartition"]
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from mploader.errors import CheckpointNumberFormatError, MalformedCheckpointError, StartupFailedError
+from mploader.format.files import read_file
 from mploader.format.names import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -68,16 +69,7 @@ def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
 
 def read_lines(path: str | os.PathLike[str]) -> list[str]:
     """The file's lines as Java's BufferedReader returns them (UTF-8; \\n, \\r\\n or \\r)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # not open(): a buffered file costs 3 more system calls
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    except OSError as e:  # a directory opens and fails here: named as open() names it
-        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
+    raw = read_file(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

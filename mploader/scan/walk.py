@@ -39,6 +39,7 @@ import numpy as np
 
 from mploader.errors import InvalidRecordError, StartupFailedError
 from mploader.format import crc as crc_functions, log as log_framing, records
+from mploader.format.files import read_to
 from mploader.format.records import BatchHeader
 from mploader.scan import draft as draft_functions
 from mploader.scan.draft import INDEX_DRAFT, RecoveryDraft, draft_recovery
@@ -412,15 +413,3 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
     # shorter than the fstat said only if the file shrank since (where a mapping would raise SIGBUS)
     end = min(end, len(data))
     return scan_buffer(data, task, end) if end > task.start else scan_buffer(b"", task, task.start)
-
-
-def read_to(fd: int, end: int, start: int = 0) -> bytes:
-    """Bytes [start, end) of the file, or up to its end if it is shorter now: a short read is not the file's end (the
-    scan would take it for a torn tail, and recovery would cut valid bytes), so read on until the end or nothing."""
-    data = os.pread(fd, max(0, end - start), start)
-    while start + len(data) < end:
-        more = os.pread(fd, end - start - len(data), start + len(data))
-        if not more:
-            break
-        data += more
-    return data
