@@ -145,6 +145,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
     tracker = ProgressTracker(sinks) if sinks else None
     metrics = metrics or MetricsRegistry()
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     stats = LoadStats()
     dirs = _validate_dirs(data_dirs)
     offline: dict[str, str] = {}
@@ -176,6 +177,8 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 forget_recovered(disk, s.path)
         stats.seconds["flush"] = time.perf_counter() - t_flush
         stats.seconds["total"] = time.perf_counter() - t0
+        # this process's CPU, all its threads, none of its workers': the serial part no worker count removes
+        stats.seconds["cpu"] = time.process_time() - cpu0
         stats.write_seconds += disk.change_seconds  # the parent's own, beside a runner's workers'
         return result
     finally:

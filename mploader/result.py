@@ -157,7 +157,9 @@ class LoadStats:
     # Phase 2 time spent changing files (Disk.change_seconds), the final sync apart, summed over this process and
     # whatever loaded the partitions elsewhere (loaded_by: partition-loading workers, Spark tasks)
     write_seconds: float = 0.0
-    seconds: dict[str, float] = field(default_factory=dict)  # "plan" (Phase 1 submission), "total"
+    # "preflight", "plan" (Phase 1 submission), "flush", "total" (wall); "cpu": this process's CPU seconds in the load
+    # (its threads, not its workers'), the serial part that more workers do not shorten
+    seconds: dict[str, float] = field(default_factory=dict)
     dir_seconds: dict[str, float] = field(default_factory=dict)  # per data dir: until its last partition loaded
     loaded_by: str | None = None  # where the partitions were loaded when not here (e.g. "Spark local[2], 2 tasks")
 

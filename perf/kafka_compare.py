@@ -23,7 +23,9 @@ difference is printed as MISMATCH and the script exits with status 1.
 For the 1,000-segment set it also reports Phase 2's share of the load: with ``--workers 1`` the scans run
 inline, so Phase 2 (and the fixed costs around it) = stats ``seconds.total`` - ``scan_seconds``; and how much of
 it is writing files (stats ``write_seconds`` + ``seconds.flush``) and the rest, Phase 2 beyond writing, in ms a
-recovered segment.
+recovered segment. Then, for every mploader variant, the loading process's own CPU seconds (stats
+``seconds.cpu``, its workers' not included) and their share of the load: the serial part, which bounds what more
+workers can give.
 """
 
 from __future__ import annotations
@@ -123,6 +125,19 @@ def beyond_writing_seconds(stats: dict[str, Any]) -> float | None:
     """Phase 2 beyond writing its bytes (issue 11's target is per recovered segment of this)."""
     writing = writing_seconds(stats)
     return None if writing is None else phase2_seconds(stats) - writing
+
+
+def serial_parts(runs: dict[str, list[Run]]) -> str:
+    """Each mploader variant's own process CPU in the load (stats ``seconds.cpu``: its threads, not its workers'),
+    against the load's wall time: the part no number of workers shortens (Amdahl's serial part, at most)."""
+    cells = []
+    for name, rs in runs.items():
+        got = [r for r in rs if name.startswith("mploader") and "cpu" in r.stats.get("seconds", {})]
+        if got:
+            cpu = statistics.median(r.stats["seconds"]["cpu"] for r in got)
+            share = statistics.median(r.stats["seconds"]["cpu"] / r.stats["seconds"]["total"] for r in got)
+            cells.append(f"{name.removeprefix('mploader ')} {cpu:.3f} s ({share:.0%})")
+    return "  the loading process's own CPU (stats seconds.cpu; of the load, medians): " + ", ".join(cells)
 
 
 def per_segment_ms(seconds: float | None, stats: dict[str, Any]) -> float | None:
@@ -409,6 +424,7 @@ def run_sets(args: argparse.Namespace, root: Path) -> int:
         print(f"  of which writing files (stats write_seconds + seconds.flush) "
               f"{median_cell([writing_seconds(r.stats) for r in m1])} s; Phase 2 beyond writing {median_cell(beyond)} "
               f"ms a recovered segment (runs: {', '.join(figure(b) for b in beyond)}; target 0.3 ms)")
+        print(serial_parts(results["d"]))
 
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({

@@ -83,6 +83,18 @@ def test_the_stats_count_the_workers_scans_and_writes(template: Path, tmp_path: 
     assert got.worker_start == runner.start
 
 
+def test_the_cpu_seconds_are_the_parents_own(template: Path, tmp_path: Path) -> None:
+    """``seconds["cpu"]`` is the loading process's own CPU, not its workers'."""
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    inline = load_logs(fresh(template, tmp_path / "ref"), cfg, NOW).stats
+    runner = ProcessPartitions(2)
+    pooled = load_logs(fresh(template, tmp_path / "got"), cfg, NOW, partitions=runner).stats
+    assert inline.seconds["cpu"] > 0 and pooled.seconds["cpu"] > 0
+    # the parent waits while the workers load: its own CPU is below the wall time, which a sum with theirs need not be
+    assert pooled.seconds["cpu"] < pooled.seconds["total"]
+    assert runner.work.scan_seconds > 0
+
+
 def test_a_dry_run_changes_nothing_and_reports_what_the_load_does(template: Path, tmp_path: Path) -> None:
     dirs = fresh(template, tmp_path / "dry")
     before = tree_digest(tmp_path / "dry")
