@@ -2,12 +2,13 @@
 brokers with faults, on the real corpus and on every load of the scenario tests.
 
     .venv/bin/python perf/files_vs_kafka.py [--families all] [--seeds 1-10] [--quick] [--oracle PATH]
-        [--workers 1] [--kafka-threads 1] [--start-ms MS] [--only PARTITION,...] [--corpus-filter TEXT]
-        [--tests PYTEST-ARGS] [--work DIR] [--keep] [--json-out F] [-v]
+        [--workers 1] [--partition-workers 0] [--kafka-threads 1] [--start-ms MS] [--only PARTITION,...]
+        [--corpus-filter TEXT] [--tests PYTEST-ARGS] [--work DIR] [--keep] [--json-out F] [-v]
 
 Each case is one data dir, made once (the "pristine" copy) and copied twice (sparse files kept sparse): Kafka's
 ``oracle datadir COPY --threads N`` loads one copy, ``mploader.load_logs`` (in this process, Phase 1 inline
-with ``--workers 1``, one recovery thread, no ``now_ms``: the real clock, as the oracle's ``Time.SYSTEM``) the
+with ``--workers 1``, one recovery thread, no ``now_ms``: the real clock, as the oracle's ``Time.SYSTEM``; with
+``--partition-workers N``, whole partitions in N worker processes, the path ``auto`` takes on a big broker) the
 other.  Then it compares:
 
 * every file and directory under the data dir, by size and content (tests/fingerprint.py: holes read as zeros),
@@ -119,6 +120,7 @@ from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHE
 from mploader.format.compression import available_codecs  # noqa: E402
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot  # noqa: E402
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate  # noqa: E402
+from mploader.partition_pool import ProcessPartitions  # noqa: E402
 from mploader.result import LoadResult  # noqa: E402
 from perf.kafka_compare import compare, find_oracle, parse_kafka, parse_mploader  # noqa: E402
 from perf.trees import scratch_dir  # noqa: E402
@@ -518,12 +520,15 @@ def run_oracle(oracle: str, data: Path, threads: int, out: Path, settings: dict[
     return Kafka.parse(proc.stdout, proc.stderr)
 
 
-def run_mploader(data: Path, workers: int, settings: dict[str, Any]) -> tuple[LoadResult | None, str]:
-    """mploader on ``data`` (real clock); its result and outcome in the oracle's words, or None and the error."""
+def run_mploader(data: Path, workers: int, settings: dict[str, Any],
+                 partition_workers: int = 0) -> tuple[LoadResult | None, str]:
+    """mploader on ``data`` (real clock); its result and outcome in the oracle's words, or None and the error.
+    ``partition_workers``: whole partitions loaded in that many worker processes (0: in this one)."""
     config = LoaderConfig(num_recovery_threads_per_data_dir=1,
                           num_segment_loading_threads_per_data_dir=workers).replace(**settings)
+    runner = ProcessPartitions(partition_workers) if partition_workers else None
     try:
-        result = load_logs([str(data)], config)
+        result = load_logs([str(data)], config, partitions=runner)
     except StartupFailedError as e:
         return None, f"startup_fails ({e})"
     except Exception as e:  # noqa: BLE001 - anything else mploader raises is a difference to report
@@ -554,7 +559,7 @@ def compare_results(kafka: Kafka, mploader: LoadResult | None, mploader_outcome:
 
 
 def run_case(case: Case, oracle: str, root: Path, *, workers: int = 1, kafka_threads: int = 1,
-             only: list[str] | None = None) -> CaseResult:
+             only: list[str] | None = None, partition_workers: int = 0) -> CaseResult:
     """Make the case's data dir under ``root`` (a new directory), load a copy with each loader, compare.
     ``only``: the partition dirs kept (by name; the others are removed before the copies: a reduction)."""
     t0 = time.perf_counter()
@@ -564,20 +569,21 @@ def run_case(case: Case, oracle: str, root: Path, *, workers: int = 1, kafka_thr
         for part in partition_dirs(data):
             if part.name not in only:
                 shutil.rmtree(part)
-    compare_dir(data, root, oracle, case.settings, result, workers=workers, kafka_threads=kafka_threads)
+    compare_dir(data, root, oracle, case.settings, result, workers=workers, kafka_threads=kafka_threads,
+                partition_workers=partition_workers)
     result.seconds = time.perf_counter() - t0
     return result
 
 
 def compare_dir(data: Path, root: Path, oracle: str, settings: dict[str, Any], result: CaseResult, *,
-                workers: int = 1, kafka_threads: int = 1) -> None:
+                workers: int = 1, kafka_threads: int = 1, partition_workers: int = 0) -> None:
     """Copy the data dir ``data`` to ``root``/kafka and ``root``/mploader, load each with its loader (``settings``:
     the broker settings of both), compare into ``result``."""
     kafka_dir, mploader_dir = root / "kafka", root / "mploader"
     copy_tree(data, kafka_dir)
     copy_tree(data, mploader_dir)
     kafka = run_oracle(oracle, kafka_dir, kafka_threads, root / "oracle", settings)
-    mp, outcome = run_mploader(mploader_dir, workers, settings)
+    mp, outcome = run_mploader(mploader_dir, workers, settings, partition_workers)
     compare_results(kafka, mp, outcome, str(mploader_dir), result)
     compare_files(kafka_dir, mploader_dir, result, tree_state(data))
 
@@ -679,6 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seeds 1-2 and, of the corpus, the dirs as given only (the scenario tests run whole)")
     ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
     ap.add_argument("--workers", type=int, default=1, help="mploader's Phase 1 workers per data dir (1: inline)")
+    ap.add_argument("--partition-workers", type=int, default=0,
+                    help="load whole partitions in this many worker processes (mploader.partition_pool; 0: in "
+                         "this process, the default), as `mploader load --partition-workers N` does")
     ap.add_argument("--kafka-threads", type=int, default=1, help="the oracle's num.recovery.threads.per.data.dir")
     ap.add_argument("--start-ms", type=int, default=None,
                     help="fresh timestamps start an hour before this (default: the current hour, in ms); pass "
@@ -783,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
             where = root / f"{case.family}-{i}"
             where.mkdir()
             results.append(run_case(case, oracle, where, workers=args.workers, kafka_threads=args.kafka_threads,
-                                    only=args.only))
+                                    only=args.only, partition_workers=args.partition_workers))
             report_case(results[-1], i, len(cases))
             if not args.keep:
                 shutil.rmtree(where)

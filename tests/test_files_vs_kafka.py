@@ -118,6 +118,15 @@ def test_generated_broker_is_left_as_kafka_leaves_it(family: str, seed: int, tmp
 
 
 @needs_oracle
+def test_whole_partitions_in_workers_leave_the_broker_as_kafka_leaves_it(tmp_path: Path) -> None:
+    """The path ``auto`` takes on a big broker (``--partition-workers``): the same files as Kafka's loader."""
+    assert ORACLE is not None
+    result = run_case(_generated("producers-unclean", 4), ORACLE, tmp_path, partition_workers=2)
+    _assert_same(result)
+    assert changed(tree_state(tmp_path / "pristine" / "data-0"), tree_state(tmp_path / "kafka"))
+
+
+@needs_oracle
 def test_real_corpus_dir_recovered_from_scratch_is_left_as_kafka_leaves_it(real_corpus_source: Path,
                                                                            tmp_path: Path) -> None:
     """A real broker's dir (VolodymyrZee: a clean marker yet 10 MiB preallocated active indexes, producer
