@@ -177,8 +177,8 @@ def med(values: list[float]) -> float:
 def report(ds: DataSet, contenders: list[str], say: Any) -> None:
     say(f"\n### {ds.label}\n\n{ds.facts}\n")
     say("| workers | mploader s | speed-up | compiled ceiling s | its speed-up | share of the ceiling's speed-up "
-        "| CPU s | scan s (all processes) | Phase 2 waited s | the load in process s |")
-    say("|---|---|---|---|---|---|---|---|---|---|")
+        "| CPU s | scan s (all processes) | Phase 2 waited s | the load in process s | the parent's own CPU s |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|")
     one = med([r["seconds"] for r in ds.runs["1"]])
     c1 = med(ds.ceiling.get(1, []))
     for w in contenders:
@@ -203,6 +203,9 @@ def report(ds: DataSet, contenders: list[str], say: Any) -> None:
         cells += [f"{med([r['cpu'] for r in rs]):.2f}", f"{med([r['stats']['scan_seconds'] for r in rs]):.2f}",
                   f"{med([r['stats']['wait_seconds'] for r in rs]):.2f}",
                   f"{med([r['stats']['seconds']['total'] for r in rs]):.2f}"]
+        # stats seconds.cpu: the serial part no count of workers shortens (absent from trees before 3c70c82)
+        own = [r["stats"]["seconds"]["cpu"] for r in rs if "cpu" in r["stats"]["seconds"]]
+        cells.append(f"{med(own):.2f}" if own else "")
         say("| " + " | ".join(cells) + " |")
     fixed = {w: med([r["seconds"] for r in rs]) for w, rs in ds.runs.items() if w.lstrip("p").isdigit() and rs}
     if ds.runs.get("auto") and fixed:
