@@ -98,6 +98,25 @@ def test_a_partition_directory_given_as_a_data_dir_is_warned_about(tmp_path: Pat
     assert "looks like a partition directory" in out.stderr
 
 
+def test_the_parent_of_data_dirs_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Given for a data dir, the folder that holds data dirs would have each taken for a partition directory
+    ("data-0": topic "data", partition 0) and a segment written into it: load and verify refuse it."""
+    parent = tmp_path / "broker"
+    d0 = data_dir(parent, "data-0", clean=True)
+    d1 = data_dir(parent, "data-1", clean=False, rp=[])
+    PartitionBuilder(d0, "orders", 0).segment(0, B(0))
+    before = tree_state(parent)
+    for command in (["load"], ["load", "--dry-run"], ["verify"]):
+        out = cli_json.run(*command, "--json", str(parent))
+        assert out.returncode == 2, (command, out.stderr)
+        error = json.loads(out.stdout)["error"]
+        assert error["kind"] == "usage" and str(d0) in error["message"] and str(d1) in error["message"]
+    assert tree_state(parent) == before
+    out = cli_json.run("load", "--json", str(d0), str(d1))  # the data dirs themselves load
+    assert out.returncode == 0, out.stderr
+    assert [lg["partition"] for lg in json.loads(out.stdout)["logs"]] == [0]
+
+
 def test_a_failed_start_up_prints_a_json_error_document_with_exit_code_1(tmp_path: Path) -> None:
     d, _ = _lossy_broker(tmp_path)
     (d / "lost+found").mkdir()

@@ -9,6 +9,7 @@ import sys
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from mploader.cli.dirs import looks_like_partition_dir, refuse_data_dir_parents
 from mploader.cli.display import terminal_display
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
@@ -24,7 +25,6 @@ from mploader.cli.units import (
 )
 from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
-from mploader.format import checkpoint, names
 from mploader.manager import load_logs, written_dirs
 from mploader.metrics import MetricsRegistry
 from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
@@ -183,26 +183,19 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     return lines
 
 
-def _looks_like_partition_dir(path: str) -> bool:
-    try:
-        names.parse_partition_dir(os.path.basename(os.path.normpath(path)))
-        entries = os.listdir(path)
-    except (ValueError, OSError):
-        return False
-    return any(n.endswith((names.LOG_SUFFIX, names.INDEX_SUFFIX)) or n in (
-        checkpoint.LEADER_EPOCH_CHECKPOINT, checkpoint.PARTITION_METADATA) for n in entries)
-
-
 def _check_dirs(args: argparse.Namespace) -> list[str]:
-    """The command's own checks before a load: a data dir that does not exist is refused (a broker would
-    create it; ``--create-missing`` does too); one that looks like a partition directory is warned about."""
+    """The command's own checks before a load (:mod:`mploader.cli.dirs`): a data dir that does not exist is refused
+    (a broker would create it; ``--create-missing`` does too), and so is the parent of data dirs; one that looks like
+    a partition directory is warned about."""
     missing = [d for d in args.dirs if not os.path.lexists(d)]
     if missing and not args.create_missing:
         raise _Refused(f"no such data directory: {', '.join(missing)} (a Kafka broker would create it, empty; "
                        f"to do that too, add --create-missing)")
+    if (why := refuse_data_dir_parents(args.dirs)) is not None:
+        raise _Refused(why)
     warnings = []
     for d in args.dirs:
-        if _looks_like_partition_dir(d):
+        if looks_like_partition_dir(d):
             warnings.append(f"{os.path.abspath(d)} looks like a partition directory, not a data dir (log.dirs): "
                             f"did you mean {os.path.dirname(os.path.abspath(os.path.normpath(d)))}?")
     return warnings

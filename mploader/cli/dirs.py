@@ -1,0 +1,56 @@
+"""The command line's own look at the directories an operator names, before a load or an audit reads them: the
+mistakes a broker would not catch, since its ``log.dirs`` come from its configuration, not from a typed path.
+
+* a data dir's parent given for the data dir: a load would take each data dir inside for a partition directory
+  (``data-0`` is partition 0 of a topic ``data``) and write a segment, its indexes and a leader-epoch checkpoint
+  into it, and an audit would find it healthy;
+* a partition directory given for its data dir.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mploader.format import checkpoint, names
+
+# what only a data dir holds, never a partition directory (Kafka writes these at the data dir's root)
+DATA_DIR_FILES = ("meta.properties", checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
+                  checkpoint.REPLICATION_OFFSET_CHECKPOINT, checkpoint.CLEAN_SHUTDOWN_MARKER)
+
+
+def data_dirs_inside(path: str) -> list[str]:
+    """The directories in ``path`` that hold a data dir's own files, when ``path`` holds none of them itself (its
+    partition directories are then not looked into: a real data dir costs one listing here)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:  # not a directory, or unreadable: the load's own checks say so
+        return []
+    if any(e.name in DATA_DIR_FILES for e in entries):
+        return []
+    found = []
+    for e in entries:
+        if e.is_dir() and any(os.path.lexists(os.path.join(e.path, f)) for f in DATA_DIR_FILES):
+            found.append(e.path)
+    return sorted(found)
+
+
+def refuse_data_dir_parents(dirs: list[str]) -> str | None:
+    """Why a command must not run on ``dirs`` (a usage error naming what to give instead), or None."""
+    for d in dirs:
+        inside = data_dirs_inside(d)
+        if inside:
+            return (f"{d} is not a data dir (log.dirs) but holds {len(inside)}: {', '.join(inside)} (they hold "
+                    f"meta.properties or a data dir's checkpoints); name them instead: "
+                    f"{' '.join(inside[:4])}{' ...' if len(inside) > 4 else ''}")
+    return None
+
+
+def looks_like_partition_dir(path: str) -> bool:
+    """``path`` is named like a partition directory and holds a partition's files."""
+    try:
+        names.parse_partition_dir(os.path.basename(os.path.normpath(path)))
+        entries = os.listdir(path)
+    except (ValueError, OSError):
+        return False
+    return any(n.endswith((names.LOG_SUFFIX, names.INDEX_SUFFIX)) or n in (
+        checkpoint.LEADER_EPOCH_CHECKPOINT, checkpoint.PARTITION_METADATA) for n in entries)
