@@ -272,7 +272,8 @@ def _auto_partition_workers(cfg: LoaderConfig, live: list[_DirState], plans: lis
 
 def _impact_warnings(result: LoadResult) -> list[str]:
     """A WARNING for each partition whose recovery removed records below its high watermark: acknowledged
-    data lost (issue 13).  In the order of the JSON document's logs."""
+    data lost (issue 13); and for each whose log ended below it before the load already.  In the order of the
+    JSON document's logs."""
     out = []
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
         i = lg.impact
@@ -282,8 +283,15 @@ def _impact_warnings(result: LoadResult) -> list[str]:
                    f"falls from {i.log_end_offset_before} to {i.log_end_offset_after}, below the high watermark "
                    f"{hw} ({hw - i.log_end_offset_after} acknowledged offsets lost; {i.records_removed} offsets, "
                    f"{i.bytes_removed} bytes removed)")
-            log.warning("%s", msg)
-            out.append(msg)
+        elif lg.kind is DirKind.LIVE and i.missing_below_high_watermark:  # a -future replica may still lag
+            msg = (f"{lg.dir}: the log of {lg.topic_partition} ended at offset {i.log_end_offset_after} before the "
+                   f"load already, below the high watermark {i.high_watermark}: {i.missing_below_high_watermark} "
+                   f"acknowledged offsets ({i.log_end_offset_after}..{(i.high_watermark or 0) - 1}) are not on this "
+                   f"disk (the load removed none of them; the other replicas may hold them)")
+        else:
+            continue
+        log.warning("%s", msg)
+        out.append(msg)
     return out
 
 

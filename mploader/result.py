@@ -56,6 +56,16 @@ class Impact:
     def changed_data(self) -> bool:
         return bool(self.records_removed or self.bytes_removed or self.segments_deleted)
 
+    @property
+    def missing_below_high_watermark(self) -> int:
+        """How many acknowledged offsets (below the high watermark) the log ended before already, with nothing
+        removed by the load: a torn tail that held no complete batch, a segment overwritten before the load.  The
+        cluster's other replicas may hold them; this disk does not."""
+        hw = self.high_watermark
+        if hw is None or self.lost_below_high_watermark or self.log_end_offset_after >= hw:
+            return 0
+        return hw - self.log_end_offset_after
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

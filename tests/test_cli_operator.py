@@ -64,6 +64,25 @@ def test_the_impact_report_in_the_text_summary_and_a_warning_on_stderr(tmp_path:
     assert "WARN" in out.stderr and "orders-3" in out.stderr and "below the high watermark 25" in out.stderr
 
 
+def test_a_log_that_ended_below_its_high_watermark_before_the_load_is_warned_about(tmp_path: Path) -> None:
+    """Nothing removed, yet offsets 5..7 below the high watermark 8 were not on the disk: no loss by the load
+    (the JSON impact says none), but the operator is told, in a warning and in the summary's line."""
+    d = data_dir(tmp_path, clean=False)
+    PartitionBuilder(d, "quiet", 0).segment(0, *(B(o) for o in range(5)))
+    PartitionBuilder(d, "orders", 3).segment(0, *(B(o) for o in range(5)))
+    (d / "replication-offset-checkpoint").write_text(checkpoint_text([("orders", 3, 8), ("quiet", 0, 5)]))
+    (d / "orders-3" / name(0, ".log")).open("ab").write(b"\0" * 30)  # a torn tail: removed, no offset in it
+    out = cli_json.run("load", "--no-progress", "--now-ms", str(NOW), str(d))
+    assert out.returncode == 0, out.stderr
+    assert "high watermark 8: 3 acknowledged offsets (5..7) were not on this disk before the load" in out.stdout
+    [warning] = [line for line in out.stderr.splitlines() if "high watermark" in line]
+    assert "orders-3" in warning and "ended at offset 5 before the load already" in warning
+    doc = json.loads(cli_json.run("load", "--json", "--now-ms", str(NOW), str(d)).stdout)
+    orders = next(lg for lg in doc["logs"] if lg["topic"] == "orders")
+    assert orders["impact"]["lost_below_high_watermark"] is False and orders["impact"]["records_removed"] == 0
+    assert [w for w in doc["warnings"] if "high watermark" in w] == [warning.split("WARN ")[1].split(" (mploader")[0]]
+
+
 def test_an_unknown_high_watermark_is_null_and_warns_of_nothing(tmp_path: Path) -> None:
     d, _ = _lossy_broker(tmp_path, hw=None)
     result = load_logs([str(d)], LoaderConfig(dry_run=True), now_ms=NOW)

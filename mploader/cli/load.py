@@ -25,6 +25,7 @@ from mploader.cli.units import (
 )
 from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
+from mploader.format.names import DirKind
 from mploader.manager import load_logs, written_dirs
 from mploader.metrics import MetricsRegistry
 from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
@@ -130,6 +131,9 @@ def _impact_line(lg: LoadedLog) -> str:
         if i.lost_below_high_watermark:
             line += (f": {i.high_watermark - i.log_end_offset_after} ACKNOWLEDGED offsets LOST "
                      f"({i.log_end_offset_after}..{i.high_watermark - 1})")
+        elif lg.kind is DirKind.LIVE and i.missing_below_high_watermark:
+            line += (f": {i.missing_below_high_watermark} acknowledged offsets "
+                     f"({i.log_end_offset_after}..{i.high_watermark - 1}) were not on this disk before the load")
     return line
 
 
