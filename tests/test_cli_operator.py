@@ -187,9 +187,10 @@ def test_an_offline_dir_gives_a_valid_document_and_exit_code_1(tmp_path: Path) -
 
 
 def test_exit_codes_are_in_the_help() -> None:
-    for args in (["--help"], ["load", "--help"]):
+    for args in (["--help"], ["load", "--help"], ["verify", "--help"]):
         out = cli_json.run(*args)
-        assert out.returncode == 0 and "130" in out.stdout and "exit status" in out.stdout
+        assert out.returncode == 0 and "130" in out.stdout and out.stdout.count("exit status:") == 1, args
+    assert "every partition healthy" in cli_json.run("verify", "--help").stdout
 
 
 def test_verbosity_before_and_after_the_sub_command(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ EXIT_CODES_HELP = """exit status:
   1    a data dir went offline, a Kafka broker would fail to start on this input, or an I/O error
        (a start-up failure found before recovery changes nothing; the message says so, or names the
        directories a failure found during recovery had already changed)
-  2    usage error: bad arguments, or a data dir that does not exist (without --create-missing)
+  2    usage error: bad arguments, a data dir that does not exist (without --create-missing), or a
+       folder that holds data dirs given for one
   130  interrupted (Ctrl-C): what was written is what a broker itself could have left; load again
 with --json, a failure prints {"schema": 1, "error": {"kind", "message", ...}} on stdout, same exit status"""
 

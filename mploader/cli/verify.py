@@ -11,7 +11,6 @@ from mploader.cli.display import terminal_display
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
 from mploader.cli.units import (
-    EXIT_CODES_HELP,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -24,10 +23,17 @@ from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
 from mploader.verify.report import segment_healthy
 
+VERIFY_EXIT_CODES_HELP = """exit status:
+  0    every partition healthy
+  1    something is wrong (the report says what), or an I/O error
+  2    usage error: bad arguments, a path that is not a directory, or a folder that holds data dirs given
+       for one
+  130  interrupted (Ctrl-C): verify changes nothing; run it again
+with --json, a failure prints {"schema": 1, "error": {"kind", "message", ...}} on stdout, same exit status"""
+
 
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = "exit codes: 0 every partition healthy, 1 something is wrong (the report says what), " \
-               "2 usage error, 130 interrupted\n\n" + EXIT_CODES_HELP
+    p.epilog = VERIFY_EXIT_CODES_HELP
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
     p.add_argument("--json", action="store_true",
