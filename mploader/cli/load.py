@@ -48,7 +48,7 @@ def _port(text: str) -> int:
 
 
 def _workers(text: str) -> int | str:
-    return "adaptive" if text == "adaptive" else parse_workers(text)
+    return parse_workers(text, words=("auto", "adaptive"))
 
 
 def _read_ahead(text: str) -> int | str:

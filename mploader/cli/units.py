@@ -28,14 +28,15 @@ class UsageError(Exception):
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)b?\s*", re.IGNORECASE)
 
 
-def parse_workers(text: str, flag: str = "--workers") -> int | str:
-    """``--workers N|auto`` (or another ``flag`` of the same form)."""
-    if text == "auto":
-        return "auto"
+def parse_workers(text: str, flag: str = "--workers", words: tuple[str, ...] = ("auto",)) -> int | str:
+    """``--workers N|auto`` (or another ``flag`` of the same form; ``words``: the names it takes besides a number)."""
+    if text in words:
+        return text
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{flag} takes a number >= 1 or 'auto', not {text!r}") from None
+        named = " or ".join(repr(w) for w in words)
+        raise argparse.ArgumentTypeError(f"{flag} takes a number >= 1 or {named}, not {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"{flag} must be >= 1")
     return n

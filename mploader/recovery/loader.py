@@ -471,8 +471,9 @@ class LogLoader:
         self.ctx.recovered.append(seg.base_offset)
         self.ctx.truncated_bytes += result.truncated_bytes
         if result.truncated_bytes:
-            log.warning("%s: truncated %d invalid bytes at the end of segment %d (%s)", self.dir,
-                        result.truncated_bytes, seg.base_offset, scan.stop_detail)
+            log.warning("%s: truncated %d invalid bytes at the end of segment %d, from byte %d of %s (%s)", self.dir,
+                        result.truncated_bytes, seg.base_offset, result.valid_bytes, os.path.basename(seg.log_path),
+                        scan.stop_detail)
         psm.take_snapshot()
         if pending is not None:
             self.disk.rename(pending, seg.index_path)
