@@ -62,6 +62,13 @@ def test_the_impact_report_in_the_text_summary_and_a_warning_on_stderr(tmp_path:
     assert "high watermark 25: 11 ACKNOWLEDGED offsets LOST (14..24)" in out.stdout
     assert "1 partition(s) would lose ACKNOWLEDGED records" in out.stdout
     assert "WARN" in out.stderr and "orders-3" in out.stderr and "below the high watermark 25" in out.stderr
+    # the dry run names the files the load would delete (segment 20's), the load itself does not list them again
+    doc = json.loads(cli_json.run("load", "--json", "--dry-run", "--now-ms", str(NOW), str(d)).stdout)
+    deleted = next(lg for lg in doc["logs"] if lg["topic"] == "orders")["deleted_files"]
+    assert name(20, ".log") in deleted
+    assert f"  files that would be deleted:\n    orders-3: {', '.join(sorted(deleted))}\n" in out.stdout
+    real = cli_json.run("load", "--now-ms", str(NOW), str(d))
+    assert real.returncode == 0 and "files that would be deleted" not in real.stdout
 
 
 def test_a_log_that_ended_below_its_high_watermark_before_the_load_is_warned_about(tmp_path: Path) -> None:

@@ -137,10 +137,27 @@ def _impact_line(lg: LoadedLog) -> str:
     return line
 
 
+SHOWN_DELETES = 6  # file names shown a partition (--json lists every one)
+SHOWN_PARTITIONS = 20  # partitions whose deletes are shown a data dir
+
+
+def _deleted_lines(logs: list[LoadedLog]) -> list[str]:
+    lines = []
+    for lg in logs[:SHOWN_PARTITIONS]:
+        names_ = sorted(lg.deleted_files)
+        more = f" and {len(names_) - SHOWN_DELETES} more" if len(names_) > SHOWN_DELETES else ""
+        lines.append(f"    {lg.topic_partition}: {', '.join(names_[:SHOWN_DELETES])}{more}")
+    if len(logs) > SHOWN_PARTITIONS:
+        lines.append(f"    ... and in {len(logs) - SHOWN_PARTITIONS} more partitions (--json lists every file)")
+    return lines
+
+
 def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     changed: dict[str, list[LoadedLog]] = defaultdict(list)
+    by_dir: dict[str, list[LoadedLog]] = defaultdict(list)
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
+        by_dir[lg.data_dir].append(lg)
         d = per_dir[lg.data_dir]
         d["partitions"] += 1
         d["segments"] += len(lg.segments)
@@ -163,6 +180,9 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
         if changed[data_dir]:
             lines.append(f"  data {verb}removed from {len(changed[data_dir])} partition(s):")
             lines.extend(_impact_line(lg) for lg in changed[data_dir])
+        if dry_run and d["deleted"]:  # what the operator may want to look at, or back up, before the load
+            lines.append("  files that would be deleted:")
+            lines.extend(_deleted_lines([lg for lg in by_dir[data_dir] if lg.deleted_files]))
     for data_dir, reason in result.offline_dirs.items():
         if data_dir not in result.clean_shutdown:
             lines.append(f"{data_dir}: OFFLINE: {reason}")
