@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mploader.cli.verify import report_lines
 from mploader.config import LoaderConfig
 from mploader.format import checkpoint, index, names
 from mploader.generate import GeneratorConfig, generate
@@ -154,6 +155,8 @@ def test_flipped_byte_below_the_recovery_point_is_named(broker: Path) -> None:
         (n, f, p, t.split(" (")[0]) for n, f, p, t in _problems(report)]
     p = next(p for p in report.partitions if p.dir == str(part))
     assert p.recovery is not None and p.recovery["truncated_segments"] == []  # Kafka: clean, nothing read
+    base = names.offset_from_file_name(log.name)
+    assert f"  a load leaves segment(s) {base} as they are: below the recovery point" in "\n".join(report_lines(report))
 
 
 def test_generated_data_faults_are_named_where_the_manifest_says(tmp_path: Path) -> None:
@@ -260,7 +263,12 @@ def test_time_index_timestamp_going_back(broker: Path) -> None:
 def test_truncated_index(broker: Path) -> None:
     idx = _indexed_segment(_partition(broker), names.INDEX_SUFFIX)
     os.truncate(idx, idx.stat().st_size - 3)
-    assert any(f == "index" and "not a multiple of 8" in t for _, f, _, t in _problems(_verify(broker)))
+    report = _verify(broker)
+    assert any(f == "index" and "not a multiple of 8" in t for _, f, _, t in _problems(report))
+    # a load would not rebuild it (nor recover its segment): the report says so, and what does
+    base = names.offset_from_file_name(idx.name)
+    [left] = [line for line in report_lines(report) if "a load leaves" in line]
+    assert f"index files of segment(s) {base} as they are" in left and "--index-check sanity" in left
 
 
 def test_preallocated_indexes_are_judged_by_their_written_entries(broker: Path) -> None:

@@ -115,7 +115,26 @@ def partition_lines(p: PartitionReport) -> list[str]:
     lines += [f"  {os.path.basename(f.file)}: {f.reason}" for f in p.findings]
     if p.recovery is not None:
         lines.append("  a load would: " + _recovery_text(p.recovery))
+        lines += _left_by_the_load(p, p.recovery)
     return lines
+
+
+def _left_by_the_load(p: PartitionReport, r: dict[str, Any]) -> list[str]:
+    """The damaged segments the predicted load does not touch, and what does fix them, so that "a load would"
+    is not read as "a load would fix this"."""
+    touched = {*r["recovered_segments"], *r["deleted_segments"], *(t["base_offset"] for t in r["truncated_segments"])}
+    left = [s for s in p.segments if not segment_healthy(s) and s.base_offset not in touched]
+    indexes = [str(s.base_offset) for s in left if s.first_invalid_position is None]
+    records = [str(s.base_offset) for s in left if s.first_invalid_position is not None]
+    out = []
+    if indexes:
+        out.append(f"  a load leaves the index files of segment(s) {', '.join(indexes)} as they are (at start-up Kafka "
+                   f"rebuilds an index only where it recovers the segment or finds its .index missing): "
+                   f"`mploader load --index-check sanity` rebuilds them")
+    if records:
+        out.append(f"  a load leaves segment(s) {', '.join(records)} as they are: below the recovery point, Kafka does "
+                   f"not read them at start-up")
+    return out
 
 
 def _segment_problems(s: SegmentAudit) -> list[str]:
