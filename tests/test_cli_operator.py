@@ -188,9 +188,11 @@ def test_an_offline_dir_gives_a_valid_document_and_exit_code_1(tmp_path: Path) -
     d = data_dir(tmp_path, clean=True)
     PartitionBuilder(d).segment(0, B(0))
     (d / "recovery-point-offset-checkpoint").write_text("0\n2\nt 0 1\n")  # count says 2: IOException class
-    out = cli_json.run("load", "--json", str(d))
+    out = cli_json.run("load", "--json", "--dry-run", str(d))
     assert out.returncode == 1
     assert list(json.loads(out.stdout)["offline_dirs"]) == [str(d)]
+    text = cli_json.run("load", "--dry-run", str(d)).stdout  # the operator is told what it means and what to do
+    assert f"{d}: OFFLINE: " in text and "its partitions were loaded" in text and "then load again" in text
 
 
 def test_exit_codes_are_in_the_help() -> None:

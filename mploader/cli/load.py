@@ -173,6 +173,10 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
         state = "OFFLINE: " + result.offline_dirs[data_dir] if data_dir in result.offline_dirs else "loaded"
         secs = result.stats.dir_seconds.get(data_dir, 0.0)
         lines.append(f"{data_dir}: {state}")
+        if data_dir in result.offline_dirs:
+            done = "were loaded" if d["partitions"] else "were not loaded"
+            lines.append(f"  a broker takes this dir offline (Kafka's LogDirFailureChannel); its partitions {done}, as "
+                         f"Kafka's loadLogs does: fix what the line above names, then load again")
         lines.append(f"  {'clean' if clean else 'unclean'} shutdown; {d['partitions']} partitions, "
                      f"{d['segments']} segments; {d['recovered']} segments {verb}recovered, "
                      f"{format_bytes(d['truncated'])} {verb}truncated, {d['deleted']} files {verb}deleted; "
