@@ -52,9 +52,12 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    missing = [d for d in args.dirs if not os.path.lexists(d)]
     if missing:
-        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+        return fail(args, EXIT_USAGE, "usage", f"no such data directory: {', '.join(missing)}")
+    files = [d for d in args.dirs if not os.path.isdir(d)]
+    if files:
+        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(files)}")
     if (why := refuse_data_dir_parents(args.dirs)) is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     display = terminal_display(args)

@@ -390,8 +390,10 @@ class LogLoader:
                                              f"segment of {size} bytes is larger than the maximum segment size "
                                              f"of {MAX_SEGMENT_BYTES} bytes")
                 if self._needs_load_time_recovery(seg, present):
-                    log.warning("%s: the offset index of segment %d is missing or its transaction index is corrupt; "
-                                "recovering the segment and rebuilding its index files", self.dir, base)
+                    why = ("its offset index (.index) is missing" if plan.index_missing(base, present)
+                           else "its transaction index (.txnindex) is corrupt")
+                    log.warning("%s: segment %d: %s; recovering the segment and rebuilding its index files", self.dir,
+                                base, why)
                     try:
                         self._recover_segment(seg, index_last=True)  # its cut deletes no later segment (§6.3)
                         if not self.ctx.clean_shutdown:  # recoverLog may recover it again (§16a): read it once
