@@ -269,6 +269,9 @@ def run_load(args: argparse.Namespace) -> int:
 
         n = args.partition_workers
         extra["partitions"] = ProcessPartitions(usable_cpus() if n == "auto" else n)
+        if args.workers != "auto":
+            before.append(f"--workers {args.workers} is not used with --partition-workers: each partition worker "
+                          f"scans the partitions it loads itself")
     server = None
     if args.metrics_port is not None:
         registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
