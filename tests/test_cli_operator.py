@@ -132,12 +132,14 @@ def test_the_parent_of_data_dirs_is_refused_and_left_as_it_was(tmp_path: Path) -
     d1 = data_dir(parent, "data-1", clean=False, rp=[])
     PartitionBuilder(d0, "orders", 0).segment(0, B(0))
     before = tree_state(parent)
-    for command in (["load"], ["load", "--dry-run"], ["verify"]):
+    out_dir = str(tmp_path / "spark-out")
+    for command in (["load"], ["load", "--dry-run"], ["verify"], ["spark", "verify", "--out", out_dir],
+                    ["spark", "load", "--out", out_dir]):
         out = cli_json.run(*command, "--json", str(parent))
         assert out.returncode == 2, (command, out.stderr)
         error = json.loads(out.stdout)["error"]
         assert error["kind"] == "usage" and str(d0) in error["message"] and str(d1) in error["message"]
-    assert tree_state(parent) == before
+    assert tree_state(parent) == before and not (tmp_path / "spark-out").exists()
     out = cli_json.run("load", "--json", str(d0), str(d1))  # the data dirs themselves load
     assert out.returncode == 0, out.stderr
     assert [lg["partition"] for lg in json.loads(out.stdout)["logs"]] == [0]

@@ -13,6 +13,7 @@ import os
 import time
 from typing import Any
 
+from mploader.cli.dirs import refuse_data_dir_parents
 from mploader.cli.load import result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
@@ -51,6 +52,8 @@ def run_spark(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:
         return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
+    if (why := refuse_data_dir_parents(args.dirs)) is not None:  # a broker's folder given for its data dirs
+        return fail(args, EXIT_USAGE, "usage", why)
     try:
         from mploader.spark import fleet
         from mploader.spark.session import spark_session
