@@ -166,6 +166,11 @@ def test_usage_errors_with_json_print_a_json_error_document(tmp_path: Path) -> N
     assert json.loads(out.stdout)["error"]["kind"] == "usage"
     out = cli_json.run("load", "--workers", "0", str(tmp_path))  # without --json: argparse's message
     assert out.returncode == 2 and out.stdout == "" and "--workers must be >= 1" in out.stderr
+    out = cli_json.run("load", "--workers", "many", str(tmp_path))  # every word it takes is named
+    assert out.returncode == 2 and "a number >= 1 or 'auto' or 'adaptive', not 'many'" in out.stderr
+    out = cli_json.run("verify", "--json", str(tmp_path / "nope"), str(tmp_path))
+    assert out.returncode == 2 and json.loads(out.stdout)["error"]["message"] == \
+        f"no such data directory: {tmp_path / 'nope'}"
 
 
 def test_a_wrong_worker_start_in_the_environment_is_a_usage_error_before_any_work(tmp_path: Path) -> None:
@@ -224,6 +229,7 @@ def test_a_rebuilt_index_is_a_warning(tmp_path: Path) -> None:
     pb.file(0, ".index").unlink()
     out = cli_json.run("load", "--dry-run", str(d))
     assert out.returncode == 0 and "WARN" in out.stderr and "rebuilding its index files" in out.stderr
+    assert "segment 0: its offset index (.index) is missing;" in out.stderr  # which of the two reasons it is
 
 
 def test_the_public_api_is_what_dir_shows_and_progress_is_in_it() -> None:
@@ -281,7 +287,8 @@ def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
     assert len(others) == 1 and "holds no partition directory" in others[0] and "dry run" not in others[0]
     verify = cli_json.run("verify", "-v", "--no-progress", "--now-ms", str(NOW), str(d))
     changes, _ = _warnings(verify.stderr)
-    assert any("truncated 432 invalid bytes" in line for line in changes), verify.stderr
+    assert any("truncated 432 invalid bytes at the end of segment 10, from byte 288 of 00000000000000000010.log"
+               in line for line in changes), verify.stderr
     assert all(" WARN (dry run, not done) " in line for line in changes), verify.stderr
     real = cli_json.run("load", "--now-ms", str(NOW), str(d))
     assert real.returncode == 0 and " WARN " in real.stderr and "dry run" not in real.stderr
