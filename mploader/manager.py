@@ -52,7 +52,7 @@ from mploader.recovery.job import PartitionJob, load_partition
 from mploader.recovery.loader import PartitionContext
 from mploader.recovery.resume import Recovered, RecoveryPointWriter, forget as forget_recovered, read_recovered
 from mploader.recovery.segment import Segment, resize_indexes
-from mploader.result import LoadedLog, LoadResult, LoadStats
+from mploader.result import Impact, LoadedLog, LoadResult, LoadStats
 from mploader.scan.plan import CleanScans
 
 log = logging.getLogger(__name__)
@@ -277,22 +277,29 @@ def _impact_warnings(result: LoadResult) -> list[str]:
     out = []
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
         i = lg.impact
+        hw = i.high_watermark or 0
+        missing = i.missing_below_high_watermark if lg.kind is DirKind.LIVE else 0  # a -future replica may lag
         if i.lost_below_high_watermark:
-            hw = i.high_watermark or 0
             msg = (f"{lg.dir}: recovery removed acknowledged records of {lg.topic_partition}: the log end offset "
                    f"falls from {i.log_end_offset_before} to {i.log_end_offset_after}, below the high watermark "
-                   f"{hw} ({hw - i.log_end_offset_after} acknowledged offsets lost; {i.records_removed} offsets, "
+                   f"{hw} ({i.acknowledged_removed} acknowledged offsets lost; {i.records_removed} offsets, "
                    f"{i.bytes_removed} bytes removed)")
-        elif lg.kind is DirKind.LIVE and i.missing_below_high_watermark:  # a -future replica may still lag
-            msg = (f"{lg.dir}: the log of {lg.topic_partition} ended at offset {i.log_end_offset_after} before the "
-                   f"load already, below the high watermark {i.high_watermark}: {i.missing_below_high_watermark} "
-                   f"acknowledged offsets ({i.log_end_offset_after}..{(i.high_watermark or 0) - 1}) are not on this "
-                   f"disk (the load removed none of them; the other replicas may hold them)")
+            if missing:
+                msg += f"; {_missing_text(i)}"
+        elif missing:
+            msg = f"{lg.dir}: {_missing_text(i)}"
         else:
             continue
         log.warning("%s", msg)
         out.append(msg)
     return out
+
+
+def _missing_text(i: Impact) -> str:
+    top = max(i.log_end_offset_before, i.log_end_offset_after)
+    return (f"{i.missing_below_high_watermark} acknowledged offsets ({top}..{(i.high_watermark or 0) - 1}, below "
+            f"the high watermark {i.high_watermark}) were not on this disk before the load, which removed none of "
+            f"them; the other replicas may hold them")
 
 
 def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:

@@ -57,14 +57,21 @@ class Impact:
         return bool(self.records_removed or self.bytes_removed or self.segments_deleted)
 
     @property
-    def missing_below_high_watermark(self) -> int:
-        """How many acknowledged offsets (below the high watermark) the log ended before already, with nothing
-        removed by the load: a torn tail that held no complete batch, a segment overwritten before the load.  The
-        cluster's other replicas may hold them; this disk does not."""
-        hw = self.high_watermark
-        if hw is None or self.lost_below_high_watermark or self.log_end_offset_after >= hw:
+    def acknowledged_removed(self) -> int:
+        """How many acknowledged offsets (below the high watermark) the load removed: from the log end after it up
+        to the one before it or the high watermark, whichever is lower."""
+        if not self.lost_below_high_watermark or self.high_watermark is None:
             return 0
-        return hw - self.log_end_offset_after
+        return min(self.log_end_offset_before, self.high_watermark) - self.log_end_offset_after
+
+    @property
+    def missing_below_high_watermark(self) -> int:
+        """How many acknowledged offsets were on this disk neither before the load nor after it: from the higher of
+        the two log ends up to the high watermark (a torn tail that held no complete batch, a segment overwritten
+        before the load; offsets below a log start offset the load moved up are not counted).  The cluster's other
+        replicas may hold them."""
+        top = max(self.log_end_offset_before, self.log_end_offset_after)
+        return 0 if self.high_watermark is None or top >= self.high_watermark else self.high_watermark - top
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from mploader import LoaderConfig, TopicPartition, load_logs
+from mploader.result import Impact
 from tests import cli_json
 from tests.fingerprint import tree_state
 from tests.kafkadir import NOW, B, PartitionBuilder, checkpoint_text, data_dir, flip_bit, name
@@ -83,11 +84,28 @@ def test_a_log_that_ended_below_its_high_watermark_before_the_load_is_warned_abo
     assert out.returncode == 0, out.stderr
     assert "high watermark 8: 3 acknowledged offsets (5..7) were not on this disk before the load" in out.stdout
     [warning] = [line for line in out.stderr.splitlines() if "high watermark" in line]
-    assert "orders-3" in warning and "ended at offset 5 before the load already" in warning
+    assert "orders-3: 3 acknowledged offsets (5..7, below the high watermark 8) were not on this disk" in warning
+    again = cli_json.run("load", "--no-progress", "--now-ms", str(NOW), str(d)).stdout  # nothing removed now
+    assert "acknowledged offsets not on this disk, nothing removed, in 1 partition(s):\n    orders-3: " in again
     doc = json.loads(cli_json.run("load", "--json", "--now-ms", str(NOW), str(d)).stdout)
     orders = next(lg for lg in doc["logs"] if lg["topic"] == "orders")
     assert orders["impact"]["lost_below_high_watermark"] is False and orders["impact"]["records_removed"] == 0
     assert [w for w in doc["warnings"] if "high watermark" in w] == [warning.split("WARN ")[1].split(" (mploader")[0]]
+
+
+def test_acknowledged_offsets_are_told_apart_from_those_never_on_the_disk() -> None:
+    """Of the offsets below the high watermark and not on the disk after a load, those the load removed (up to the
+    log end before it) and those that were not there before it either (above it; below a log start the load moved
+    up, none)."""
+    def impact(before: int, after: int, hw: int) -> Impact:
+        removed = max(0, before - after)
+        return Impact(before, after, removed, 0, 0, hw, removed > 0 and after < hw)
+
+    cases = {(30, 14, 25): (11, 0), (706, 600, 707): (106, 1), (706, 706, 707): (0, 1), (5, 10, 12): (0, 2),
+             (30, 30, 25): (0, 0)}
+    for (before, after, hw), expected in cases.items():
+        i = impact(before, after, hw)
+        assert (i.acknowledged_removed, i.missing_below_high_watermark) == expected, (before, after, hw)
 
 
 def test_an_unknown_high_watermark_is_null_and_warns_of_nothing(tmp_path: Path) -> None:
@@ -131,6 +149,8 @@ def test_the_parent_of_data_dirs_is_refused_and_left_as_it_was(tmp_path: Path) -
     d0 = data_dir(parent, "data-0", clean=True)
     d1 = data_dir(parent, "data-1", clean=False, rp=[])
     PartitionBuilder(d0, "orders", 0).segment(0, B(0))
+    # what a load run on the folder by mistake leaves there: it does not make the folder a data dir
+    (parent / "recovery-point-offset-checkpoint").write_text(checkpoint_text([]))
     before = tree_state(parent)
     out_dir = str(tmp_path / "spark-out")
     for command in (["load"], ["load", "--dry-run"], ["verify"], ["spark", "verify", "--out", out_dir],
@@ -199,7 +219,7 @@ def test_an_offline_dir_gives_a_valid_document_and_exit_code_1(tmp_path: Path) -
     assert out.returncode == 1
     assert list(json.loads(out.stdout)["offline_dirs"]) == [str(d)]
     text = cli_json.run("load", "--dry-run", str(d)).stdout  # the operator is told what it means and what to do
-    assert f"{d}: OFFLINE: " in text and "its partitions were loaded" in text and "then load again" in text
+    assert f"{d}: OFFLINE: " in text and "a broker takes this dir offline" in text and "then load again" in text
 
 
 def test_exit_codes_are_in_the_help() -> None:

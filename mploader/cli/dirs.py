@@ -14,24 +14,30 @@ import os
 from mploader.format import checkpoint, names
 
 # what only a data dir holds, never a partition directory (Kafka writes these at the data dir's root)
-DATA_DIR_FILES = ("meta.properties", checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
+META_PROPERTIES = "meta.properties"
+DATA_DIR_FILES = (META_PROPERTIES, checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
                   checkpoint.REPLICATION_OFFSET_CHECKPOINT, checkpoint.CLEAN_SHUTDOWN_MARKER)
 
 
 def data_dirs_inside(path: str) -> list[str]:
-    """The directories in ``path`` that hold a data dir's own files, when ``path`` holds none of them itself (its
-    partition directories are then not looked into: a real data dir costs one listing here)."""
+    """The directories in ``path`` that hold a data dir's own files, unless ``path`` holds ``meta.properties`` itself
+    (a real data dir then costs one listing here).  Only ``meta.properties`` vouches for ``path``: a load run on the
+    parent by mistake (before this check) left its checkpoints there."""
     try:
         entries = list(os.scandir(path))
     except OSError:  # not a directory, or unreadable: the load's own checks say so
         return []
-    if any(e.name in DATA_DIR_FILES for e in entries):
+    if any(e.name == META_PROPERTIES for e in entries):
         return []
-    found = []
-    for e in entries:
-        if e.is_dir() and any(os.path.lexists(os.path.join(e.path, f)) for f in DATA_DIR_FILES):
-            found.append(e.path)
-    return sorted(found)
+    return sorted(e.path for e in entries if _is_dir(e) and any(
+        os.path.lexists(os.path.join(e.path, f)) for f in DATA_DIR_FILES))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a link loop: the loader's own checks name it
+        return False
 
 
 def refuse_data_dir_parents(dirs: list[str]) -> str | None:

@@ -128,13 +128,22 @@ def _impact_line(lg: LoadedLog) -> str:
             f"{format_bytes(i.bytes_removed)} removed, {i.segments_deleted} segments deleted")
     if i.high_watermark is not None:
         line += f"; high watermark {i.high_watermark}"
+        notes = []
         if i.lost_below_high_watermark:
-            line += (f": {i.high_watermark - i.log_end_offset_after} ACKNOWLEDGED offsets LOST "
-                     f"({i.log_end_offset_after}..{i.high_watermark - 1})")
-        elif lg.kind is DirKind.LIVE and i.missing_below_high_watermark:
-            line += (f": {i.missing_below_high_watermark} acknowledged offsets "
-                     f"({i.log_end_offset_after}..{i.high_watermark - 1}) were not on this disk before the load")
+            notes.append(f"{i.acknowledged_removed} ACKNOWLEDGED offsets LOST ({i.log_end_offset_after}.."
+                         f"{i.log_end_offset_after + i.acknowledged_removed - 1})")
+        if _missing(lg):
+            top = max(i.log_end_offset_before, i.log_end_offset_after)
+            notes.append(f"{i.missing_below_high_watermark} acknowledged offsets ({top}..{i.high_watermark - 1}) "
+                         f"were not on this disk before the load")
+        if notes:
+            line += ": " + "; ".join(notes)
     return line
+
+
+def _missing(lg: LoadedLog) -> int:
+    """Acknowledged offsets this disk did not hold before the load (a -future replica's may lag: not counted)."""
+    return lg.impact.missing_below_high_watermark if lg.kind is DirKind.LIVE else 0
 
 
 SHOWN_DELETES = 6  # file names shown a partition (--json lists every one)
@@ -156,6 +165,7 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     changed: dict[str, list[LoadedLog]] = defaultdict(list)
     by_dir: dict[str, list[LoadedLog]] = defaultdict(list)
+    short: dict[str, list[LoadedLog]] = defaultdict(list)  # nothing removed, yet acknowledged offsets not on the disk
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
         by_dir[lg.data_dir].append(lg)
         d = per_dir[lg.data_dir]
@@ -166,6 +176,8 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
         d["deleted"] += len(lg.deleted_files)
         if lg.impact.changed_data:
             changed[lg.data_dir].append(lg)
+        elif _missing(lg):
+            short[lg.data_dir].append(lg)
     verb = ("would be " if dry_run else "")
     lines = []
     for data_dir, clean in result.clean_shutdown.items():
@@ -173,10 +185,9 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
         state = "OFFLINE: " + result.offline_dirs[data_dir] if data_dir in result.offline_dirs else "loaded"
         secs = result.stats.dir_seconds.get(data_dir, 0.0)
         lines.append(f"{data_dir}: {state}")
-        if data_dir in result.offline_dirs:
-            done = "were loaded" if d["partitions"] else "were not loaded"
-            lines.append(f"  a broker takes this dir offline (Kafka's LogDirFailureChannel); its partitions {done}, as "
-                         f"Kafka's loadLogs does: fix what the line above names, then load again")
+        if data_dir in result.offline_dirs:  # what loaded all the same is counted below
+            lines.append("  a broker takes this dir offline (Kafka's LogDirFailureChannel): fix what the line above "
+                         "names, then load again")
         lines.append(f"  {'clean' if clean else 'unclean'} shutdown; {d['partitions']} partitions, "
                      f"{d['segments']} segments; {d['recovered']} segments {verb}recovered, "
                      f"{format_bytes(d['truncated'])} {verb}truncated, {d['deleted']} files {verb}deleted; "
@@ -184,6 +195,10 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
         if changed[data_dir]:
             lines.append(f"  data {verb}removed from {len(changed[data_dir])} partition(s):")
             lines.extend(_impact_line(lg) for lg in changed[data_dir])
+        if short[data_dir]:
+            lines.append(f"  acknowledged offsets not on this disk, nothing removed, in {len(short[data_dir])} "
+                         f"partition(s):")
+            lines.extend(_impact_line(lg) for lg in short[data_dir])
         if dry_run and d["deleted"]:  # what the operator may want to look at, or back up, before the load
             lines.append("  files that would be deleted:")
             lines.extend(_deleted_lines([lg for lg in by_dir[data_dir] if lg.deleted_files]))

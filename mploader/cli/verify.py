@@ -127,16 +127,17 @@ def _left_by_the_load(p: PartitionReport, r: dict[str, Any]) -> list[str]:
     is not read as "a load would fix this"."""
     touched = {*r["recovered_segments"], *r["deleted_segments"], *(t["base_offset"] for t in r["truncated_segments"])}
     left = [s for s in p.segments if not segment_healthy(s) and s.base_offset not in touched]
-    indexes = [str(s.base_offset) for s in left if s.first_invalid_position is None]
+    # a missing .timeindex is created by the load itself (a missing .index has its segment recovered: touched)
+    indexes = [str(s.base_offset) for s in left if s.first_invalid_position is None
+               and (s.index not in ("ok", "missing") or s.timeindex not in ("ok", "missing"))]
     records = [str(s.base_offset) for s in left if s.first_invalid_position is not None]
     out = []
     if indexes:
-        out.append(f"  a load leaves the index files of segment(s) {', '.join(indexes)} as they are (at start-up Kafka "
-                   f"rebuilds an index only where it recovers the segment or finds its .index missing): "
-                   f"`mploader load --index-check sanity` rebuilds them")
+        out.append(f"  a load leaves the .index / .timeindex of segment(s) {', '.join(indexes)} as they are (at "
+                   f"start-up Kafka rebuilds an index only where it recovers the segment or finds its .index "
+                   f"missing): `mploader load --index-check full` rebuilds them")
     if records:
-        out.append(f"  a load leaves segment(s) {', '.join(records)} as they are: below the recovery point, Kafka does "
-                   f"not read them at start-up")
+        out.append(f"  a load leaves segment(s) {', '.join(records)} as they are: Kafka's start-up does not read them")
     return out
 
 
