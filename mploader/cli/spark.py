@@ -9,11 +9,10 @@ Exit codes: 0 healthy / loaded, 1 something is wrong (verify) or a broker would 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any
 
-from mploader.cli.dirs import refuse_data_dir_parents
+from mploader.cli.dirs import audit_dirs_problem
 from mploader.cli.load import result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
@@ -49,10 +48,7 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_spark(args: argparse.Namespace) -> int:
-    missing = [d for d in args.dirs if not os.path.isdir(d)]
-    if missing:
-        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(missing)}")
-    if (why := refuse_data_dir_parents(args.dirs)) is not None:  # a broker's folder given for its data dirs
+    if (why := audit_dirs_problem(args.dirs)) is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     try:
         from mploader.spark import fleet

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from mploader.cli.dirs import refuse_data_dir_parents
+from mploader.cli.dirs import audit_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
@@ -52,13 +52,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    missing = [d for d in args.dirs if not os.path.lexists(d)]
-    if missing:
-        return fail(args, EXIT_USAGE, "usage", f"no such data directory: {', '.join(missing)}")
-    files = [d for d in args.dirs if not os.path.isdir(d)]
-    if files:
-        return fail(args, EXIT_USAGE, "usage", f"not a directory: {', '.join(files)}")
-    if (why := refuse_data_dir_parents(args.dirs)) is not None:
+    if (why := audit_dirs_problem(args.dirs)) is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
