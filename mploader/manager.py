@@ -277,16 +277,14 @@ def _impact_warnings(result: LoadResult) -> list[str]:
     out = []
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
         i = lg.impact
-        hw = i.high_watermark or 0
-        missing = i.missing_below_high_watermark if lg.kind is DirKind.LIVE else 0  # a -future replica may lag
         if i.lost_below_high_watermark:
             msg = (f"{lg.dir}: recovery removed acknowledged records of {lg.topic_partition}: the log end offset "
                    f"falls from {i.log_end_offset_before} to {i.log_end_offset_after}, below the high watermark "
-                   f"{hw} ({i.acknowledged_removed} acknowledged offsets lost; {i.records_removed} offsets, "
-                   f"{i.bytes_removed} bytes removed)")
-            if missing:
+                   f"{i.high_watermark} ({len(i.acknowledged_removed)} acknowledged offsets lost; "
+                   f"{i.records_removed} offsets, {i.bytes_removed} bytes removed)")
+            if i.missing_below_high_watermark:
                 msg += f"; {_missing_text(i)}"
-        elif missing:
+        elif i.missing_below_high_watermark:
             msg = f"{lg.dir}: {_missing_text(i)}"
         else:
             continue
@@ -296,10 +294,10 @@ def _impact_warnings(result: LoadResult) -> list[str]:
 
 
 def _missing_text(i: Impact) -> str:
-    top = max(i.log_end_offset_before, i.log_end_offset_after)
-    return (f"{i.missing_below_high_watermark} acknowledged offsets ({top}..{(i.high_watermark or 0) - 1}, below "
-            f"the high watermark {i.high_watermark}) were not on this disk before the load, which removed none of "
-            f"them; the other replicas may hold them")
+    missing = i.missing_below_high_watermark
+    return (f"{len(missing)} acknowledged offsets ({missing[0]}..{missing[-1]}, below the high watermark "
+            f"{i.high_watermark}) were not on this disk before the load, which removed none of them; the other "
+            f"replicas may hold them")
 
 
 def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:

@@ -57,21 +57,21 @@ class Impact:
         return bool(self.records_removed or self.bytes_removed or self.segments_deleted)
 
     @property
-    def acknowledged_removed(self) -> int:
-        """How many acknowledged offsets (below the high watermark) the load removed: from the log end after it up
-        to the one before it or the high watermark, whichever is lower."""
-        if not self.lost_below_high_watermark or self.high_watermark is None:
-            return 0
-        return min(self.log_end_offset_before, self.high_watermark) - self.log_end_offset_after
+    def acknowledged_removed(self) -> range:
+        """The acknowledged offsets (below the high watermark) the load removed: from the log end after it up to the
+        one before it or the high watermark, whichever is lower (not empty exactly when
+        ``lost_below_high_watermark``)."""
+        hw = self.high_watermark
+        return range(self.log_end_offset_after, min(self.log_end_offset_before, hw if hw is not None else -1))
 
     @property
-    def missing_below_high_watermark(self) -> int:
-        """How many acknowledged offsets were on this disk neither before the load nor after it: from the higher of
-        the two log ends up to the high watermark (a torn tail that held no complete batch, a segment overwritten
-        before the load; offsets below a log start offset the load moved up are not counted).  The cluster's other
-        replicas may hold them."""
-        top = max(self.log_end_offset_before, self.log_end_offset_after)
-        return 0 if self.high_watermark is None or top >= self.high_watermark else self.high_watermark - top
+    def missing_below_high_watermark(self) -> range:
+        """The acknowledged offsets on this disk neither before the load nor after it: from the higher of the two
+        log ends up to the high watermark (a torn tail that held no complete batch, a segment overwritten before the
+        load; offsets below a log start offset the load moved up are not counted).  The cluster's other replicas may
+        hold them.  Empty where the high watermark is unknown, as it is for all but a live partition."""
+        hw = self.high_watermark
+        return range(max(self.log_end_offset_before, self.log_end_offset_after), hw if hw is not None else -1)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -101,11 +101,15 @@ def test_acknowledged_offsets_are_told_apart_from_those_never_on_the_disk() -> N
         removed = max(0, before - after)
         return Impact(before, after, removed, 0, 0, hw, removed > 0 and after < hw)
 
-    cases = {(30, 14, 25): (11, 0), (706, 600, 707): (106, 1), (706, 706, 707): (0, 1), (5, 10, 12): (0, 2),
-             (30, 30, 25): (0, 0)}
-    for (before, after, hw), expected in cases.items():
+    cases = {(30, 14, 25): (range(14, 25), range(0)), (706, 600, 707): (range(600, 706), range(706, 707)),
+             (706, 706, 707): (range(0), range(706, 707)), (5, 10, 12): (range(0), range(10, 12)),
+             (30, 30, 25): (range(0), range(0))}
+    for (before, after, hw), (removed, missing) in cases.items():
         i = impact(before, after, hw)
-        assert (i.acknowledged_removed, i.missing_below_high_watermark) == expected, (before, after, hw)
+        assert (list(i.acknowledged_removed), list(i.missing_below_high_watermark)) == (list(removed), list(missing))
+        assert bool(i.acknowledged_removed) == i.lost_below_high_watermark, (before, after, hw)
+    unknown = Impact(30, 14, 16, 0, 0, None, False)  # no high watermark: neither
+    assert not unknown.acknowledged_removed and not unknown.missing_below_high_watermark
 
 
 def test_an_unknown_high_watermark_is_null_and_warns_of_nothing(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from mploader.format.names import DirKind
 from mploader.manager import load_logs, written_dirs
 from mploader.metrics import MetricsRegistry
 from mploader.prometheus import DEFAULT_ADDRESS, MetricsServer
-from mploader.result import LoadedLog, LoadResult
+from mploader.result import Impact, LoadedLog, LoadResult
 
 if TYPE_CHECKING:  # --verify-after's modules are imported when it is asked for (start-up time of every load)
     from mploader.verify import VerifyReport
@@ -121,29 +121,21 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
 # What the operator reads
 
 
-def _impact_line(lg: LoadedLog) -> str:
-    i = lg.impact
-    line = (f"    {lg.topic_partition}{'' if lg.kind.value == 'live' else f' ({lg.kind.value})'}: log end offset "
+def _impact_line(lg: LoadedLog, i: Impact) -> str:
+    line = (f"    {lg.topic_partition}{'' if lg.kind is DirKind.LIVE else f' ({lg.kind.value})'}: log end offset "
             f"{i.log_end_offset_before} -> {i.log_end_offset_after}; {i.records_removed} offsets, "
             f"{format_bytes(i.bytes_removed)} removed, {i.segments_deleted} segments deleted")
     if i.high_watermark is not None:
         line += f"; high watermark {i.high_watermark}"
         notes = []
-        if i.lost_below_high_watermark:
-            notes.append(f"{i.acknowledged_removed} ACKNOWLEDGED offsets LOST ({i.log_end_offset_after}.."
-                         f"{i.log_end_offset_after + i.acknowledged_removed - 1})")
-        if _missing(lg):
-            top = max(i.log_end_offset_before, i.log_end_offset_after)
-            notes.append(f"{i.missing_below_high_watermark} acknowledged offsets ({top}..{i.high_watermark - 1}) "
-                         f"were not on this disk before the load")
+        if lost := i.acknowledged_removed:
+            notes.append(f"{len(lost)} ACKNOWLEDGED offsets LOST ({lost[0]}..{lost[-1]})")
+        if missing := i.missing_below_high_watermark:
+            notes.append(f"{len(missing)} acknowledged offsets ({missing[0]}..{missing[-1]}) were not on this disk "
+                         f"before the load")
         if notes:
             line += ": " + "; ".join(notes)
     return line
-
-
-def _missing(lg: LoadedLog) -> int:
-    """Acknowledged offsets this disk did not hold before the load (a -future replica's may lag: not counted)."""
-    return lg.impact.missing_below_high_watermark if lg.kind is DirKind.LIVE else 0
 
 
 SHOWN_DELETES = 6  # file names shown a partition (--json lists every one)
@@ -163,21 +155,15 @@ def _deleted_lines(logs: list[LoadedLog]) -> list[str]:
 
 def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    changed: dict[str, list[LoadedLog]] = defaultdict(list)
-    by_dir: dict[str, list[LoadedLog]] = defaultdict(list)
-    short: dict[str, list[LoadedLog]] = defaultdict(list)  # nothing removed, yet acknowledged offsets not on the disk
+    by_dir: dict[str, list[tuple[LoadedLog, Impact]]] = defaultdict(list)
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
-        by_dir[lg.data_dir].append(lg)
         d = per_dir[lg.data_dir]
         d["partitions"] += 1
         d["segments"] += len(lg.segments)
         d["recovered"] += len(lg.recovered_segments)
         d["truncated"] += lg.truncated_bytes
         d["deleted"] += len(lg.deleted_files)
-        if lg.impact.changed_data:
-            changed[lg.data_dir].append(lg)
-        elif _missing(lg):
-            short[lg.data_dir].append(lg)
+        by_dir[lg.data_dir].append((lg, lg.impact))
     verb = ("would be " if dry_run else "")
     lines = []
     for data_dir, clean in result.clean_shutdown.items():
@@ -192,16 +178,18 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
                      f"{d['segments']} segments; {d['recovered']} segments {verb}recovered, "
                      f"{format_bytes(d['truncated'])} {verb}truncated, {d['deleted']} files {verb}deleted; "
                      f"{secs:.2f} s")
-        if changed[data_dir]:
-            lines.append(f"  data {verb}removed from {len(changed[data_dir])} partition(s):")
-            lines.extend(_impact_line(lg) for lg in changed[data_dir])
-        if short[data_dir]:
-            lines.append(f"  acknowledged offsets not on this disk, nothing removed, in {len(short[data_dir])} "
-                         f"partition(s):")
-            lines.extend(_impact_line(lg) for lg in short[data_dir])
+        logs = by_dir[data_dir]
+        changed = [(lg, i) for lg, i in logs if i.changed_data]
+        short = [(lg, i) for lg, i in logs if not i.changed_data and i.missing_below_high_watermark]
+        if changed:
+            lines.append(f"  data {verb}removed from {len(changed)} partition(s):")
+            lines.extend(_impact_line(lg, i) for lg, i in changed)
+        if short:  # nothing removed, yet acknowledged offsets not on the disk
+            lines.append(f"  acknowledged offsets not on this disk, nothing removed, in {len(short)} partition(s):")
+            lines.extend(_impact_line(lg, i) for lg, i in short)
         if dry_run and d["deleted"]:  # what the operator may want to look at, or back up, before the load
             lines.append("  files that would be deleted:")
-            lines.extend(_deleted_lines([lg for lg in by_dir[data_dir] if lg.deleted_files]))
+            lines.extend(_deleted_lines([lg for lg, _ in logs if lg.deleted_files]))
     for data_dir, reason in result.offline_dirs.items():
         if data_dir not in result.clean_shutdown:
             lines.append(f"{data_dir}: OFFLINE: {reason}")
