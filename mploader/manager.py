@@ -196,6 +196,9 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
         raise StartupFailedError(None, "KafkaException (Exit.halt)",
                                  f"no usable data directory among those given ({reasons})")
+    for s in states:  # a dir with nothing to load whose checkpoint could not be read is still reported offline
+        if s.offline_reason is not None and not s.partitions:
+            offline.setdefault(s.path, s.offline_reason)
     if cfg.persist_recovery_points:  # a dir whose checkpoint could not be read is left to Kafka (resume.py)
         for s in live:
             if s.offline_reason is None and s.path not in offline:

@@ -210,6 +210,20 @@ def test_s05_malformed_recovery_point_checkpoint(tmp_path, content):
     assert pb.file(20, ".log").stat().st_size == 720
 
 
+def test_s05_malformed_checkpoint_in_a_dir_without_partitions_still_offline(tmp_path):
+    # Nothing to load, but the checkpoint was still read and failed: the dir is reported offline all the same.
+    d = data_dir(tmp_path, clean=False)
+    (d / RP_FILE).write_text(MALFORMED_RP["version_1"])
+    healthy = data_dir(tmp_path, "d2", clean=False)
+    std3(healthy)
+
+    result = load([d, healthy])
+
+    assert "unrecognised version 1" in dir_entry(result.offline_dirs, d)
+    assert not dir_in(result.offline_dirs, healthy)
+    assert result.logs[TP].log_end_offset == 30
+
+
 def test_s05_malformed_log_start_checkpoint_same_rule(tmp_path):
     # docs/loading.md §3: the same handling applies to log-start-offset-checkpoint: map empty, dir offline.
     d = data_dir(tmp_path, clean=True)
