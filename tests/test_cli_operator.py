@@ -72,6 +72,17 @@ def test_the_impact_report_in_the_text_summary_and_a_warning_on_stderr(tmp_path:
     assert real.returncode == 0 and "files that would be deleted" not in real.stdout
 
 
+def test_the_dry_runs_list_of_deletes_tells_a_future_dir_from_the_live_one(tmp_path: Path) -> None:
+    d, _ = _lossy_broker(tmp_path, hw=None)
+    future = PartitionBuilder(d, "orders", 3, dirname=f"orders-3.{'0' * 32}-future").std3()
+    flip_bit(future.file(0, ".log"), 72 * 7 + 40)  # truncated after offset 6: segments 10 and 20 deleted
+    out = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
+    assert out.returncode == 0, out.stderr
+    listed = out.stdout.split("  files that would be deleted:\n", 1)[1].splitlines()
+    assert listed[0].startswith(f"    orders-3: {name(20, '.index')}")
+    assert listed[1].startswith(f"    orders-3 (future): {name(10, '.index')}")
+
+
 def test_a_log_that_ended_below_its_high_watermark_before_the_load_is_warned_about(tmp_path: Path) -> None:
     """Nothing removed, yet offsets 5..7 below the high watermark 8 were not on the disk: no loss by the load
     (the JSON impact says none), but the operator is told, in a warning and in the summary's line."""

@@ -121,8 +121,13 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
 # What the operator reads
 
 
+def _log_label(lg: LoadedLog) -> str:
+    """The partition, and which of its dirs when it is not the live one (a -future or -delete dir)."""
+    return f"{lg.topic_partition}{'' if lg.kind is DirKind.LIVE else f' ({lg.kind.value})'}"
+
+
 def _impact_line(lg: LoadedLog, i: Impact) -> str:
-    line = (f"    {lg.topic_partition}{'' if lg.kind is DirKind.LIVE else f' ({lg.kind.value})'}: log end offset "
+    line = (f"    {_log_label(lg)}: log end offset "
             f"{i.log_end_offset_before} -> {i.log_end_offset_after}; {i.records_removed} offsets, "
             f"{format_bytes(i.bytes_removed)} removed, {i.segments_deleted} segments deleted")
     if i.high_watermark is not None:
@@ -147,7 +152,7 @@ def _deleted_lines(logs: list[LoadedLog]) -> list[str]:
     for lg in logs[:SHOWN_PARTITIONS]:
         names_ = sorted(lg.deleted_files)
         more = f" and {len(names_) - SHOWN_DELETES} more" if len(names_) > SHOWN_DELETES else ""
-        lines.append(f"    {lg.topic_partition}: {', '.join(names_[:SHOWN_DELETES])}{more}")
+        lines.append(f"    {_log_label(lg)}: {', '.join(names_[:SHOWN_DELETES])}{more}")
     if len(logs) > SHOWN_PARTITIONS:
         lines.append(f"    ... and in {len(logs) - SHOWN_PARTITIONS} more partitions (--json lists every file)")
     return lines
