@@ -329,12 +329,16 @@ def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
     assert real.returncode == 0 and " WARN " in real.stderr and "dry run" not in real.stderr
 
 
-def test_workers_beside_partition_workers_is_warned_about(tmp_path: Path) -> None:
+def test_workers_and_recovery_threads_beside_partition_workers_are_warned_about(tmp_path: Path) -> None:
     d = data_dir(tmp_path, clean=False)
     PartitionBuilder(d, "orders", 0).segment(0, B(0))
-    out = cli_json.run("load", "--json", "--workers", "2", "--partition-workers", "2", str(d))
+    out = cli_json.run("load", "--json", "--workers", "2", "--recovery-threads", "4", "--partition-workers", "2",
+                       str(d))
     assert out.returncode == 0, out.stderr
     warnings = json.loads(out.stdout)["warnings"]
     assert any(w.startswith("--workers 2 is not used with --partition-workers") for w in warnings), warnings
+    assert any(w.startswith("--recovery-threads 4 is not used with --partition-workers") for w in warnings), warnings
     out = cli_json.run("load", "--json", "--partition-workers", "2", str(d))
-    assert not [w for w in json.loads(out.stdout)["warnings"] if "--workers" in w]
+    assert not [w for w in json.loads(out.stdout)["warnings"] if "--workers" in w or "--recovery-threads" in w]
+    out = cli_json.run("load", "--json", "--recovery-threads", "4", str(d))  # used where Phase 2 is in this process
+    assert not [w for w in json.loads(out.stdout)["warnings"] if "--recovery-threads" in w]

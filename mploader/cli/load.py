@@ -83,7 +83,7 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-read-rate", type=parse_size, default=None, metavar="SIZE",
                    help="per data dir, the most bytes scanned per second (e.g. 200MB), so that recovery on a live "
                         "host leaves its disks to the other tenants; default: no limit")
-    p.add_argument("--recovery-threads", type=int, default=1, metavar="N",
+    p.add_argument("--recovery-threads", type=int, default=None, metavar="N",
                    help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
                    help="per data dir, how far ahead of the scans the disk is asked to read (e.g. 512MiB); 0: off; "
@@ -258,7 +258,7 @@ def result_document(result: LoadResult, dry_run: bool, warnings: list[str]) -> d
 def run_load(args: argparse.Namespace) -> int:
     try:
         cfg = LoaderConfig(
-            num_recovery_threads_per_data_dir=args.recovery_threads,
+            num_recovery_threads_per_data_dir=1 if args.recovery_threads is None else args.recovery_threads,
             num_segment_loading_threads_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
@@ -280,6 +280,9 @@ def run_load(args: argparse.Namespace) -> int:
         if args.workers != "auto":
             before.append(f"--workers {args.workers} is not used with --partition-workers: each partition worker "
                           f"scans the partitions it loads itself")
+        if args.recovery_threads is not None:
+            before.append(f"--recovery-threads {args.recovery_threads} is not used with --partition-workers: the "
+                          f"partition workers load the partitions, as many at once as there are workers")
     server = None
     if args.metrics_port is not None:
         registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
