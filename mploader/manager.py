@@ -207,7 +207,7 @@ def _load_prepared(states: list[_DirState], dirs: list[str], cfg: LoaderConfig, 
     try:
         planned: dict[str, PlannedScans] | None = None
         auto = None
-        plans = [_dir_plan(s, cfg) for s in live]
+        plans = [_dir_plan(s, cfg, disk) for s in live]
         if runner is None and factory is None:
             n, auto = _auto_partition_workers(cfg, live, plans, progress is None)
             if n:
@@ -573,10 +573,10 @@ def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
         return {}
 
 
-def _dir_plan(s: _DirState, cfg: LoaderConfig) -> DirPlan:
+def _dir_plan(s: _DirState, cfg: LoaderConfig, disk: Disk) -> DirPlan:
     return DirPlan(s.path, s.clean, s.partitions, s.recovery_points,
                    lambda topic: cfg.for_topic(topic).index_interval_bytes, scan_all=cfg.index_check == "full",
-                   clean_scans=s.clean_scans)
+                   clean_scans=s.clean_scans, disk=disk)
 
 
 def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, metrics: MetricsRegistry,
@@ -600,13 +600,13 @@ def _load_all(states: list[_DirState], cfg: LoaderConfig, disk: Disk, now: int, 
         progress.start({s.path: len(s.partitions) for s in states})
     _log_loading(states)
     t_prefetch = time.perf_counter()
-    order = engine.prefetch([_dir_plan(s, cfg) for s in states])
+    order = engine.prefetch([_dir_plan(s, cfg, disk) for s in states])
     for s in states:  # Phase 2 takes partitions in the order Phase 1 was started on them
         s.partitions = order.get(s.path, s.partitions)
     stats.seconds["plan"] = time.perf_counter() - t_prefetch
     if progress is not None:
         for s in states:
-            _report_plan(progress, engine.planned.get(s.path), s.path)
+            _report_plan(progress, engine.planned.get(s.path), s.path, disk)
     cancel = threading.Event()
     try:
         try:
@@ -659,13 +659,13 @@ def _write_recovery_points(states: list[_DirState], offline: dict[str, str]) -> 
             s.resume.close(write=s.path not in offline)
 
 
-def _report_plan(progress: ProgressTracker, planned: PlannedScans | None, data_dir: str) -> None:
+def _report_plan(progress: ProgressTracker, planned: PlannedScans | None, data_dir: str, disk: Disk) -> None:
     """Tell the progress tracker what the load planned to scan in ``data_dir``, per partition directory
     (nothing where it planned nothing: a clean dir loaded inline is counted as it goes)."""
     if planned is None:
         progress.planned(data_dir, None, None)
         return
-    per_partition = {part[0]: sum(file_size(t.path) for t in tasks) for part, tasks in planned}
+    per_partition = {part[0]: sum(file_size(t.path, disk) for t in tasks) for part, tasks in planned}
     progress.planned(data_dir, per_partition, sum(len(tasks) for _, tasks in planned))
 
 
@@ -759,7 +759,7 @@ def _run_elsewhere(states: list[_DirState], cfg: LoaderConfig, now: int, runner:
     if progress is not None:
         progress.start(dict(remaining))
         for s in states:  # what "auto" planned (an unclean dir's scans), else nothing: counted as they go
-            _report_plan(progress, (planned or {}).get(s.path), s.path)
+            _report_plan(progress, (planned or {}).get(s.path), s.path, disk)
     t0 = time.perf_counter()
     stats.loaded_by = str(getattr(runner, "description", None) or "another process")
     loaded: dict[int, LoadedLog] = {}

@@ -1746,8 +1746,35 @@ def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> 
 
     planned = {"a": [(None, tasks("a", [4_000_000_000, 4_000_000_000]))], "b": [(None, [])], "c": [],
                "d": [(None, tasks("d", [10, 20, 30]))]}
-    assert select_mod._work(planned) == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
-    assert select_mod._work({}) == (0, 0, 0, 0, 0)
+    assert select_mod._work(planned, {}) == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
+    assert select_mod._work({}, {}) == (0, 0, 0, 0, 0)
+
+
+def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkeypatch) -> None:
+    """A partition the preflight listed and sized through the load's disk is planned from what the disk kept: no
+    second listing of the partition, no second stat of a planned .log, and the same plan."""
+    from mploader import DirKind, TopicPartition
+    from mploader.disk import RealDisk
+    from mploader.engine.plan import DirPlan, partition_scans
+
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d, "t", 0).std3()
+    pb.file(10, ".index").unlink()  # segment 10: a load-time recovery, planned too
+    part = (str(pb.path), TopicPartition("t", 0), DirKind.LIVE)
+    plan = DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20})
+    expected = list(partition_scans(plan))
+    assert [[t.base_offset for t in tasks] for _, _, tasks in expected] == [[10, 20]]
+    disk = RealDisk()
+    for name_ in disk.list_files(str(pb.path)):  # what the preflight does: list once, size each .log
+        if name_.endswith(".log"):
+            disk.size(str(pb.path / name_))
+
+    def refused(*args: object) -> None:
+        raise AssertionError(f"asked the file system again: {args}")
+
+    monkeypatch.setattr(plan_mod.os, "listdir", refused)
+    monkeypatch.setattr(plan_mod.os.path, "getsize", refused)
+    assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=disk))) == expected
 
 
 def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:

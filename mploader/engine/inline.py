@@ -20,7 +20,7 @@ class InlineEngine(Engine):
                 rank = {part: i for i, part in enumerate(plan.partitions)}
                 in_order = sorted(self.plan(plan), key=lambda p: rank[p[0]])
                 self.start_read_ahead(plan.data_dir,
-                                      [(t.path, 0, file_size(t.path)) for _, ts in in_order for t in ts])
+                                      [(t.path, 0, file_size(t.path, plan.disk)) for _, ts in in_order for t in ts])
         return {plan.data_dir: list(plan.partitions) for plan in dirs}
 
     def scan(self, data_dir: str, task: SegmentTask) -> SegmentScan:

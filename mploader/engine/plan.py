@@ -11,8 +11,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from mploader.disk import Disk
 from mploader.errors import MploaderError
 from mploader.format import names
+from mploader.format.files import read_file
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import DirKind, TopicPartition
 from mploader.scan import SegmentTask
@@ -34,6 +36,9 @@ class DirPlan:
     index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
     clean_scans: CleanScans | None = None  # what a clean load may scan, where the preflight sized it
+    # the load's disk: the partition listings and .log sizes the preflight kept there are asked of it, not of the
+    # file system again (a listing a partition and a stat a planned segment, twice); None: the file system
+    disk: Disk | None = None
 
 
 def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:
@@ -50,7 +55,7 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
     for part in plan.partitions:
         path, tp, kind = part
         try:
-            files = set(os.listdir(path))
+            files = set(os.listdir(path) if plan.disk is None else plan.disk.list_files(path))
         except OSError:
             yield 0, part, []
             continue
@@ -63,7 +68,7 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
                              index_interval=interval) for b in chosen]
-        yield sum(file_size(t.path) for t in tasks), part, tasks
+        yield sum(file_size(t.path, plan.disk) for t in tasks), part, tasks
 
 
 def ordered(scans: Iterable[SizedScans]) -> PlannedScans:
@@ -80,16 +85,16 @@ def _txn_index_corrupt(partition_dir: str, base: int) -> bool:
     to the loader, which reports it."""
     path = os.path.join(partition_dir, names.segment_file_name(base, names.TXN_INDEX_SUFFIX))
     try:
-        with open(path, "rb") as f:
-            return txn_index_corrupt(f.read(), path, base)
+        return txn_index_corrupt(read_file(path), path, base)
     except (OSError, MploaderError):
         return False
 
 
-def file_size(path: str) -> int:
-    """The size of ``path``, 0 when it cannot be stat-ed (the scan will report why)."""
+def file_size(path: str, disk: Disk | None = None) -> int:
+    """The size of ``path`` (as ``disk`` knows it, where given), 0 when it cannot be stat-ed (the scan will report
+    why)."""
     try:
-        return os.path.getsize(path)
+        return os.path.getsize(path) if disk is None else disk.size(path)
     except OSError:
         return 0
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from mploader.config import LoaderConfig
+from mploader.disk import Disk
 from mploader.engine import worker_start
 from mploader.engine.base import Engine
 from mploader.engine.inline import InlineEngine
@@ -98,10 +99,10 @@ class _Work(NamedTuple):
     total_segments: int  # ... in how many segments
 
 
-def _work(planned: dict[str, PlannedScans]) -> _Work:
-    """What the plans scan, each file sized once."""
-    per_dir = [(sum(file_size(t.path) for t in ts), len(ts))
-               for ts in ([t for _, tasks in parts for t in tasks] for parts in planned.values())]
+def _work(planned: dict[str, PlannedScans], disks: Mapping[str, Disk | None]) -> _Work:
+    """What the plans scan, each file sized once (by its dir's disk, from ``disks``, where it has one)."""
+    per_dir = [(sum(file_size(t.path, disks.get(d)) for t in ts), len(ts))
+               for d, ts in ((d, [t for _, tasks in parts for t in tasks]) for d, parts in planned.items())]
     most, segments = max(per_dir, default=(0, 0))
     return _Work(most, segments, sum(1 for _, n in per_dir if n), sum(b for b, _ in per_dir),
                  sum(n for _, n in per_dir))
@@ -131,19 +132,20 @@ def auto_plans(cfg: LoaderConfig, plans: Sequence[DirPlan], done: Mapping[str, P
     # it, so its exact plan is made only where the bound asks for a pool. The bound: the bytes of its .log files
     # without an .index or with a .txnindex as the preflight sized them, else plan_segment_scans' bound_only (no
     # .txnindex read)
+    disks = {p.data_dir: p.disk for p in plans}
     clean = [p for p in plans if p.clean and not p.scan_all]
-    bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({"": plan_segment_scans(
-        p, bound_only=True)}).most for p in clean}
+    bounds = {p.data_dir: p.clean_scans.bound if p.clean_scans is not None else _work({p.data_dir: plan_segment_scans(
+        p, bound_only=True)}, disks).most for p in clean}
     done = done or {}
     planned = {p.data_dir: done[p.data_dir] if p.data_dir in done else plan_segment_scans(p)
                for p in plans if p.data_dir not in bounds}
-    work = _work(planned)
+    work = _work(planned, disks)
     scan_bytes = max([work.most, *bounds.values()])
     # the bound's question is the generous one (no segments counted, no clean dir counted as scanning): it may
     # not refuse a pool the exact plans would ask for
     if bounds and workers_per_dir(cfg, len(plans), scan_bytes, 0, max(1, work.scanning)) > 1:
         planned.update({p.data_dir: plan_segment_scans(p) for p in plans if p.data_dir in bounds})
-        work = _work(planned)
+        work = _work(planned, disks)
         scan_bytes = work.most
     return AutoPlans(planned, scan_bytes, work.segments, work.scanning, work.total, work.total_segments)
 
