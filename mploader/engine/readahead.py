@@ -81,29 +81,38 @@ class ReadAhead:
 
     def _run(self) -> None:
         _idle_io_priority()
-        waiting: tuple[str, int] | None = None  # the piece asked for before the last one: (path, its last byte)
-        for path, start, end in self.ranges:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                for offset in range(start, end, self.step):
-                    n = min(self.step, end - offset)
-                    with self._cond:
-                        while not self._stopped and self.advised + n - self.scanned > self.window:
-                            self._cond.wait()
-                        if self._stopped:
-                            return
-                        self.advised += n
-                    os.posix_fadvise(fd, offset, n, os.POSIX_FADV_WILLNEED)
-                    if waiting is not None:
-                        _wait_for_read(*waiting)
-                    waiting = (path, offset + n - 1)
-            except OSError:  # advice only: a file that changed ends the advice for it
-                continue
-            finally:
-                os.close(fd)
+        # the piece asked for before the last one: the descriptor it was asked through (kept open until then: a
+        # file of one piece, most segments, is opened once) and its last byte
+        waiting: tuple[int, int] | None = None
+        try:
+            for path, start, end in self.ranges:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    for offset in range(start, end, self.step):
+                        n = min(self.step, end - offset)
+                        with self._cond:
+                            while not self._stopped and self.advised + n - self.scanned > self.window:
+                                self._cond.wait()
+                            if self._stopped:
+                                return
+                            self.advised += n
+                        os.posix_fadvise(fd, offset, n, os.POSIX_FADV_WILLNEED)
+                        if waiting is not None:
+                            _wait_for_read(*waiting)
+                            if waiting[0] != fd:
+                                os.close(waiting[0])
+                        waiting = (fd, offset + n - 1)
+                except OSError:  # advice only: a file that changed ends the advice for it
+                    continue
+                finally:
+                    if waiting is None or waiting[0] != fd:
+                        os.close(fd)
+        finally:
+            if waiting is not None:
+                os.close(waiting[0])
 
 
 # ioprio_set(2) by number (libc has no wrapper), where it is known; elsewhere psutil's
@@ -129,21 +138,16 @@ def _idle_io_priority() -> None:
         pass
 
 
-def _wait_for_read(path: str, byte: int) -> None:
+def _wait_for_read(fd: int, byte: int) -> None:
     """Block until the page holding ``byte`` is read.  WILLNEED only queues reads: asking for the whole
     window at once would queue hundreds of MB ahead of every other read of the machine (a worker's
-    imports at pool start were measured to wait 0.45 s behind it), so at most two pieces are in flight."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
+    imports at pool start were measured to wait 0.45 s behind it), so at most two pieces are in flight.
+    (RANDOM on the descriptor the pieces are asked through: WILLNEED does not heed it.)"""
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # this one byte, not the kernel's own read-ahead
         os.pread(fd, 1, byte)
     except OSError:
         pass
-    finally:
-        os.close(fd)
 
 
 __all__ = ["ReadAhead", "auto_window", "STEP_BYTES", "WINDOW_BYTES"]
