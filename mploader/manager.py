@@ -575,7 +575,8 @@ def _read_checkpoint(state: _DirState, name: str) -> dict[TopicPartition, int]:
 
 def _dir_plan(s: _DirState, cfg: LoaderConfig, disk: Disk) -> DirPlan:
     return DirPlan(s.path, s.clean, s.partitions, s.recovery_points,
-                   lambda topic: cfg.for_topic(topic).index_interval_bytes, scan_all=cfg.index_check == "full",
+                   lambda topic: cfg.for_topic(topic).index_interval_bytes,
+                   lambda topic: cfg.for_topic(topic).max_index_size, scan_all=cfg.index_check == "full",
                    clean_scans=s.clean_scans, disk=disk)
 
 

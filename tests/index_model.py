@@ -11,7 +11,7 @@ once; here ``save(path)`` writes the file when the caller wants it on disk).
 
 This is not used by the loader.  It is the one-entry-at-a-time reference that
 tests drive through docs/loading.md §7.1 batch by batch and compare with the
-vectorised Phase 2 (``mploader.recovery.segment_recovery.plan_indexes``), and that scenario tests
+vectorised Phase 2 (``mploader.scan.indexes.plan_indexes``), and that scenario tests
 use for the index primitives (docs/scenarios.md §I).  Keep it obvious rather than fast.
 
 Errors: each Kafka exception is a small class below, a :class:`MploaderError`

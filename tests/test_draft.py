@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mploader.errors import StartupFailedError
 from mploader.scan import BATCH_TABLE, BatchColumns, draft_recovery
 
 # (magic, partition leader epoch, producer id, size)
@@ -63,3 +64,46 @@ def test_a_topic_override_is_held_to_the_broker_defaults_bounds(field, bad) -> N
         LoaderConfig(**{field: bad})
     ok = {"index_interval_bytes": 0, "max_index_size": 4, "record_version": 0}[field]
     assert getattr(LoaderConfig(topic_overrides={"t": TopicConfig(**{field: ok})}).for_topic("t"), field) == ok
+
+
+def test_the_indexes_phase1_prepares_are_the_ones_phase2_writes_and_the_same_bytes(tmp_path, monkeypatch) -> None:
+    """A scan from byte 0 that knows segment.index.bytes prepares the indexes recover() rebuilds
+    (mploader.scan.indexes): Phase 2 writes those bytes and prepares none itself. A load whose scans prepare
+    nothing, so that Phase 2 prepares every segment's, leaves the same files, byte for byte, on a broker with
+    faults recovered from offset 0; and so does a load whose scans run in worker processes."""
+    import shutil
+
+    from mploader import LoaderConfig, load_logs
+    from mploader.experiments.run import copy_sparse, make_unclean
+    from mploader.generate import GeneratorConfig, generate
+    from mploader.recovery import segment_recovery
+    from mploader.scan import draft as draft_mod
+    from tests.fingerprint import tree_state
+
+    generate(tmp_path / "gen", GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=2, total_bytes=400_000,
+                                               segment_bytes=24 * 1024, faults=4, seed=7))
+    copies = [tmp_path / name for name in ("phase1", "phase2", "pool")]
+    for copy in copies:
+        shutil.copytree(tmp_path / "gen" / "data-0", copy, copy_function=copy_sparse)
+    make_unclean(copies)
+    in_phase2: list[int] = []
+    prepare = segment_recovery.prepare_indexes
+    monkeypatch.setattr(segment_recovery, "prepare_indexes",
+                        lambda *a, **k: in_phase2.append(a[1]) or prepare(*a, **k))
+    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    first = load_logs([copies[0]], cfg, now_ms=1_730_000_000_000)
+    assert first.stats.segments_recovered >= 20
+    assert in_phase2 == []  # every recovered segment's indexes came from its scan
+    # the same from worker processes: the indexes' bytes come back in the shared-memory block
+    pool = load_logs([copies[2]], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=1_730_000_000_000)
+    assert pool.stats.workers_per_dir == 2 and pool.stats.scans_in_parent == 0
+    assert in_phase2 == []
+    assert tree_state(copies[0]) == tree_state(copies[2])
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise StartupFailedError(str(args[4]), "BufferOverflowException", "(the test's: no indexes in Phase 1)")
+
+    monkeypatch.setattr(draft_mod, "prepare_indexes", refused)
+    second = load_logs([copies[1]], cfg, now_ms=1_730_000_000_000)
+    assert len(in_phase2) == second.stats.segments_recovered == first.stats.segments_recovered
+    assert tree_state(copies[0]) == tree_state(copies[1])

@@ -1,4 +1,4 @@
-"""The vectorised index rebuild (``recovery.plan_indexes``) against the sequential reference model.
+"""The vectorised index rebuild (``scan.indexes.plan_indexes``) against the sequential reference model.
 
 For random batch tables the model (``tests.index_model``: Kafka's OffsetIndex and TimeIndex,
 one append at a time) is driven through the docs/loading.md §7.1 loop of ``LogSegment.recover``; the plan must
@@ -15,10 +15,9 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import round_down
-from mploader.recovery import segment_recovery
-from mploader.recovery.segment_recovery import IndexPlan, plan_indexes
-from mploader.scan import BATCH_TABLE
+from mploader.scan import BATCH_TABLE, indexes as indexes_mod
 from mploader.scan.draft import index_draft
+from mploader.scan.indexes import IndexPlan, plan_indexes
 from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
 
 INT32_MAX = 2**31 - 1
@@ -136,13 +135,13 @@ def check(base, sizes, rel_offsets, timestamps, interval, max_index_size):
     (the way a plan of fewer than SEQUENTIAL_BELOW entries, or one where an append fails, is made)."""
     rows = batch_table(base, sizes, rel_offsets, timestamps)
     expected = model_recover(base, rows, interval, max_index_size)
-    default = segment_recovery.SEQUENTIAL_BELOW
+    default = indexes_mod.SEQUENTIAL_BELOW
     try:
         for below in (0, 10**9):
-            segment_recovery.SEQUENTIAL_BELOW = below
+            indexes_mod.SEQUENTIAL_BELOW = below
             assert plan_outcome(base, rows, interval, max_index_size) == expected, below
     finally:
-        segment_recovery.SEQUENTIAL_BELOW = default
+        indexes_mod.SEQUENTIAL_BELOW = default
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

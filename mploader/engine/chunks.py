@@ -73,10 +73,11 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
 
 def chunk_tasks(task: SegmentTask, cuts: list[int]) -> list[SegmentTask]:
     """``task`` (a whole segment) as the tasks of its chunks between ``cuts`` (0, the cut positions, the size).
-    Only an uncut segment keeps the index interval: its scan can draft the whole segment's recovery."""
+    Only an uncut segment keeps the index interval and size: its scan can draft the whole segment's recovery."""
     whole = len(cuts) == 2
     return [SegmentTask(task.path, task.base_offset, a, b if b != cuts[-1] else None,
-                        index_interval=task.index_interval if whole else None) for a, b in zip(cuts, cuts[1:])]
+                        index_interval=task.index_interval if whole else None,
+                        max_index_size=task.max_index_size if whole else None) for a, b in zip(cuts, cuts[1:])]
 
 
 def stitch_whole(task: SegmentTask, parts: list[SegmentScan]) -> tuple[SegmentScan, float]:

@@ -34,6 +34,7 @@ class DirPlan:
     partitions: list[Partition]
     recovery_points: dict[TopicPartition, int]
     index_interval: Callable[[str], int] | None = None  # log.index.interval.bytes of a topic
+    max_index_size: Callable[[str], int] | None = None  # segment.index.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
     clean_scans: CleanScans | None = None  # what a clean load may scan, where the preflight sized it
     # the load's disk: the partition listings and .log sizes the preflight kept there are asked of it, not of the
@@ -66,8 +67,9 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
                                   _corrupt if bound_only else functools.partial(_txn_index_corrupt, path),
                                   scan_all=plan.scan_all and kind is not DirKind.DELETE)
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
+        index_size = None if plan.max_index_size is None else plan.max_index_size(tp.topic)
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
-                             index_interval=interval) for b in chosen]
+                             index_interval=interval, max_index_size=index_size) for b in chosen]
         yield sum(file_size(t.path, plan.disk) for t in tasks), part, tasks
 
 

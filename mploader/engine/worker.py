@@ -3,10 +3,11 @@
 Kept apart from :mod:`mploader.engine.pool` so that a worker imports only what a scan needs (numpy, crc32c,
 :mod:`mploader.scan.walk`), not loky's parent side, the engine and the loader.
 
-A block (:class:`mploader.engine.block.Block`) has, per slot, room for a batch-table row and for a row of each
-recovery-draft array; the parent creates it sized for the worst case (``capacity`` slots, sparse in /dev/shm),
-the worker writes the arrays packed from byte 0, in that order (every row width is a multiple of 8 bytes, and no
-array has more rows than the table), and returns a small typed result
+A block (:class:`mploader.engine.block.Block`) has, per slot, room for a batch-table row, for a row of each
+recovery-draft array and for an entry of each index the draft prepared; the parent creates it sized for the worst
+case (``capacity`` slots, sparse in /dev/shm), the worker writes the arrays packed from byte 0, in that order
+(every row width of the arrays before the indexes' bytes is a multiple of 8 bytes, and no array has more rows than
+the table; where the indexes' bytes would not fit, they are left to Phase 2), and returns a small typed result
 (:data:`WorkerResult`): nothing per batch is pickled; the parent reads them back (:func:`arrays_from_block`).
 
 A worker catches only ``OSError`` (the file's problem: the parent raises it again, as an inline scan
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import os
 import signal
@@ -32,6 +34,23 @@ import numpy as np
 from mploader.engine.block import Block
 from mploader.scan import BATCH_TABLE, SegmentTask, scan_segment
 from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
+from mploader.scan.indexes import PreparedIndexes
+
+
+class IndexesLayout(NamedTuple):
+    """Where a draft's prepared indexes lie in the block: :class:`PreparedIndexes` less its bytes, which follow the
+    draft's arrays (the offset index's, then the time index's)."""
+
+    prepared: PreparedIndexes  # its bytes empty
+    lengths: tuple[int, int]  # of its offset_bytes and time_bytes
+
+    @classmethod
+    def of(cls, indexes: PreparedIndexes) -> IndexesLayout:
+        lengths = (len(indexes.offset_bytes), len(indexes.time_bytes))
+        return cls(dataclasses.replace(indexes, offset_bytes=b"", time_bytes=b""), lengths)
+
+    def with_bytes(self, offset_bytes: bytes, time_bytes: bytes) -> PreparedIndexes:
+        return dataclasses.replace(self.prepared, offset_bytes=offset_bytes, time_bytes=time_bytes)
 
 
 class DraftLayout(NamedTuple):
@@ -40,6 +59,7 @@ class DraftLayout(NamedTuple):
     interval: int
     lengths: tuple[int, int, int]  # rows of RecoveryDraft.index, .producer_rows, .epoch_rows
     seconds: float
+    indexes: IndexesLayout | None = None  # RecoveryDraft.indexes
 
 
 class Scanned(NamedTuple):
@@ -84,7 +104,11 @@ class NoSpace(NamedTuple):
 WorkerResult = Scanned | ReadFailed | Grown | NoSpace
 # a block has room, per slot, for a table row and a row of each draft array, laid out one after the other
 DRAFT_DTYPES = (INDEX_DRAFT, ROW, ROW)  # RecoveryDraft.index, .producer_rows, .epoch_rows
-SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES)
+# and the prepared indexes' bytes (RecoveryDraft.indexes): an offset index entry and a time index entry a slot, at
+# most one entry of each per drafted row, and the time index's final entry, which the slot a block has beyond its
+# rows holds
+INDEX_ENTRY_BYTES = 8 + 12
+SLOT_BYTES = BATCH_TABLE.itemsize + sum(d.itemsize for d in DRAFT_DTYPES) + INDEX_ENTRY_BYTES
 
 
 def ignore_interrupts() -> None:
@@ -184,14 +208,21 @@ def _draft_arrays(draft: RecoveryDraft) -> tuple[np.ndarray, np.ndarray, np.ndar
     return draft.index, draft.producer_rows, draft.epoch_rows
 
 
+def _index_arrays(indexes: PreparedIndexes) -> tuple[np.ndarray, np.ndarray]:
+    return np.frombuffer(indexes.offset_bytes, np.uint8), np.frombuffer(indexes.time_bytes, np.uint8)
+
+
 def arrays_from_block(block: Block, rows: int, draft: DraftLayout | None) -> tuple[np.ndarray, RecoveryDraft | None]:
-    """Read the batch table (and the recovery draft) a worker wrote into ``block``."""
-    lengths = (rows, *(() if draft is None else draft.lengths))
-    out = [np.empty(n, dtype) for dtype, n in zip((BATCH_TABLE, *DRAFT_DTYPES), lengths)]
+    """Read the batch table (and the recovery draft, with its indexes) a worker wrote into ``block``."""
+    dtypes = (BATCH_TABLE, *DRAFT_DTYPES, np.dtype(np.uint8), np.dtype(np.uint8))
+    lengths = (rows, *(() if draft is None else draft.lengths),
+               *(() if draft is None or draft.indexes is None else draft.indexes.lengths))
+    out = [np.empty(n, dtype) for dtype, n in zip(dtypes, lengths)]
     block.read(out)
     if draft is None:
         return out[0], None
-    return out[0], RecoveryDraft(draft.interval, out[1], out[2], out[3], seconds=draft.seconds)
+    indexes = None if draft.indexes is None else draft.indexes.with_bytes(out[4].tobytes(), out[5].tobytes())
+    return out[0], RecoveryDraft(draft.interval, out[1], out[2], out[3], seconds=draft.seconds, indexes=indexes)
 
 
 def scan_many(scan: Callable[[SegmentTask, str, int, float], WorkerResult],
@@ -222,6 +253,11 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
     arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
     draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
                                                                               len(arrays[3])), scan.draft.seconds)
+    if draft is not None and scan.draft is not None and scan.draft.indexes is not None:
+        more = _index_arrays(scan.draft.indexes)
+        if sum(a.nbytes for a in (*arrays, *more)) <= capacity * SLOT_BYTES:  # else Phase 2 prepares them
+            arrays.extend(more)
+            draft = draft._replace(indexes=IndexesLayout.of(scan.draft.indexes))
     try:
         Block(block_name).write(arrays)
     except OSError as e:  # the block's (ENOSPC, ENOMEM, a tmpfs quota), never the segment's: recovery must not see it
@@ -230,6 +266,6 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
                    scan.fatal, scan.fatal_exception, time.perf_counter() - t0)
 
 
-__all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "NoSpace", "ReadFailed", "Scanned", "WorkerResult",
-           "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "arrays_from_block",
+__all__ = ["DRAFT_DTYPES", "SLOT_BYTES", "DraftLayout", "Grown", "IndexesLayout", "NoSpace", "ReadFailed", "Scanned",
+           "WorkerResult", "PARENT_DEATH_SIGNAL", "PARENT_DIED_EXIT", "WORKER_NAME", "arrays_from_block",
            "exit_with_parent", "ignore_interrupts", "init_worker", "scan_many", "worker_scan"]

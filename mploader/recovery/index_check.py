@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from mploader.config import EffectiveConfig
 from mploader.disk import Disk
 from mploader.format import index as idx
-from mploader.format.index import offset_index_bytes, time_index_bytes
 from mploader.recovery.segment import Segment
 from mploader.recovery.segment_recovery import plan_segment_indexes
 from mploader.scan import SegmentScan
@@ -79,13 +78,12 @@ def full_problems(seg: Segment, scan: SegmentScan) -> dict[str, str]:
 def rebuild_indexes(disk: Disk, seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) -> str | None:
     """Write ``seg``'s offset and time index as ``LogSegment.recover`` would from ``scan`` (the ``.log`` is left
     as it is); None when written, else why not (where recover() would throw)."""
-    planned = plan_segment_indexes(seg, scan, cfg)
-    plan = planned.plan
-    if planned.throws_in_loop or plan.failed_at_row is not None or plan.final_time_failed:
+    plan = plan_segment_indexes(seg, scan, cfg).indexes
+    if plan.throws_in_loop or plan.failed_at_row is not None or plan.final_time_failed:
         return "left: recovering this segment would fail (an offset that does not fit its index, a control " \
                "batch Kafka cannot read, or an index append Kafka refuses)"
-    disk.write(seg.index_path, offset_index_bytes(0, plan.offset_rel, plan.offset_pos))
-    disk.write(seg.time_index_path, time_index_bytes(0, plan.time_ts, plan.time_rel))
+    disk.write(seg.index_path, plan.offset_bytes)
+    disk.write(seg.time_index_path, plan.time_bytes)
     return None
 
 

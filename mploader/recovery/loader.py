@@ -121,7 +121,8 @@ class LogLoader:
         size = self.disk.size(seg.log_path)
         cached = self._scans.get(seg.log_path, size)
         if cached is None:
-            task = SegmentTask(seg.log_path, seg.base_offset, index_interval=self.cfg.index_interval_bytes)
+            task = SegmentTask(seg.log_path, seg.base_offset, index_interval=self.cfg.index_interval_bytes,
+                               max_index_size=self.cfg.max_index_size)
             cached = self.disk.scan(task, self.ctx.scans)
             self.ctx.bytes_scanned += cached.bytes_read
             self._scans.put(seg.log_path, cached)

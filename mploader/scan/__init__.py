@@ -4,6 +4,8 @@
 * :mod:`.walk`   :class:`SegmentTask` -> :class:`SegmentScan`: the CRC-checked walk of a ``.log`` range
 * :mod:`.draft`  what a whole segment's recovery needs besides the table (index entries, producer order,
   epoch changes), computed alongside the scan so that Phase 2 only finishes it
+* :mod:`.indexes` the offset and time indexes recover() rebuilds from a whole segment, with their append checks,
+  as bytes: prepared with the draft, so that Phase 2 only writes them
 * :mod:`.plan`   the one rule for which segments Phase 2 will read (used by the loader and the engines)
 
 Nothing here writes, renames or deletes: a scan may run anywhere, in any order, twice.

@@ -1,10 +1,11 @@
 """What Phase 1 prepares for Phase 2's ``LogSegment.recover`` besides the batch table (docs/loading.md §7.1-§7.2).
 
-Three compact arrays, each a pure function of a batch table scanned from byte 0, so the workers make
-them in parallel and the serial parent only finishes the job:
+Three compact arrays (and the indexes' bytes), each a pure function of a batch table scanned from byte 0, so the
+workers make them in parallel and the serial parent only finishes the job:
 
 * the index draft: for each batch the index rule picks, what recovery offers the offset index and the
-  time index (the indexes' own append checks stay in Phase 2, :func:`mploader.recovery.segment_recovery.plan_indexes`);
+  time index; from it, where the scan knows ``segment.index.bytes``, the indexes themselves with their own append
+  checks, as bytes (:mod:`.indexes`);
 * the producer order: the rows of v2 batches with a producer id, sorted by producer id and log order
   (the grouping :mod:`mploader.recovery.producer_apply` works on);
 * the epoch rows: the v2 batches whose partition leader epoch is above every earlier batch's; whatever
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mploader.errors import StartupFailedError
+from mploader.scan.indexes import PreparedIndexes, prepare_indexes
 from mploader.scan.table import BATCH_TABLE, BatchColumns
 
 INDEX_DRAFT = np.dtype([
@@ -53,6 +56,7 @@ class RecoveryDraft:
     producer_rows: np.ndarray  # ROW
     epoch_rows: np.ndarray  # ROW
     seconds: float = 0.0  # what drafting took (reported apart from the walk: LoadStats.draft_seconds)
+    indexes: PreparedIndexes | None = None  # the indexes recover() rebuilds, where the scan was told their size
 
     def prefix(self, n: int) -> RecoveryDraft:
         """The draft of the table's first ``n`` rows."""
@@ -61,7 +65,11 @@ class RecoveryDraft:
                              self.epoch_rows[: np.searchsorted(self.epoch_rows, n)])
 
 
-def draft_recovery(rows: BatchColumns, base_offset: int, interval: int) -> RecoveryDraft:
+def draft_recovery(rows: BatchColumns, base_offset: int, interval: int, max_index_size: int | None = None,
+                   path: str = "", fatal: bool = False) -> RecoveryDraft:
+    """The draft of a whole segment's table; with ``max_index_size`` (segment.index.bytes), also its indexes as
+    recover() rebuilds them (:func:`~mploader.scan.indexes.prepare_indexes`; ``path``, ``fatal``: its arguments),
+    unless preparing them fails: that failure is Phase 2's to raise, where the load meets it."""
     t0 = time.perf_counter()
     table = rows.table
     if _compiled_index_draft is not None and table.dtype == BATCH_TABLE and table.flags.c_contiguous:
@@ -69,6 +77,11 @@ def draft_recovery(rows: BatchColumns, base_offset: int, interval: int) -> Recov
     else:
         index = index_draft(rows, base_offset, interval)
     draft = RecoveryDraft(interval, index, producer_order(rows), epoch_rows(rows))
+    if max_index_size is not None:
+        try:
+            draft.indexes = prepare_indexes(rows, base_offset, index, max_index_size, path, fatal)
+        except StartupFailedError:
+            pass
     draft.seconds = time.perf_counter() - t0
     return draft
 

@@ -70,6 +70,9 @@ class SegmentTask:
     # log.index.interval.bytes of the partition: a scan from byte 0 also drafts what LogSegment.recover
     # will need (mploader.scan.draft), in parallel with the other scans; None: Phase 2 drafts it
     index_interval: int | None = None
+    # segment.index.bytes of the partition: such a scan also prepares the indexes recover() rebuilds
+    # (mploader.scan.indexes); None: Phase 2 prepares them
+    max_index_size: int | None = None
 
 
 @dataclass(slots=True)
@@ -263,7 +266,8 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     if fatal is not None:
         scan.fatal, scan.fatal_exception = fatal
     if task.index_interval is not None and task.start == 0:
-        scan.draft = draft_recovery(BatchColumns(scan.batches), task.base_offset, task.index_interval)
+        scan.draft = draft_recovery(BatchColumns(scan.batches), task.base_offset, task.index_interval,
+                                    task.max_index_size, task.path, fatal is not None)
     return scan
 
 
