@@ -1,10 +1,10 @@
 """Phase 2 for one segment: apply its scan the way Kafka's LogSegment.recover would (docs/loading.md §7).
 
-Given the batch table of the segment's valid prefix, this rebuilds the offset
-and time indexes (vectorised: only the indexed batches are visited in Python),
-assigns leader epochs, updates producer state and the transaction index, and
-truncates the ``.log`` at the first invalid byte.  It is the only place where a
-segment's files are rewritten.
+Given the batch table of the segment's valid prefix, this writes the offset and time
+indexes (as Phase 1 prepared them with the scan, :mod:`mploader.scan.indexes`, else
+prepared here), assigns leader epochs, updates producer state and the transaction
+index, and truncates the ``.log`` at the first invalid byte.  It is the only place
+where a segment's files are rewritten.
 """
 
 from __future__ import annotations
