@@ -1752,7 +1752,8 @@ def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> 
 
 def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkeypatch) -> None:
     """A partition the preflight listed and sized through the load's disk is planned from what the disk kept: no
-    second listing of the partition, no second stat of a planned .log, and the same plan."""
+    second listing of the partition, no second stat of a planned .log, and the same plan; one it did not keep is
+    listed and left unkept."""
     from mploader import DirKind, TopicPartition
     from mploader.disk import RealDisk
     from mploader.engine.plan import DirPlan, partition_scans
@@ -1772,6 +1773,11 @@ def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkey
     def refused(*args: object) -> None:
         raise AssertionError(f"asked the file system again: {args}")
 
+    # a partition the preflight did not keep (preflight.KEPT_NAMES) is listed by the plan, and not kept by it: the
+    # listings of every partition would otherwise stay in memory until each one's load
+    other = RealDisk()
+    assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=other))) == expected
+    assert other.kept_listing(str(pb.path)) is None
     monkeypatch.setattr(plan_mod.os, "listdir", refused)
     monkeypatch.setattr(plan_mod.os.path, "getsize", refused)
     assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=disk))) == expected

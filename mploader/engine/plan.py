@@ -37,8 +37,9 @@ class DirPlan:
     max_index_size: Callable[[str], int] | None = None  # segment.index.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
     clean_scans: CleanScans | None = None  # what a clean load may scan, where the preflight sized it
-    # the load's disk: the partition listings and .log sizes the preflight kept there are asked of it, not of the
-    # file system again (a listing a partition and a stat a planned segment, twice); None: the file system
+    # the load's disk: the partition listings and .log sizes the preflight kept there (preflight.KEPT_NAMES) are asked
+    # of it, not of the file system again (a listing a partition and a stat a planned segment, twice); a partition it
+    # did not keep is listed here and not kept; None: the file system
     disk: Disk | None = None
 
 
@@ -55,8 +56,9 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
     scans: for a caller that may stop before the last (``partition_pool.surely_workers``)."""
     for part in plan.partitions:
         path, tp, kind = part
+        kept = None if plan.disk is None else plan.disk.kept_listing(path)
         try:
-            files = set(os.listdir(path) if plan.disk is None else plan.disk.list_files(path))
+            files = set(os.listdir(path) if kept is None else kept)
         except OSError:
             yield 0, part, []
             continue

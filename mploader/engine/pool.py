@@ -149,9 +149,9 @@ class PoolEngine(Engine):
     Shared memory in flight is bounded: a data dir has at most ``IN_FLIGHT_PER_WORKER * workers`` calls
     submitted and not yet collected (or the chunks of one cut segment, if more: a segment once started is
     submitted whole), each one chunk or a batch of small whole segments of at most ``GROUP_BYTES`` in all, each
-    chunk with one block, and a block takes memory only for the rows its
-    worker writes (80 bytes of table and 56 of draft per batch, and 20 bytes of rebuilt indexes per indexed
-    batch: about 13% of the chunk's bytes for ~1 KB batches, at most 156/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
+    chunk with one block, and a block takes memory only for the rows its worker writes (80 bytes of table and 56 of
+    draft per batch, and 20 bytes of rebuilt indexes per indexed batch: about 13% of the chunk's bytes for ~1 KB
+    batches, at most 156/26 of them for 26-byte legacy entries).  Chunks are at most the dir's piece size
     (:func:`mploader.engine.chunks.piece_bytes`).  When /dev/shm cannot hold a worker's rows, its write fails with
     ``ENOSPC`` (:class:`mploader.engine.block.Block`) and the parent scans that chunk itself: a small /dev/shm
     makes a load slower, never wrong.

@@ -102,8 +102,9 @@ class ReadAhead:
                         os.posix_fadvise(fd, offset, n, os.POSIX_FADV_WILLNEED)
                         if waiting is not None:
                             _wait_for_read(*waiting)
-                            if waiting[0] != fd:
-                                os.close(waiting[0])
+                            read, waiting = waiting[0], None  # no longer ours to close, whatever close() does
+                            if read != fd:
+                                os.close(read)
                         waiting = (fd, offset + n - 1)
                 except OSError:  # advice only: a file that changed ends the advice for it
                     continue
