@@ -375,6 +375,24 @@ def test_cli_exit_codes_and_json(broker: Path, clean_broker: Path, tmp_path: Pat
     assert usage.returncode == 2 and json.loads(usage.stdout)["error"]["kind"] == "usage"
 
 
+def test_a_data_dir_a_load_takes_offline_is_what_the_verdict_counts(tmp_path: Path) -> None:
+    """A data dir with no partition whose recovery-point checkpoint is malformed: the verdict counts the dir (not
+    "0 of 0 partitions"), and each finding names its file once."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    (d / checkpoint.RECOVERY_POINT_CHECKPOINT).write_text("garbage\n")
+    out = cli_json.run("verify", str(d))
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "NOT HEALTHY: 1 of 1 data dir(s) have problems (listed above)"
+    findings = [line for line in lines if line.startswith(f"{d}: ")]
+    assert len(findings) == 2 and all(line.count(str(d / checkpoint.RECOVERY_POINT_CHECKPOINT)) == 1
+                                      for line in findings), findings
+    assert findings[1] == (f"{d}: a load would take this data dir offline: {d / checkpoint.RECOVERY_POINT_CHECKPOINT}"
+                           f" line 1: malformed version line 'garbage'")
+
+
 def test_audit_of_an_unreadable_log_is_a_row_not_an_exception(tmp_path: Path) -> None:
     part = tmp_path / "t-0"
     part.mkdir()

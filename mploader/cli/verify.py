@@ -21,7 +21,7 @@ from mploader.cli.units import (
 from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
-from mploader.verify.report import segment_healthy
+from mploader.verify.report import Finding, segment_healthy
 
 VERIFY_EXIT_CODES_HELP = """exit status:
   0    every partition healthy
@@ -87,7 +87,7 @@ def report_lines(report: VerifyReport, show_all: bool = False) -> list[str]:
     lines = [f"verified {len(report.data_dirs)} data dir(s): {len(report.partitions)} partitions, {segments} segments, "
              f"{format_bytes(report.bytes)} in {total:.2f} s{rate} ({workers} worker{'s' * (workers > 1)} per dir)"]
     for d in report.data_dirs:
-        lines += [f"{d.path}: {f.file}: {f.reason}" for f in d.findings]
+        lines += [_finding_line(d.path, f) for f in d.findings]
     if report.startup_failure is not None:
         lines.append(f"a Kafka broker would fail to start on these dirs: {report.startup_failure['message']}")
     bad = [p for p in report.partitions if not p.healthy]
@@ -98,8 +98,20 @@ def report_lines(report: VerifyReport, show_all: bool = False) -> list[str]:
         lines.append(f"HEALTHY: every byte of every segment checked in {len(report.partitions)} partitions: "
                      "nothing wrong")
     else:
-        lines.append(f"NOT HEALTHY: {len(bad)} of {len(report.partitions)} partitions have problems (listed above)")
+        problems = []
+        if dirs_bad := sum(1 for d in report.data_dirs if d.findings):  # a checkpoint, a dir a load takes offline
+            problems.append(f"{dirs_bad} of {len(report.data_dirs)} data dir(s)")
+        if bad or not dirs_bad:
+            problems.append(f"{len(bad)} of {len(report.partitions)} partitions")
+        lines.append(f"NOT HEALTHY: {' and '.join(problems)} have problems (listed above)")
     return lines
+
+
+def _finding_line(data_dir: str, f: Finding) -> str:
+    """A data dir's finding, its file named once (a reason that starts with the file's path, or a finding about the
+    dir itself, does not repeat it)."""
+    what = f.reason if f.file == data_dir or f.reason.startswith(f.file) else f"{f.file}: {f.reason}"
+    return f"{data_dir}: {what}"
 
 
 def partition_lines(p: PartitionReport) -> list[str]:
