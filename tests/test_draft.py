@@ -107,3 +107,21 @@ def test_the_indexes_phase1_prepares_are_the_ones_phase2_writes_and_the_same_byt
     second = load_logs([copies[1]], cfg, now_ms=1_730_000_000_000)
     assert len(in_phase2) == second.stats.segments_recovered == first.stats.segments_recovered
     assert tree_state(copies[0]) == tree_state(copies[1])
+
+
+def test_a_scan_made_only_to_check_the_indexes_prepares_none(tmp_path, monkeypatch) -> None:
+    """``index_check="full"`` scans every segment of a clean broker to check its indexes; nothing is recovered, so
+    no scan prepares the rebuilt indexes (which only a recovery writes)."""
+    from mploader import LoaderConfig, load_logs
+    from mploader.generate import GeneratorConfig, generate
+    from mploader.scan import draft as draft_mod
+
+    generate(tmp_path / "gen", GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=2, total_bytes=200_000,
+                                               segment_bytes=24 * 1024, faults=0, clean_shutdown=True, seed=3))
+    prepared: list[int] = []
+    prepare = draft_mod.prepare_indexes
+    monkeypatch.setattr(draft_mod, "prepare_indexes", lambda *a, **k: prepared.append(a[1]) or prepare(*a, **k))
+    result = load_logs([tmp_path / "gen" / "data-0"], LoaderConfig(num_segment_loading_threads_per_data_dir=1,
+                                                                   index_check="full"), now_ms=1_730_000_000_000)
+    assert result.stats.segments_scanned >= 8 and result.stats.segments_recovered == 0
+    assert prepared == []

@@ -1783,6 +1783,26 @@ def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkey
     assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=disk))) == expected
 
 
+def test_a_plan_asks_for_the_rebuilt_indexes_only_of_the_segments_recovery_writes(tmp_path) -> None:
+    """With index_check="full" every segment is planned, to be checked; only those recoverLog recovers (after an
+    unclean shutdown, from the recovery point) have their indexes prepared by their scan."""
+    from mploader import DirKind, TopicPartition
+    from mploader.engine.plan import DirPlan, partition_scans
+
+    d = data_dir(tmp_path, clean=False)
+    pb = PartitionBuilder(d, "t", 0).std3()
+    part = (str(pb.path), TopicPartition("t", 0), DirKind.LIVE)
+
+    def sizes(clean: bool, scan_all: bool) -> dict[int, int | None]:
+        plan = DirPlan(str(d), clean, [part], {TopicPartition("t", 0): 20}, lambda topic: 4096,
+                       lambda topic: 1024, scan_all=scan_all)
+        return {t.base_offset: t.max_index_size for _, _, tasks in partition_scans(plan) for t in tasks}
+
+    assert sizes(clean=False, scan_all=False) == {20: 1024}
+    assert sizes(clean=False, scan_all=True) == {0: None, 10: None, 20: 1024}
+    assert sizes(clean=True, scan_all=True) == {0: None, 10: None, 20: None}
+
+
 def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets, request, monkeypatch) -> None:
     """A clean dir has little to scan, and the inline engine never plans it: "auto" sizes it by a bound, the bytes
     of its .log files as the preflight sized them (else a plan that reads no .txnindex, each counted as corrupt),

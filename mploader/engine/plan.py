@@ -18,7 +18,7 @@ from mploader.format.files import read_file
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import DirKind, TopicPartition
 from mploader.scan import SegmentTask
-from mploader.scan.plan import CleanScans, segments_to_scan
+from mploader.scan.plan import CleanScans, segments_to_scan, unflushed
 
 Partition = tuple[str, TopicPartition, DirKind]  # partition directory, its topic-partition, its kind
 PlannedScans = list[tuple[Partition, list[SegmentTask]]]  # in the order Phase 2 should take them
@@ -70,8 +70,14 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
                                   scan_all=plan.scan_all and kind is not DirKind.DELETE)
         interval = None if plan.index_interval is None else plan.index_interval(tp.topic)
         index_size = None if plan.max_index_size is None else plan.max_index_size(tp.topic)
+        # the rebuilt indexes are prepared where recovery will write them: with scan_all, of the segments recoverLog
+        # recovers only (the others are scanned to be checked; a load-time recovery among them prepares its own)
+        recovering = set(unflushed(bases, plan.recovery_points.get(tp, 0)) if recover_log else ()) \
+            if plan.scan_all else None
         tasks = [SegmentTask(os.path.join(path, names.segment_file_name(b, names.LOG_SUFFIX)), b,
-                             index_interval=interval, max_index_size=index_size) for b in chosen]
+                             index_interval=interval,
+                             max_index_size=index_size if recovering is None or b in recovering else None)
+                 for b in chosen]
         yield sum(file_size(t.path, plan.disk) for t in tasks), part, tasks
 
 

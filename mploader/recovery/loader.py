@@ -116,13 +116,14 @@ class LogLoader:
         return ProducerStateManager(self.disk, self.dir, self.cfg.producer_id_expiration_ms, self._snapshot_files,
                                     own_view=own_view)
 
-    def full_scan(self, seg: Segment) -> SegmentScan:
-        """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it)."""
+    def full_scan(self, seg: Segment, to_recover: bool = True) -> SegmentScan:
+        """A CRC-checked scan of the whole current ``.log`` (reused while the cache holds it); ``to_recover``: the
+        scan also prepares the indexes recovery writes (not for a scan made to check the indexes)."""
         size = self.disk.size(seg.log_path)
         cached = self._scans.get(seg.log_path, size)
         if cached is None:
             task = SegmentTask(seg.log_path, seg.base_offset, index_interval=self.cfg.index_interval_bytes,
-                               max_index_size=self.cfg.max_index_size)
+                               max_index_size=self.cfg.max_index_size if to_recover else None)
             cached = self.disk.scan(task, self.ctx.scans)
             self.ctx.bytes_scanned += cached.bytes_read
             self._scans.put(seg.log_path, cached)
@@ -254,14 +255,14 @@ class LogLoader:
         for seg in self.segments.ascending():
             if seg.base_offset in recovered:
                 continue
-            scan = self.full_scan(seg) if ctx.index_check == "full" else None
+            scan = self.full_scan(seg, to_recover=False) if ctx.index_check == "full" else None
             problems = full_problems(seg, scan) if scan is not None else sanity_problems(self.disk, seg)
             if not problems:
                 continue
             rebuildable = [p for p in problems if p != seg.txn_index_path]
             why_not = None
             if rebuildable:
-                why_not = rebuild_indexes(self.disk, seg, scan or self.full_scan(seg), self.cfg)
+                why_not = rebuild_indexes(self.disk, seg, scan or self.full_scan(seg, to_recover=False), self.cfg)
             for path, problem in problems.items():
                 action = "left: a .txnindex is not rebuilt (it needs earlier segments' producer state)" \
                     if path == seg.txn_index_path else why_not or "rebuilt from the log"
