@@ -16,9 +16,8 @@ import numpy as np
 
 from mploader.errors import StartupFailedError
 from mploader.format.index import offset_index_bytes, round_down, time_index_bytes
+from mploader.format.records import INT32_MAX
 from mploader.scan.table import BatchColumns
-
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(slots=True)
@@ -153,4 +152,4 @@ def prepare_indexes(rows: BatchColumns, base: int, draft: np.ndarray, max_index_
                            time_index_bytes(0, plan.time_ts, plan.time_rel))
 
 
-__all__ = ["INT32_MAX", "IndexPlan", "PreparedIndexes", "plan_indexes", "prepare_indexes"]
+__all__ = ["IndexPlan", "PreparedIndexes", "plan_indexes", "prepare_indexes"]
