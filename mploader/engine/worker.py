@@ -250,14 +250,17 @@ def worker_scan(task: SegmentTask, block_name: str, capacity: int, not_before: f
         # every entry takes at least MIN_ENTRY_BYTES, so only a file that grew after the parent sized the block
         # has more rows than slots; the parent scans a file that changed since planning again anyway
         return Grown(os.getpid())
-    arrays = [scan.batches, *(() if scan.draft is None else _draft_arrays(scan.draft))]
-    draft = None if scan.draft is None else DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]),
-                                                                              len(arrays[3])), scan.draft.seconds)
-    if draft is not None and scan.draft is not None and scan.draft.indexes is not None:
-        more = _index_arrays(scan.draft.indexes)
-        if sum(a.nbytes for a in (*arrays, *more)) <= capacity * SLOT_BYTES:  # else Phase 2 prepares them
-            arrays.extend(more)
-            draft = draft._replace(indexes=IndexesLayout.of(scan.draft.indexes))
+    arrays = [scan.batches]
+    draft = None
+    if scan.draft is not None:
+        arrays += _draft_arrays(scan.draft)
+        indexes = scan.draft.indexes
+        more = () if indexes is None else _index_arrays(indexes)
+        if more and sum(a.nbytes for a in (*arrays, *more)) > capacity * SLOT_BYTES:  # Phase 2 prepares them
+            indexes, more = None, ()
+        arrays += more
+        draft = DraftLayout(scan.draft.interval, (len(arrays[1]), len(arrays[2]), len(arrays[3])),
+                            scan.draft.seconds, None if indexes is None else IndexesLayout.of(indexes))
     try:
         Block(block_name).write(arrays)
     except OSError as e:  # the block's (ENOSPC, ENOMEM, a tmpfs quota), never the segment's: recovery must not see it
