@@ -79,6 +79,16 @@ class ReadAhead:
             self._cond.notify()
         self._thread.join(timeout=CLOSE_WAIT_S)
 
+    def _room_for(self, n: int) -> bool:
+        """Wait until ``n`` more bytes fit in the window, and count them as asked for; False once stopped."""
+        with self._cond:
+            while not self._stopped and self.advised + n - self.scanned > self.window:
+                self._cond.wait()
+            if self._stopped:
+                return False
+            self.advised += n
+            return True
+
     def _run(self) -> None:
         _idle_io_priority()
         # the piece asked for before the last one: the descriptor it was asked through (kept open until then: a
@@ -93,12 +103,8 @@ class ReadAhead:
                 try:
                     for offset in range(start, end, self.step):
                         n = min(self.step, end - offset)
-                        with self._cond:
-                            while not self._stopped and self.advised + n - self.scanned > self.window:
-                                self._cond.wait()
-                            if self._stopped:
-                                return
-                            self.advised += n
+                        if not self._room_for(n):
+                            return
                         os.posix_fadvise(fd, offset, n, os.POSIX_FADV_WILLNEED)
                         if waiting is not None:
                             _wait_for_read(*waiting)
