@@ -29,7 +29,7 @@ from mploader.disk import Disk
 from mploader.format import index as idx
 from mploader.recovery.segment import Segment
 from mploader.recovery.segment_recovery import plan_segment_indexes
-from mploader.scan import SegmentScan
+from mploader.scan import BatchColumns, SegmentScan
 from mploader.scan.audit import MISSING, OK, AuditTask, offset_index_verdict, time_index_verdict, txn_index_verdict
 
 
@@ -78,7 +78,7 @@ def full_problems(seg: Segment, scan: SegmentScan) -> dict[str, str]:
 def rebuild_indexes(disk: Disk, seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) -> str | None:
     """Write ``seg``'s offset and time index as ``LogSegment.recover`` would from ``scan`` (the ``.log`` is left
     as it is); None when written, else why not (where recover() would throw)."""
-    plan = plan_segment_indexes(seg, scan, cfg).indexes
+    _, plan = plan_segment_indexes(seg, scan, BatchColumns(scan.batches), cfg)
     if plan.throws_in_loop or plan.failed_at_row is not None or plan.final_time_failed:
         return "left: recovering this segment would fail (an offset that does not fit its index, a control " \
                "batch Kafka cannot read, or an index append Kafka refuses)"

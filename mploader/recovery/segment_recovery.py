@@ -48,20 +48,10 @@ class SegmentRecovery:
     aborted_txns: int
 
 
-@dataclass(slots=True)
-class SegmentIndexes:
-    """What ``LogSegment.recover`` appends to a segment's indexes, from a complete scan of it."""
-
-    rows: BatchColumns  # the scan's batches
-    rows_ok: BatchColumns  # those before the first whose offset does not fit the index (recover() throws there)
-    draft: RecoveryDraft
-    indexes: PreparedIndexes
-
-
-def plan_segment_indexes(seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) -> SegmentIndexes:
-    """The segment's indexes as Phase 1 prepared them with its draft (:mod:`mploader.scan.indexes`), else prepared
-    here."""
-    rows = BatchColumns(scan.batches)
+def plan_segment_indexes(seg: Segment, scan: SegmentScan, rows: BatchColumns, cfg: EffectiveConfig
+                         ) -> tuple[RecoveryDraft, PreparedIndexes]:
+    """The scan's draft and the segment's indexes as Phase 1 prepared them with it (:mod:`mploader.scan.indexes`),
+    each made here from ``rows`` (the scan's batches) where Phase 1 did not."""
     draft = scan.draft
     if draft is None or draft.interval != cfg.index_interval_bytes:  # not made by Phase 1: make it here
         draft = draft_recovery(rows, seg.base_offset, cfg.index_interval_bytes)
@@ -69,7 +59,7 @@ def plan_segment_indexes(seg: Segment, scan: SegmentScan, cfg: EffectiveConfig) 
     if prepared is None or prepared.max_index_size != cfg.max_index_size:
         prepared = prepare_indexes(rows, seg.base_offset, draft.index, cfg.max_index_size, seg.log_path,
                                    scan.fatal is not None)
-    return SegmentIndexes(rows, rows.head(prepared.rows_ok), draft, prepared)
+    return draft, prepared
 
 
 def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerStateManager,
@@ -87,8 +77,9 @@ def recover_segment(disk: Disk, seg: Segment, scan: SegmentScan, psm: ProducerSt
     """
     path = seg.log_path
     index_path = index_path or seg.index_path
-    planned = plan_segment_indexes(seg, scan, cfg)
-    rows, rows_ok, draft, plan = planned.rows, planned.rows_ok, planned.draft, planned.indexes
+    rows = BatchColumns(scan.batches)
+    draft, plan = plan_segment_indexes(seg, scan, rows, cfg)
+    rows_ok = rows.head(plan.rows_ok)  # recover() throws at the first batch whose offset does not fit the index
     limit, throws_in_loop = len(rows_ok), plan.throws_in_loop
     applied = rows_ok if plan.failed_at_row is None else rows_ok.head(plan.failed_at_row)
 
