@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mploader.config import LoaderConfig
-from mploader.disk import Disk, open_disk
+from mploader.disk import Disk, environment, open_disk
 from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.plan import DirPlan, PlannedScans, file_size
 from mploader.engine.select import AutoPlans, auto_plans, make_engine, workers_per_dir
@@ -132,12 +132,14 @@ def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: Loader
     dirs' locks, so that ``mploader verify`` can tell it for the dirs of a running broker too (where the files
     may change under it: the prediction is then of the moment it read them)."""
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=True)
-    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False), engine)
+    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False), engine,
+                      check_writes=False)
 
 
 def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
                metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
-               engine: EngineFactory | None = None, partitions: PartitionRunner | None = None) -> LoadResult:
+               engine: EngineFactory | None = None, partitions: PartitionRunner | None = None,
+               check_writes: bool = True) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     gauges = _ProgressGauges(metrics) if metrics is not None else None
@@ -153,7 +155,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
     try:
         # reads only: a start-up failure it finds changes no byte.  Partitions loaded elsewhere (``partitions``) are
         # changed by another process's disk: this one keeps no listing of theirs, which its changes would not keep true
-        _preflight(states, cfg, disk, offline, keep_listings=partitions is None)
+        _preflight(states, cfg, disk, offline, keep_listings=partitions is None, check_writes=check_writes)
         stats.seconds["preflight"] = time.perf_counter() - t0
         log.debug("preflight of %d data dirs, %d partitions: nothing that fails start-up before recovery (%.1f ms)",
                   len(states), sum(len(s.partitions) for s in states), stats.seconds["preflight"] * 1000)
@@ -322,21 +324,19 @@ def _validate_dirs(data_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 
 def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str],
-               keep_listings: bool = True) -> None:
+               keep_listings: bool = True, check_writes: bool = True) -> None:
     """Everything that fails Kafka's start-up and can be known without recovering, for every data dir, before
     the load writes anything: a held lock, a bad directory name, a partition directory that is a link, no
     usable data dir, then what the loader would refuse in each partition (:mod:`mploader.recovery.preflight`)
     and the same partition in two directories.  Raises the first certain StartupFailedError; reads only
-    (an existing ``.lock`` is locked here: that changes no byte)."""
+    (an existing ``.lock`` is locked here: that changes no byte).  A data dir whose files the environment keeps
+    a load from (:mod:`mploader.disk.environment`; ``check_writes``: also what it may not write) goes offline."""
     for s in states:
         try:
             _inspect_dir(s, disk, cfg.dry_run)
-        except OSError as e:  # not a directory, not readable: offline, and nothing was to be written there
-            offline[s.path] = s.offline_reason = f"{type(e).__name__}: {e}"
-    if all(s.path in offline or s.predicted_offline is not None for s in states):  # Exit.halt(1), foreseen
-        reasons = "; ".join(f"{s.path}: {offline.get(s.path) or s.predicted_offline}" for s in states)
-        raise StartupFailedError(None, "KafkaException (Exit.halt)",
-                                 f"no usable data directory among those given ({reasons})")
+        except OSError as e:  # not a directory, not readable, refused: offline, and nothing was written there
+            _refuse(s, e, offline)
+    _halt_without_usable_dirs(states, offline)
     loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
                for path, tp, kind in s.partitions]
     kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
@@ -346,6 +346,13 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     for path, tp, kind in loading:
         keep = keep_listings and kept < partition_preflight.KEPT_NAMES
         s = state_of[path]
+        if s.path in offline:
+            continue
+        # the environment's check lists the partition through the disk: the listing the checks below use
+        if (problem := environment.partition_problem(disk, path, check_writes)) is not None:
+            disk.release(path)
+            _refuse(s, problem, offline)
+            continue
         failure = partition_preflight.startup_failure(disk, path, kind, cfg.for_topic(tp.topic), keep_listing=keep,
                                                       clean_scans=sized.get(s.path),
                                                       sized_logs=None if s.clean else s.sized_logs)
@@ -356,6 +363,8 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
                 pass
         if failure is not None and partition_preflight.will_not_fail_with_io_error(path):
             raise failure
+    _halt_without_usable_dirs(states, offline)
+    loading = [(path, tp, kind) for path, tp, kind in loading if state_of[path].path not in offline]
     for s in states:  # a clean dir whose every partition was sized: what "auto" may weigh instead of planning it
         if s.clean and s.listed and s.predicted_offline is None and len(sized[s.path]) == len(s.partitions):
             s.clean_scans = CleanScans.total(sized[s.path])
@@ -370,6 +379,21 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
                                      f"duplicate log directories for {tp}: {loaded[0]} and {loaded[1]}")
 
 
+def _refuse(state: _DirState, error: OSError, offline: dict[str, str]) -> None:
+    """The data dir goes offline before the load writes anything in it (and nothing will be)."""
+    offline[state.path] = state.offline_reason = f"{type(error).__name__}: {error}"
+    state.partitions = []
+    log.error("%s: %s; the data dir goes offline and nothing in it is changed", state.path, error)
+
+
+def _halt_without_usable_dirs(states: list[_DirState], offline: dict[str, str]) -> None:
+    """LogManager.createAndValidateLogDirs' Exit.halt(1), foreseen: no data dir left to load."""
+    if all(s.path in offline or s.predicted_offline is not None for s in states):
+        reasons = "; ".join(f"{s.path}: {offline.get(s.path) or s.predicted_offline}" for s in states)
+        raise StartupFailedError(None, "KafkaException (Exit.halt)",
+                                 f"no usable data directory among those given ({reasons})")
+
+
 def _inspect_dir(state: _DirState, disk: Disk, dry_run: bool) -> None:
     """The read-only half of :func:`_prepare_dir`: LogManager's checks of one data dir, its lock when the
     ``.lock`` file exists, and, unless a write to come is foreseen to fail, the checkpoints and the listing."""
@@ -382,6 +406,8 @@ def _inspect_dir(state: _DirState, disk: Disk, dry_run: bool) -> None:
             state.predicted_offline = f"PermissionError: cannot create the data directory {d}"
         return
     _check_dir(d)
+    if (problem := environment.data_dir_problem(d)) is not None:  # before the lock and checkpoints are opened
+        raise problem
     lock_path = os.path.join(d, LOCK_FILE)
     writes = False
     if os.path.lexists(lock_path):

@@ -36,6 +36,11 @@ class Disk(abc.ABC):
         return None
 
     @abc.abstractmethod
+    def other_entries(self, directory: str) -> dict[str, int]:
+        """Of the listing :meth:`list_files` made, the entries that are neither files nor links (directories, special
+        files), by name with their ``lstat`` mode; empty for a directory not listed."""
+
+    @abc.abstractmethod
     def release(self, directory: str) -> None:
         """The load is done with ``directory``: forget its listing (a partition's listing can be large)."""
 
@@ -50,6 +55,11 @@ class Disk(abc.ABC):
     @abc.abstractmethod
     def size(self, path: str) -> int:
         """The file's size; FileNotFoundError when it does not exist."""
+
+    @abc.abstractmethod
+    def current_size(self, path: str) -> int:
+        """The file's size now, never a kept one: :meth:`size` keeps what it found until this disk changes the file,
+        so the two differ when another process changed it meanwhile."""
 
     @abc.abstractmethod
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
@@ -89,10 +99,10 @@ class Disk(abc.ABC):
 
     @abc.abstractmethod
     def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
-              truncate: bool = True) -> None:
+              truncate: bool = True, exclusive: bool = False) -> None:
         """Write ``data`` at position 0; without ``truncate`` a longer old file keeps its tail.  ``fsync``:
         durable before this returns; ``durable``: durable before :meth:`flush` returns (docs/architecture.md,
-        "Durability")."""
+        "Durability"); ``exclusive``: a file this write creates, never one that exists (O_EXCL)."""
 
     @abc.abstractmethod
     def changed_dirs(self) -> list[str]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from mploader.disk.real import RealDisk, _lock_or_fail
+from mploader.format.files import open_regular
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_buffer
 
 
@@ -65,6 +66,9 @@ class DryRunDisk(RealDisk):
             raise FileNotFoundError(path)
         return v.size
 
+    def current_size(self, path: str) -> int:
+        return self.size(path) if path in self._overlay else super().current_size(path)
+
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         v = self._overlay.get(path)
         if v is None:
@@ -101,9 +105,12 @@ class DryRunDisk(RealDisk):
     def lock(self, lock_path: str) -> int | None:
         if not os.path.lexists(lock_path):
             self.write(lock_path, b"")
-        if not self._check_lock or not os.path.exists(lock_path):  # (no broker locks a missing file)
+            return None  # (no broker locks a missing file)
+        fd, _ = open_regular(lock_path)  # a link, dangling or not, is refused as the real load refuses it
+        if not self._check_lock:
+            os.close(fd)
             return None
-        return _lock_or_fail(os.open(lock_path, os.O_RDONLY), fcntl.LOCK_SH, lock_path)
+        return _lock_or_fail(fd, fcntl.LOCK_SH, lock_path)
 
     def remove_empty_dir(self, path: str) -> None:
         if os.listdir(path):
@@ -112,7 +119,7 @@ class DryRunDisk(RealDisk):
     # ---- writing -----------------------------------------------------------------------
 
     def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
-              truncate: bool = True) -> None:
+              truncate: bool = True, exclusive: bool = False) -> None:
         if not truncate and self.exists(path) and self.size(path) > len(data):
             data = data + self.read(path)[len(data):]
         self._overlay[path] = _Virtual(bytes(data), len(data))

@@ -8,6 +8,7 @@ import fcntl
 import functools
 import mmap
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -15,8 +16,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from mploader.disk.base import Disk
 from mploader.disk.mutations import hooked, point
-from mploader.errors import StartupFailedError
-from mploader.format.files import read_file, read_to
+from mploader.errors import EnvironmentFailure, StartupFailedError, hard_linked
+from mploader.format.files import open_regular, read_file, read_to, sparse
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
 # a file up to this size is read whole by view(), a bigger one mapped: an index of a few entries took 4.5 us read
@@ -29,12 +30,17 @@ R = TypeVar("R")
 
 
 def _timed(change: Callable[Concatenate[RealDisk, P], R]) -> Callable[Concatenate[RealDisk, P], R]:
-    """Count the time of a change in ``change_seconds`` (how much of Phase 2 the file system takes)."""
+    """Count the time of a change in ``change_seconds`` (how much of Phase 2 the file system takes), and name the
+    changed file in an error that names none."""
     @functools.wraps(change)
     def timed(self: RealDisk, /, *args: P.args, **kwargs: P.kwargs) -> R:
         t0 = time.perf_counter()
         try:
             return change(self, *args, **kwargs)
+        except OSError as e:
+            if e.filename is not None or not args:
+                raise
+            raise OSError(e.errno, e.strerror, args[0]) from e  # a write's ENOSPC names no file: name it
         finally:
             spent = time.perf_counter() - t0
             with self._clock_lock:
@@ -46,6 +52,7 @@ class RealDisk(Disk):
     def __init__(self) -> None:
         self._listings: dict[str, set[str]] = {}  # directory -> its files, kept up to date by this disk's changes
         self._links: dict[str, set[str]] = {}
+        self._others: dict[str, dict[str, int]] = {}  # directory -> its entries neither files nor links: name -> mode
         # path -> size of a file of a kept listing, asked once and forgotten at this disk's next change of the file
         # (a segment's .log was stat-ed ~5 times in its recovery: perf/README.md, "Sizes kept"); by path: a look-up
         # needs no split of it
@@ -64,15 +71,19 @@ class RealDisk(Disk):
         if listing is None:
             listing = set()
             links = set()
+            others: dict[str, int] = {}
             with os.scandir(directory) as it:
                 for e in it:
                     if not e.is_file():  # follows links, as isFile does
+                        if not e.is_symlink():  # a directory or a special file: the environment's check refuses some
+                            others[e.name] = stat.S_IFDIR if e.is_dir() else e.stat(follow_symlinks=False).st_mode
                         continue
                     listing.add(e.name)
                     if e.is_symlink():  # a link to a file: the loader's to refuse
                         links.add(e.name)
             self._listings[directory] = listing
             self._links[directory] = links
+            self._others[directory] = others
         return sorted(listing)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
 
     def kept_listing(self, directory: str) -> list[str] | None:
@@ -81,9 +92,13 @@ class RealDisk(Disk):
     def symlinks(self, directory: str) -> set[str]:
         return self._links.get(directory, set())
 
+    def other_entries(self, directory: str) -> dict[str, int]:
+        return self._others.get(directory, {})
+
     def release(self, directory: str) -> None:
         self._listings.pop(directory, None)
         self._links.pop(directory, None)
+        self._others.pop(directory, None)
         for path in self._sized.pop(directory, ()):
             self._sizes.pop(path, None)
 
@@ -129,14 +144,17 @@ class RealDisk(Disk):
             self._sized.setdefault(directory, []).append(path)
         return size
 
+    def current_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         return read_file(path, start, end)
 
     def view(self, path: str) -> bytes | mmap.mmap:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd, st = open_regular(path)
         try:
-            size = os.fstat(fd).st_size
-            if size <= VIEW_READ_BELOW:
+            size = st.st_size
+            if size <= VIEW_READ_BELOW or sparse(st):
                 return read_to(fd, size)
             mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
@@ -166,9 +184,9 @@ class RealDisk(Disk):
         # broker runs (only a clean LogManager.shutdown or a dir failure deletes it)
         if not os.path.lexists(lock_path):
             self.write(lock_path, b"")
-        if not os.path.exists(lock_path):  # a dangling link: nothing to lock (and nothing created outside)
-            return None
-        return _lock_or_fail(os.open(lock_path, os.O_RDWR), fcntl.LOCK_EX, lock_path)
+        # a link (a dangling one would turn the lock off) or a special file is refused: the dir goes offline
+        fd, _ = open_regular(lock_path, os.O_RDWR)
+        return _lock_or_fail(fd, fcntl.LOCK_EX, lock_path)
 
     @_timed
     def remove_empty_dir(self, path: str) -> None:
@@ -180,12 +198,12 @@ class RealDisk(Disk):
 
     @_timed
     def write(self, path: str, data: bytes, *, fsync: bool = False, durable: bool = False,
-              truncate: bool = True) -> None:
+              truncate: bool = True, exclusive: bool = False) -> None:
         # no O_TRUNC: ext4 flushes a file truncated to 0 and rewritten when it is closed (auto_da_alloc),
         # which made every rewrite of an existing index cost a disk write; the bytes are the same
         point("write", path)
         created = hooked() and not os.path.lexists(path)
-        fd = _open_for_writing(path)
+        fd = _open_for_writing(path, exclusive)
         self._listed(path, True)  # there now, whatever happens to the write (a listing after a failure shows it)
         try:
             if created:
@@ -221,7 +239,8 @@ class RealDisk(Disk):
 
     def write_atomically(self, path: str, data: bytes) -> None:
         tmp = path + ".tmp"
-        self.write(tmp, data, fsync=True)
+        self.delete(tmp)  # a leftover (or a hard link planted there): only its name goes, then a file of our own
+        self.write(tmp, data, fsync=True, exclusive=True)
         self.rename(tmp, path)
         self.sync_dir(os.path.dirname(path))
 
@@ -275,18 +294,23 @@ class RealDisk(Disk):
         return True
 
 
-def _open_for_writing(path: str) -> int:
-    """Open (creating) ``path`` for writing, never through a symbolic link.  The loader refuses links to files
-    when it lists a partition; a dangling one is skipped (as Kafka's isFile skips it), and a write by its name
-    would create its target outside the data dir.  That write is refused as the listed links are, failing start-up
-    (not an IOException: recoverLog would cut the segment it was recovering)."""
+def _open_for_writing(path: str, exclusive: bool = False) -> int:
+    """Open (creating; ``exclusive``: only creating) ``path`` for writing: a regular file with one name.  Never
+    through a symbolic link: the loader refuses links to files when it lists a partition; a dangling one is skipped
+    (as Kafka's isFile skips it), and a write by its name would create its target outside the data dir.  That write
+    is refused as the listed links are, failing start-up.  A hard link (the same file under a name outside the data
+    dir, perhaps) or a special file is refused before a byte is written (the preflight refuses them first)."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as e:
+        fd, st = open_regular(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else 0))
+    except EnvironmentFailure as e:
         if e.errno != errno.ELOOP:
             raise
         raise StartupFailedError(path, "KafkaException", "a file mploader writes is a dangling symbolic link; "
                                  "mploader does not follow links out of a data dir: remove the link") from None
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise hard_linked(path, st.st_nlink)
+    return fd
 
 
 def _write_all(fd: int, view: memoryview, path: str) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from mploader.format import names, records
+from mploader.format.files import open_regular, read_file, read_to
 from mploader.format.index import OFFSET_ENTRY
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
 
@@ -37,8 +38,7 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
         return []
     index_path = log_path[: -len(names.LOG_SUFFIX)] + names.INDEX_SUFFIX
     try:
-        with open(index_path, "rb") as f:
-            data = f.read()
+        data = read_file(index_path)
     except OSError:
         return []
     entries = np.frombuffer(data, OFFSET_ENTRY, count=len(data) // 8)
@@ -52,14 +52,14 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
     raised = pos[raising]
     out: list[int] = []
     target = chunk_bytes
-    with open(log_path, "rb") as f:
+    fd, _ = open_regular(log_path)
+    try:
         while (k := int(np.searchsorted(raised, target))) < len(raising):
             i = int(raising[k])
             p = int(pos[i])
             if records.header_load_fails(p, size):
                 break
-            f.seek(p)
-            head = f.read(records.RECORD_BATCH_OVERHEAD)
+            head = read_to(fd, p + records.RECORD_BATCH_OVERHEAD, p)
             if len(head) < records.RECORD_BATCH_OVERHEAD:
                 break  # the file is shorter than planned
             base, _, _, magic, _, _, last_offset_delta = records.BATCH_HEADER.unpack_from(head)[:7]
@@ -68,6 +68,8 @@ def chunk_boundaries(log_path: str, base_offset: int, size: int, chunk_bytes: in
                 break
             out.append(p)
             target = p + chunk_bytes
+    finally:
+        os.close(fd)
     return out
 
 

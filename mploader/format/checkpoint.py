@@ -248,8 +248,7 @@ def clean_shutdown_marker_bytes(broker_epoch: int | None) -> bytes:
 def read_broker_epoch(path: str | os.PathLike[str]) -> int | None:
     """The broker epoch of a marker, tolerantly (unknown fields ignored; unreadable => None)."""
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8"))
+        doc = json.loads(read_file(path, end=4096).decode("utf-8"))
         epoch = doc.get("brokerEpoch") if isinstance(doc, dict) else None
         ok = isinstance(epoch, int) and not isinstance(epoch, bool) and INT64_MIN <= epoch <= INT64_MAX
         return epoch if ok else None

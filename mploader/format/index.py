@@ -24,6 +24,7 @@ from dataclasses import astuple, dataclass
 import numpy as np
 
 from mploader.errors import CorruptIndexError, StartupFailedError
+from mploader.format.files import open_regular, read_file, read_to, sparse
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
@@ -51,12 +52,16 @@ def map_entries(path: str | os.PathLike[str], dtype: np.dtype, *, random_access:
     the last slot of a fresh sparse 10 MiB index otherwise costs milliseconds of readahead
     -- but slower for a scan of every entry.
     """
-    with open(path, "rb") as f:
-        length = os.fstat(f.fileno()).st_size
-        count = length // dtype.itemsize
+    fd, st = open_regular(path)
+    try:
+        count = st.st_size // dtype.itemsize
         if count == 0:
             return np.empty(0, dtype)
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if sparse(st):  # a hole read through a mapping on a full tmpfs is a SIGBUS: read it
+            return np.frombuffer(read_to(fd, count * dtype.itemsize), dtype, count=count)
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
     if random_access and hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
         mm.madvise(mmap.MADV_RANDOM)
     return np.frombuffer(mm, dtype, count=count)
@@ -189,8 +194,7 @@ def read_txn_index(path: str | os.PathLike[str], base_offset: int | None = None)
     lastOffset is below ``base_offset`` (from there on Kafka reports a corrupt index instead,
     :func:`txn_index_problem`, and recovery truncates the file).
     """
-    with open(path, "rb") as f:
-        return parse_txn_index(f.read(), os.fspath(path), base_offset)
+    return parse_txn_index(read_file(path), os.fspath(path), base_offset)
 
 
 def parse_txn_index(data: bytes, path: str | None = None, base_offset: int | None = None) -> np.ndarray:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from mploader.errors import CorruptSnapshotError
 from mploader.format.crc import crc32c
+from mploader.format.files import read_file
 from mploader.format.java_hashmap import (  # re-exported: the order snapshots are written in
     JavaLongHashMap as JavaLongHashMap,
     computed_hashmap_order as computed_hashmap_order,
@@ -76,5 +77,4 @@ def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapsho
 
 
 def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
-    with open(path, "rb") as f:
-        return parse_snapshot(f.read(), os.fspath(path))
+    return parse_snapshot(read_file(path), os.fspath(path))  # a regular file, never through a link

@@ -25,7 +25,9 @@ import json
 import os
 
 from mploader.disk.base import Disk
+from mploader.errors import EnvironmentFailure
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+from mploader.format.files import open_regular, read_to
 from mploader.format.names import SNAPSHOT_SUFFIX
 
 JOURNAL = "mploader-journal"
@@ -35,11 +37,13 @@ def _marker_identity(data_dir: str) -> str | None:
     """The clean-shutdown marker of ``data_dir`` as one string (None: there is none)."""
     path = os.path.join(data_dir, CLEAN_SHUTDOWN_MARKER)
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            content = f.read(4096)
-    except (FileNotFoundError, IsADirectoryError):
+        fd, st = open_regular(path)
+    except (FileNotFoundError, EnvironmentFailure):  # none, or a directory: none to identify
         return None
+    try:
+        content = read_to(fd, 4096)
+    finally:
+        os.close(fd)
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{content.hex()}"
 
 

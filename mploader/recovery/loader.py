@@ -21,7 +21,15 @@ import numpy as np
 
 from mploader.config import EffectiveConfig
 from mploader.disk.base import Disk
-from mploader.errors import CheckpointNumberFormatError, InvalidFileNameError, LoadInterrupted, StartupFailedError
+from mploader.errors import (
+    CheckpointNumberFormatError,
+    EnvironmentFailure,
+    InvalidFileNameError,
+    LoadInterrupted,
+    StartupFailedError,
+    environment_failure,
+    of_the_environment,
+)
 from mploader.format import checkpoint, names
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import INT64_MAX, DirKind, TopicPartition
@@ -50,11 +58,6 @@ from mploader.scan import BATCH_TABLE, ScanSource, SegmentScan, SegmentTask, Sto
 log = logging.getLogger(__name__)
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # FileRecords refuses to open a larger .log
-# A full disk while a segment is recovered is not the corruption recoverLog's catch of an IOException is for: a
-# snapshot write that fails so would make Kafka cut the segment to its base offset and delete every later one
-# (its index writes, through a mapping, would crash the broker instead).  The partition fails, its files as
-# they are (what recovery already cut was invalid), and the dir goes offline; a load with room finishes it.
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @dataclass(slots=True)
@@ -459,6 +462,7 @@ class LogLoader:
         # readNextOffset a walk of all of it (an unclean shutdown leaves the active segment's index preallocated)
         if note_before:
             self._note_log_end_before(scan)
+        self._check_unchanged(seg, scan)
         pending = seg.index_path + names.DELETED_SUFFIX if index_last else None
         if pending is not None and self.disk.exists(seg.index_path):
             self.disk.rename(seg.index_path, pending)
@@ -482,6 +486,16 @@ class LogLoader:
         if pending is not None:
             self.disk.rename(pending, seg.index_path)
         return result.truncated_bytes
+
+    def _check_unchanged(self, seg: Segment, scan: SegmentScan) -> None:
+        """Before a recovery changes a segment: it still has the size it was planned and scanned with.  A segment
+        another process appends to (a running broker without its lock, a copy still in progress) would be cut at
+        the torn batch it was writing, and every later segment deleted: valid data (docs/loading.md §18)."""
+        now = self.disk.current_size(seg.log_path)
+        if now != scan.end or now != self.disk.size(seg.log_path):
+            raise EnvironmentFailure(seg.log_path, errno.EBUSY, f"the segment changed size during the load "
+                                     f"({scan.end} bytes scanned, {now} now): another process is writing it",
+                                     "stop whatever writes to the data dir (a broker, a copy) and load again")
 
     # ---- §6.6 recoverLog ------------------------------------------------------------------------
 
@@ -516,8 +530,8 @@ class LogLoader:
                 truncated = self._recover_segment(seg, before_cut=condemn, note_before=not later)
                 self._scans.unpin(seg.log_path)  # recovered for the last time: an ordinary cached scan
             except (InvalidOffsetError, OSError) as e:
-                if isinstance(e, OSError) and e.errno in DISK_FULL:
-                    raise  # no corruption: the partition fails with its data as it is (see DISK_FULL)
+                if of_the_environment(e):  # Kafka cuts here too; mploader never cuts for the environment
+                    raise environment_failure(e, self.dir) from e
                 log.warning("%s: %s; truncating segment %d to its base offset", self.dir, e, seg.base_offset)
                 truncated = truncate_to(self.disk, seg, seg.base_offset, self.cfg.max_index_size,
                                         before_cut=condemn)

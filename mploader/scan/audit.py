@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from mploader.format import index as idx, names
+from mploader.format.files import read_file
 from mploader.scan.table import Marker
 from mploader.scan.walk import SegmentTask, Stop, scan_segment
 
@@ -228,8 +229,7 @@ def time_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
 
 
 def txn_index_verdict(path: str, task: AuditTask, rows: np.ndarray) -> str:
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_file(path)
     size = idx.TXN_ENTRY.itemsize
     entries = idx.entries_from_bytes(data, idx.TXN_ENTRY)
     i = _first(entries["version"] != 0)

@@ -1,0 +1,81 @@
+"""What the environment lets a load do, found before its first write (docs/loading.md, "Errors of the environment").
+
+Kafka opens whatever stands at a name it reads or writes: a FIFO blocks its start for ever, a device is written
+into, a link leads out of the data dir, a hard link shares a cut with a file elsewhere, and a file it may not write
+fails a recovery, which ``recoverLog`` takes for corruption (it cuts valid data).  mploader refuses all of these
+from ``lstat`` alone, before a byte is read or written in the data dir: the dir goes offline (as Kafka's
+``LogDirFailureChannel`` takes it), with a message naming the file and what to fix.  Every open is also safe on
+its own (:func:`mploader.format.files.open_regular`): this is the check that comes first, so that a dry run
+predicts it and a load writes nothing before it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+
+from mploader.disk.base import Disk
+from mploader.errors import EnvironmentFailure, hard_linked
+from mploader.format import checkpoint
+from mploader.format.files import special_file
+
+# the files of a data dir that a load reads or writes by name (Kafka's checkpoints, its lock and broker identity,
+# mploader's own record), and their temporary files: a link there would lead a read or a write out of the dir
+DATA_DIR_FILES = frozenset(name + tmp for name in (
+    checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT,
+    checkpoint.REPLICATION_OFFSET_CHECKPOINT, ".lock", "meta.properties", "mploader-recovered") for tmp in ("", ".tmp"))
+# names a load writes in a partition directory: a directory standing there fails the write (EISDIR)
+_WRITTEN_NAME = re.compile(r"\d+\.(?:log|index|timeindex|txnindex|snapshot)(?:\.\w+)*|(?:leader-epoch-checkpoint|"
+                           r"partition\.metadata)(?:\.tmp)?|mploader-journal")
+
+
+def data_dir_problem(directory: str) -> EnvironmentFailure | None:
+    """The first entry of the data dir itself that no load may touch: a special file, or a link at a name a load
+    reads or writes (partition directories are the listing's to check)."""
+    with os.scandir(directory) as entries:
+        for e in entries:
+            if e.is_symlink():
+                if e.name in DATA_DIR_FILES:
+                    return special_file(e.path, stat.S_IFLNK)
+            elif not e.is_dir(follow_symlinks=False) and not e.is_file(follow_symlinks=False):
+                return special_file(e.path, e.stat(follow_symlinks=False).st_mode)
+    return None
+
+
+def partition_problem(disk: Disk, directory: str, writes: bool) -> EnvironmentFailure | None:
+    """The first entry of a partition directory that stops its load: a special file, a directory where a load
+    writes a file, and where the load may write (``writes``): a file with another name (a hard link), one this
+    process may not write (permissions, an immutable or read-only file: ``access`` says so even to root), or the
+    directory itself not writable.  It lists the directory through ``disk`` (the listing the preflight's other
+    checks and the loader use).  Links to files are the partition preflight's (a start-up failure, as before)."""
+    if writes and not os.access(directory, os.W_OK | os.X_OK):
+        return _not_writable(directory)
+    files = disk.list_files(directory)
+    for name, mode in sorted(disk.other_entries(directory).items()):
+        if not stat.S_ISDIR(mode) or _WRITTEN_NAME.fullmatch(name):
+            return special_file(os.path.join(directory, name), mode)
+    if writes:
+        links = disk.symlinks(directory)
+        for name in files:
+            if name in links:
+                continue
+            path = os.path.join(directory, name)
+            if (links_to_it := os.lstat(path).st_nlink) > 1:
+                return hard_linked(path, links_to_it)
+            if not os.access(path, os.W_OK):
+                return _not_writable(path)
+    return None
+
+
+def _not_writable(path: str) -> EnvironmentFailure:
+    err = errno.EACCES if os.geteuid() != 0 else errno.EPERM  # root: an immutable file or a read-only mount
+    return EnvironmentFailure(path, err, "this process may not change it", _FIX_WRITABLE)
+
+
+_FIX_WRITABLE = ("load as its owner, or make it writable (chmod u+w, chown), clear an immutable or append-only "
+                 "attribute (lsattr; chattr -i -a), or remount the file system read-write; or use --dry-run")
+
+
+__all__ = ["DATA_DIR_FILES", "data_dir_problem", "partition_problem"]
