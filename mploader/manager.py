@@ -339,6 +339,8 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     _halt_without_usable_dirs(states, offline)
     loading = [(path, tp, kind) for s in states if s.listed and s.predicted_offline is None
                for path, tp, kind in s.partitions]
+    if cfg.persist_recovery_points:
+        _refuse_names_checkpoints_cannot_carry(loading)
     kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
     # per clean data dir (an unclean load plans its scans exactly), what a clean load may scan, per partition sized
     sized: dict[str, list[CleanScans]] = {s.path: [] for s in states if s.clean}
@@ -377,6 +379,25 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
         if len(loaded) > 1:
             raise StartupFailedError(loaded[1], "IllegalStateException",
                                      f"duplicate log directories for {tp}: {loaded[0]} and {loaded[1]}")
+
+
+def _refuse_names_checkpoints_cannot_carry(loading: list[tuple[str, TopicPartition, DirKind]]) -> None:
+    """A recovery-point checkpoint line is ``topic partition offset`` in UTF-8: a topic with whitespace or bytes
+    that are not UTF-8 (Kafka's name parser takes both; Kafka itself creates no such topic) would write a
+    checkpoint the next load rejects (the dir offline) or could not be written at all."""
+    for path, tp, _ in loading:
+        if any(c.isspace() for c in tp.topic) or not _utf8(tp.topic):
+            raise StartupFailedError(path, "KafkaException", "a partition directory whose topic holds whitespace or "
+                                     "bytes that are not UTF-8 cannot be named in a checkpoint (--resumable): "
+                                     "rename it or move it out of the data dir, or load without --resumable")
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a listing's undecodable bytes come back as lone surrogates
+        return False
+    return True
 
 
 def _refuse(state: _DirState, error: OSError, offline: dict[str, str]) -> None:

@@ -10,12 +10,14 @@ segment to its base offset and deletes every later one (``tests/test_limits.py``
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -340,3 +342,133 @@ def test_environment_failure_pickles() -> None:
     e = EnvironmentFailure("/d/t-0/1.snapshot", errno.EACCES, "Permission denied", "fix it")
     back = pickle.loads(pickle.dumps(e))
     assert str(back) == str(e) and back.errno == errno.EACCES and back.filename == "/d/t-0/1.snapshot"
+
+
+# ---- as an unprivileged user ----------------------------------------------------------------------------------
+
+
+def _load_as(uid: int, data: Path, config: LoaderConfig = CONFIG) -> dict[str, object]:
+    """load_logs in a forked child that has dropped to ``uid`` (no new interpreter: the test's may not be
+    reachable by that user): its offline dirs, its outcome, or the error it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            try:
+                result = load_logs([str(data)], config, now_ms=GEN_NOW)
+                doc: dict[str, object] = {"offline": result.offline_dirs,
+                                          "outcome": outcome(result, data.parent)}
+            except Exception as e:  # noqa: BLE001 - reported to the parent
+                doc = {"error": f"{type(e).__name__}: {e}"}
+            os.write(write, json.dumps(doc).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        doc = json.loads(f.read() or b"{}")
+    os.waitpid(pid, 0)
+    return doc
+
+
+@needs_root
+def test_a_root_owned_snapshot_when_another_user_loads(pristine: Path, undisturbed) -> None:
+    """The load runs as 'nobody' over a data dir that user owns, but for one root-owned snapshot recovery must
+    rewrite (EACCES): Kafka cut 484 acknowledged offsets here; the preflight refuses the dir, naming the file."""
+    nobody = 65534
+    work = Path(tempfile.mkdtemp(prefix="mploader-hostile-", dir="/tmp"))
+    try:
+        os.chmod(work, 0o755)
+        copy_tree(pristine, work / "b")
+        data = work / "b" / "data-0"
+        for path in [work / "b", *(work / "b").rglob("*")]:
+            os.lchown(path, nobody, nobody)
+        snap = a_middle_snapshot(data)
+        if not snap.exists():
+            snap.write_bytes(b"")
+        os.chown(snap, 0, 0)
+        os.chmod(snap, 0o644)
+        before = logs_of(work / "b")
+        doc = _load_as(nobody, data)
+        reason = str(doc.get("error") or doc.get("offline"))
+        assert str(snap) in reason and "EACCES" in reason, doc
+        assert logs_of(work / "b") == before
+        os.chown(snap, nobody, nobody)
+        again = _load_as(nobody, data)
+        assert again.get("offline") == {}, again
+        assert json.loads(json.dumps(again["outcome"]).replace(str(work / "b"), "ROOT")) == undisturbed[0]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- names a checkpoint cannot carry, a concurrent writer, a full tmpfs ------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["new\nline-0", "bad\udcff-0", "sp ace-0"], ids=["newline", "non-utf8", "space"])
+def test_a_partition_name_a_checkpoint_cannot_carry_is_refused_with_resumable(pristine: Path, tmp_path: Path,
+                                                                            name: str) -> None:
+    work = tmp_path / "b"
+    copy_tree(pristine, work)
+    data = work / "data-0"
+    shutil.copytree(partitions(data)[0], data / name)
+    before = tree_state(work)
+    with pytest.raises(StartupFailedError, match="cannot be named in a checkpoint"):
+        load_logs([str(data)], LoaderConfig(persist_recovery_points=True), now_ms=GEN_NOW)
+    assert changed(before, tree_state(work)) == []
+
+
+def test_a_segment_appended_to_during_the_load_is_not_cut(pristine: Path, tmp_path: Path) -> None:
+    """Another process appends to a segment after the plan and before its recovery (a broker running without its
+    lock): the load stops that partition; the appended bytes, and every byte before them, stay."""
+    work = tmp_path / "b"
+    copy_tree(pristine, work)
+    data = work / "data-0"
+    seg = a_middle_snapshot(data).with_suffix(".log")
+    appended = False
+
+    def writer(op: str, path: str) -> None:
+        nonlocal appended
+        if not appended and op == "write" and os.path.dirname(path) == str(seg.parent):
+            with open(seg, "ab") as f:  # half a batch: what a writer leaves between two writes
+                f.write(seg.read_bytes()[:40])
+            appended = True
+
+    set_mutation_hook(writer)
+    try:
+        result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW)
+    finally:
+        set_mutation_hook(None)
+    assert appended
+    grown = seg.read_bytes()
+    reason = result.offline_dirs[str(data)]
+    assert str(seg) in reason and "changed size during the load" in reason, reason
+    assert seg.read_bytes() == grown
+    assert all(p.stat().st_size > 0 for p in seg.parent.glob("*.log"))
+
+
+@needs_root
+def test_a_full_tmpfs_under_a_sparse_index_is_no_sigbus(pristine: Path, tmp_path: Path) -> None:
+    """A preallocated index is mostly holes; read through a mapping on a full tmpfs, a hole is a SIGBUS that ended
+    the process without a word (exit 135).  The load reads such files: it ends with an exit code and a message."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        copy_tree(pristine, mount / "b")
+        holes = [p for p in (mount / "b").rglob("*index") if p.stat().st_blocks * 512 < p.stat().st_size]
+        assert holes, "no sparse index in the copy"
+        with open(mount / "filler", "wb") as f:
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"\xff" * 65536)
+                    f.flush()
+        code, out, _ = load_in_child(mount / "b" / "data-0")
+        assert code not in (-7, 135), out  # SIGBUS
+        assert code == 0 or "No space left on device" in out or "ENOSPC" in out, out
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
