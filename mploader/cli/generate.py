@@ -48,8 +48,14 @@ class ProgressBar(Callback):
         self.stream.flush()
 
 
+def _after_failure(args: argparse.Namespace) -> str:
+    """What a generate that stopped half-way left (:func:`mploader.cli.failures.failed`)."""
+    return f"{args.out_dir} holds an incomplete broker: once that is fixed, run it again with --overwrite"
+
+
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     d = GeneratorConfig()
+    p.set_defaults(_after_failure=_after_failure)
     p.add_argument("out_dir", metavar="OUT_DIR",
                    help="where to write the data dirs (data-0, data-1, ...) and manifest.json; "
                         "must be absent or empty")

@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from mploader.cli.dirs import looks_like_partition_dir, refuse_data_dir_parents
 from mploader.cli.display import terminal_display
+from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
-    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_UNVERIFIED,
     EXIT_USAGE,
     format_bytes,
     parse_size,
@@ -57,9 +59,18 @@ def _read_ahead(text: str) -> int | str:
     return parse_size(text)
 
 
+def after_failure(args: argparse.Namespace) -> str:
+    """What a load that stopped half-way left, and what to do (the command's failures end with it)."""
+    if args.dry_run:
+        return "a dry run changes nothing: run it again"
+    return ("what the load wrote before it stopped is what a Kafka broker itself could have left: load again to "
+            "finish the recovery")
+
+
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EXIT_CODES_HELP
     p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.set_defaults(_after_failure=after_failure)  # mploader.cli.failures.failed
     p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
     p.add_argument("--dry-run", action="store_true",
                    help="report everything recovery would do, with its impact on the data; change nothing")
@@ -319,14 +330,8 @@ def run_load(args: argparse.Namespace) -> int:
                     path=e.path, written_dirs=written_dirs(e))
     except CorruptFileError as e:
         return fail(args, EXIT_FAILURE, "corrupt_file", str(e), path=e.path, position=e.position)
-    except MploaderError as e:
-        return fail(args, EXIT_FAILURE, "error", str(e))
-    except OSError as e:
-        return fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
-    except KeyboardInterrupt:
-        return fail(args, EXIT_INTERRUPTED, "interrupted",
-                    "interrupted; what was written is what a Kafka broker itself could have left: load again to "
-                    "finish the recovery")
+    except (KeyboardInterrupt, MploaderError, OSError) as e:  # Ctrl-C, SIGTERM; an error: its file, what to do
+        return failed(args, e)
     doc = result_document(result, args.dry_run, sorted(set(collected.messages))) if args.json else None
     if doc is None:
         if args.dry_run:
@@ -336,9 +341,8 @@ def run_load(args: argparse.Namespace) -> int:
     if args.verify_after:
         try:
             report = _verify_after(args, result, cfg)
-        except KeyboardInterrupt:
-            return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted while verifying after the load; the "
-                                                               "load itself had finished")
+        except (Exception, KeyboardInterrupt) as e:  # the load stands: its result, and why it is not verified
+            return _unverified(args, result, doc, e)
         healthy = report.healthy
         if doc is not None:
             doc["verification"] = {**report.to_json(), "seconds": {"load": result.stats.seconds.get("total", 0.0),
@@ -367,6 +371,25 @@ def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfi
     assert report is not None
     report.tool_version = tool_version()
     return report
+
+
+def _unverified(args: argparse.Namespace, result: LoadResult, doc: dict[str, Any] | None,
+                error: BaseException) -> int:
+    """``--verify-after`` could not run, or was stopped: the load's result (``--json``: the document, with a
+    ``verification_error``; else the summary printed already) and why the check did not run.  Exit 3, or 130/143
+    when a signal stopped it (a data dir offline makes it 1 instead of 3)."""
+    stopped = isinstance(error, KeyboardInterrupt)
+    code = interrupt_exit_code() if stopped else EXIT_FAILURE if result.offline_dirs else EXIT_UNVERIFIED
+    kind, why, path = ("interrupted", stop_reason(), None) if stopped else describe(error)
+    verify = shlex.join(["mploader", "verify", *(["--workers", "1"] if kind == "io_error" else []), *args.dirs])
+    message = (f"the load finished and its result stands{'' if doc is not None else ' (above)'}, but the check "
+               f"after it (--verify-after) did not complete: {why}; to check the data dirs later: {verify}")
+    if doc is None:
+        print(f"{args._prog}: {message}", file=sys.stderr)
+    else:
+        doc["verification_error"] = {"kind": kind, "message": message, "path": path, "exit_code": code}
+        print_document(doc)
+    return code
 
 
 def _verification_lines(result: LoadResult, report: VerifyReport) -> list[str]:

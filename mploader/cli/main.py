@@ -6,8 +6,9 @@ means a module beside :mod:`.load` and :mod:`.generate` with those two functions
 :func:`main` needs no change.  Only the ``cli`` package prints.
 
 Exit codes (:data:`mploader.cli.units.EXIT_CODES_HELP`): 0 success, 1 failure while running, 2 usage error
-(bad arguments or configuration), 130 interrupted.  With ``--json`` a failure, a usage error included, prints a
-JSON error document on stdout (:mod:`.output`).
+(bad arguments or configuration), 3 ``load --verify-after``'s check could not run, 130 interrupted (Ctrl-C), 143
+stopped by SIGTERM (handled as Ctrl-C, :mod:`.failures`).  Every failure ends in a message; with ``--json``, a
+failure, a usage error included, prints a JSON error document on stdout (:mod:`.output`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mploader.cli.failures import failed, interrupt_exit_code, sigterm_as_interrupt, stop_reason
 from mploader.cli.logs import setup_logging
-from mploader.cli.output import error_document, fail, print_document, tool_version
-from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from mploader.cli.output import error_document, fail, new_command, print_document, tool_version
+from mploader.cli.units import EXIT_CODES_HELP, EXIT_USAGE, UsageError
 from mploader.engine import ONE_BLAS_THREAD, worker_start
 
 # --------------------------------------------------------------------------------------------
@@ -128,6 +130,20 @@ def _exit_without_teardown(code: int) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    new_command()
+    with sigterm_as_interrupt():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:  # while the command's modules were imported: it had not started
+            message = f"{stop_reason()} before it started: nothing was done"
+            if "--json" in argv:
+                print_document(error_document("interrupted", message, exit_code=interrupt_exit_code()))
+            else:
+                print(f"mploader: {message}", file=sys.stderr)
+            return interrupt_exit_code()
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
@@ -152,14 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run: Callable[[argparse.Namespace], int] = args._run  # set_defaults(_run=...) of the subcommand
         return run(args)
     except UsageError as e:
-        print(f"mploader {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as e:
-        print(f"mploader {args.command}: {e}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print(f"mploader {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return fail(args, EXIT_USAGE, "usage", str(e))
+    except (Exception, KeyboardInterrupt) as e:  # what the command's own handlers did not name: one line, an exit code
+        return failed(args, e)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,13 @@ from mploader._version import __version__
 
 SCHEMA_VERSION = 1
 
+_printed: list[bool] = []  # a document went to stdout in this command: a later failure must not print a second
+
+
+def new_command() -> None:
+    """A command starts (:func:`mploader.cli.main.main`): no document printed yet."""
+    _printed.clear()
+
 
 def tool_version() -> str:
     """``mploader._version``, which the package metadata takes too (pyproject.toml: a dynamic version): asking
@@ -31,7 +38,8 @@ def tool() -> dict[str, str]:
 
 def error_document(kind: str, message: str, *, kafka_exception: str | None = None, path: str | None = None,
                    position: int | None = None, exit_code: int, **extra: Any) -> dict[str, Any]:
-    """``kind``: ``usage``, ``startup_failed``, ``io_error``, ``corrupt_file``, ``interrupted`` or ``error``."""
+    """``kind``: ``usage``, ``startup_failed``, ``io_error``, ``corrupt_file``, ``interrupted``, ``out_of_memory``,
+    ``internal_error`` or ``error``."""
     return {"schema": SCHEMA_VERSION, "tool": tool(),
             "error": {"kind": kind, "message": message, "kafka_exception": kafka_exception, "path": path,
                       "position": position, "exit_code": exit_code, **extra}}
@@ -40,8 +48,9 @@ def error_document(kind: str, message: str, *, kafka_exception: str | None = Non
 def fail(args: argparse.Namespace, code: int, kind: str, message: str, **fields: Any) -> int:
     """A command's failure, answered as the command was asked: with ``--json`` the error document on stdout
     (``fields``: :func:`error_document`'s), else ``mploader COMMAND: message`` on stderr (``_prog``, the
-    subcommand parser's name, :func:`mploader.cli.main.build_parser`).  Returns ``code``, the exit code."""
-    if getattr(args, "json", False):  # (a command without --json answers on stderr)
+    subcommand parser's name, :func:`mploader.cli.main.build_parser`).  Returns ``code``, the exit code.  After
+    the command's document went out (a failure while it was written), on stderr: stdout holds one document."""
+    if getattr(args, "json", False) and not _printed:  # (a command without --json answers on stderr)
         print_document(error_document(kind, message, exit_code=code, **fields))
     else:
         print(f"{args._prog}: {message}", file=sys.stderr)
@@ -52,6 +61,8 @@ def print_document(doc: dict[str, Any], stream: TextIO | None = None) -> None:
     """``doc`` as :func:`document_text` lays it out, in one write (``json.dump`` writes every token apart: 72k writes
     for 300 logs)."""
     out = stream or sys.stdout
+    if out is sys.stdout:
+        _printed.append(True)
     out.write(document_text(doc) + "\n")
     out.flush()
 

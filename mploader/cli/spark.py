@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from mploader.cli.dirs import audit_dirs_problem
+from mploader.cli.failures import interrupted
 from mploader.cli.load import result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
-from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from mploader.cli.verify import report_lines
 from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
@@ -68,9 +69,9 @@ def run_spark(args: argparse.Namespace) -> int:
                 tables = loaded.tables
             paths = tables.write(args.out)
             master = spark.sparkContext.master
-    except KeyboardInterrupt:
-        return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted; run it again (verify and a dry run "
-                    "change nothing; an applied load is finished by a rerun)")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM
+        return interrupted(args, "run it again (verify and a dry run change nothing; an applied load is finished "
+                                 "by a rerun)")
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
         return fail(args, EXIT_FAILURE, "error", str(e))
     spark_info = {"master": master, "seconds": time.perf_counter() - t0, "inventory": paths[0],

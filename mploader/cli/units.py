@@ -8,16 +8,22 @@ import re
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_UNVERIFIED = 3  # load --verify-after: the load succeeded, the check after it could not run
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM: stopped as by Ctrl-C (mploader.cli.failures)
 
 EXIT_CODES_HELP = """exit status:
   0    every data dir loaded (generate: written)
-  1    a data dir went offline, a Kafka broker would fail to start on this input, or an I/O error
+  1    a data dir went offline, a Kafka broker would fail to start on this input, an I/O error (a
+       full disk, too many open files: the message names the file and what to do) or out of memory
        (a start-up failure found before recovery changes nothing; the message says so, or names the
        directories a failure found during recovery had already changed)
   2    usage error: bad arguments, a data dir that does not exist (without --create-missing), or a
        folder that holds data dirs given for one
+  3    load --verify-after: the load succeeded, but the check after it could not run (the message
+       says why; mploader verify checks the data dirs later)
   130  interrupted (Ctrl-C): what was written is what a broker itself could have left; load again
+  143  stopped by SIGTERM: as 130, the load stopped at a safe point; load again
 with --json, a failure prints {"schema": 1, "error": {"kind", "message", ...}} on stdout, same exit status"""
 
 

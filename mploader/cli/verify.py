@@ -8,16 +8,10 @@ from typing import Any
 
 from mploader.cli.dirs import audit_dirs_problem
 from mploader.cli.display import terminal_display
+from mploader.cli.failures import failed
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
-from mploader.cli.units import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    format_bytes,
-    parse_workers,
-)
+from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, format_bytes, parse_workers
 from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
@@ -25,11 +19,16 @@ from mploader.verify.report import Finding, segment_healthy
 
 VERIFY_EXIT_CODES_HELP = """exit status:
   0    every partition healthy
-  1    something is wrong (the report says what), or an I/O error
+  1    something is wrong (the report says what), an I/O error (the message names the file and what to
+       do) or out of memory
   2    usage error: bad arguments, a path that is not a directory, or a folder that holds data dirs given
        for one
   130  interrupted (Ctrl-C): verify changes nothing; run it again
+  143  stopped by SIGTERM: as 130
 with --json, a failure prints {"schema": 1, "error": {"kind", "message", ...}} on stdout, same exit status"""
+
+
+AFTER_FAILURE = "verify changes nothing: run it again"
 
 
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,6 +48,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
                    help="also log what the dry run's load logs (-vv: debug); same as mploader -v")
     p.set_defaults(dry_run=True)  # what the load logs is what it would do: its warnings are marked (cli.logs)
+    p.set_defaults(_after_failure=AFTER_FAILURE)  # mploader.cli.failures.failed
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -60,10 +60,8 @@ def run_verify(args: argparse.Namespace) -> int:
         with quiet_unless_verbose(CHANGE_LOGGERS):  # the dry run's warnings (no -v: the report says them)
             cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
             report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
-    except KeyboardInterrupt:
-        return fail(args, EXIT_INTERRUPTED, "interrupted", "interrupted (verify changes nothing: run it again)")
-    except OSError as e:
-        return fail(args, EXIT_FAILURE, "io_error", str(e), path=e.filename if isinstance(e.filename, str) else None)
+    except (KeyboardInterrupt, OSError) as e:  # Ctrl-C or SIGTERM; an I/O error, its file and what to do
+        return failed(args, e)
     finally:
         if display is not None:
             display.close()
