@@ -195,8 +195,13 @@ def environment_failure(error: OSError, path: str | os.PathLike[str] | None = No
         return error
     err = error.errno or errno.EIO
     named = error.filename if error.filename is not None else path
-    fix = _FIXES.get(err, "fix the cause and load again")
+    fix = fix_for(err) or "fix the cause and load again"
     return EnvironmentFailure(named, err, error.strerror or os.strerror(err), fix)
+
+
+def fix_for(err: int | None) -> str | None:
+    """What an operator does about an error of the environment with errno ``err`` (None: nothing specific)."""
+    return _FIXES.get(err) if err is not None else None
 
 
 def hard_linked(path: str | os.PathLike[str], links: int) -> EnvironmentFailure:

@@ -33,6 +33,8 @@ from mploader.errors import (
     InvalidPartitionDirError,
     MalformedCheckpointError,
     StartupFailedError,
+    environment_failure,
+    of_the_environment,
 )
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
@@ -787,6 +789,8 @@ def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, st
     partition: a write's error has no file name) and is None here; any other is returned, to fail the load."""
     if not isinstance(error, OSError):
         return error
+    if of_the_environment(error):  # named, with what to fix (a write's error names no file: the partition then)
+        error = environment_failure(error, path)
     log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path, type(error).__name__, error,
               s.path)
     offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")

@@ -11,6 +11,7 @@ segment to its base offset and deletes every later one (``tests/test_limits.py``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -105,7 +106,9 @@ def check_refused_then_recovered(pristine: Path, undisturbed: tuple[object, dict
     data = work / "data-0"
     culprit = spoil(data)
     before = logs_of(work)
+    predicted = refusal(data, dataclasses.replace(CONFIG, dry_run=True))
     reason = refusal(data)
+    assert predicted == reason  # the dry run predicts the refusal, word for word
     assert str(culprit) in reason and expect_in_reason in reason, reason
     assert "nothing was truncated or deleted" in reason, reason
     assert logs_of(work) == before

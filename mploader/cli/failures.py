@@ -28,7 +28,7 @@ from types import FrameType
 
 from mploader.cli.output import fail
 from mploader.cli.units import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TERMINATED, format_bytes
-from mploader.errors import MploaderError
+from mploader.errors import MploaderError, fix_for
 
 _stopped_by: list[int] = []  # the signal that stopped the command (empty: none, or Ctrl-C's KeyboardInterrupt)
 
@@ -120,26 +120,16 @@ def _os_error_text(error: OSError, path: str | None) -> str:
 
 
 def _what_to_do(code: int | None, path: str | None) -> str | None:
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        if path is not None:
-            return "free space on the file system that holds it"
-        return _shm_full() or "a file system it writes to is full: free space there"
+    """What to do about an error of the environment: mploader.errors' one list, with what only the command can add
+    (which file system is full, the limit on open files in force)."""
+    if code in (errno.ENOSPC, errno.EDQUOT) and path is None and (shm := _shm_full()) is not None:
+        return shm
     if code == errno.EMFILE:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         return f"this process may open only {soft} files: raise the limit with ulimit -n or systemd's LimitNOFILE"
-    if code == errno.ENFILE:
-        return "the system's table of open files is full: close other programs' files or raise fs.file-max"
     if code == errno.ENOMEM:
         return OUT_OF_MEMORY
-    if code == errno.EAGAIN:
-        return "a limit on processes or threads was reached (ulimit -u): raise it, or use fewer worker processes"
-    if code in (errno.EACCES, errno.EPERM):
-        return "run it as the user that owns the data dirs (the broker's)"
-    if code == errno.EROFS:
-        return "the file system is mounted read-only: remount it read-write"
-    if code == errno.EIO:
-        return "the device reported an I/O error: check the disk with dmesg or smartctl before you run it again"
-    return None
+    return fix_for(code)
 
 
 def _shm_full() -> str | None:
