@@ -475,3 +475,41 @@ def test_a_full_tmpfs_under_a_sparse_index_is_no_sigbus(pristine: Path, tmp_path
         assert code == 0 or "No space left on device" in out or "ENOSPC" in out, out
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_offsets_cut_past_a_broken_size_field_are_counted(pristine: Path, tmp_path: Path, where: str) -> None:
+    """A batch whose size field reads 2^31-1, in the middle of a segment: Kafka cuts there (and deletes every later
+    segment); the batches behind it were valid, and the impact report counts their offsets as removed (it read
+    "0 offsets removed" for the last segment, and called the acknowledged ones "not on this disk")."""
+    import struct
+
+    from mploader.scan import SegmentTask, scan_segment
+
+    work = tmp_path / "b"
+    copy_tree(pristine, work)
+    data = work / "data-0"
+
+    def batches(log: Path):  # type: ignore[no-untyped-def]
+        return scan_segment(SegmentTask(str(log), int(log.stem))).batches
+
+    def pick(logs: list[Path]) -> Path:
+        return logs[len(logs) // 2] if where == "middle" else logs[-1]
+
+    part = next(p for p in partitions(data)
+                if len(logs := sorted(p.glob("*.log"))) >= 3 and len(batches(pick(logs))) >= 3)
+    logs = sorted(part.glob("*.log"))
+    seg = pick(logs)
+    rows = batches(seg)
+    broken = len(rows) // 2
+    raw = bytearray(seg.read_bytes())
+    raw[int(rows["position"][broken]) + 8 : int(rows["position"][broken]) + 12] = struct.pack(">i", 2**31 - 1)
+    seg.write_bytes(raw)
+    highest = batches(logs[-1])
+    true_end = int(highest["last_offset"][-1]) + 1 if where == "middle" else int(rows["last_offset"][-1]) + 1
+    result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW)
+    (lg,) = [lg for lg in result.logs.values() if lg.dir == str(part)]
+    impact = lg.impact
+    assert impact.log_end_offset_after == int(rows["last_offset"][broken - 1]) + 1
+    assert impact.log_end_offset_before == true_end
+    assert impact.records_removed == true_end - impact.log_end_offset_after > 0
