@@ -238,13 +238,25 @@ def tree_digest(root: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
-def shm_blocks() -> set[str]:
-    """Names of the POSIX shared-memory blocks in /dev/shm: a pool load's (``mploader-*``, its blocks and its
-    owner marker: mploader.engine.cleanup) and those of Python's own naming (``psm_*``)."""
+def shm_blocks(*pids: int) -> set[str]:
+    """Names of the POSIX shared-memory blocks in /dev/shm of the pool loads that processes ``pids`` ran
+    (``mploader-<pid>-*``: a load names its blocks and its owner marker after the process that runs it,
+    mploader.engine.cleanup), so that a test sees only its own load's, whatever other loads run on the machine.
+    Without ``pids``: every pool load's (``mploader-*``) and those of Python's own naming (``psm_*``)."""
+    prefixes = tuple(f"mploader-{pid}-" for pid in pids) if pids else ("psm_", "mploader-")
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "mploader-"))}
+        return {n for n in os.listdir("/dev/shm") if n.startswith(prefixes)}
     except FileNotFoundError:  # pragma: no cover - not Linux
         return set()
+
+
+def pool_pids(engine: Any) -> set[int]:
+    """The pids of the workers that ``engine`` (a PoolEngine) runs now (loky's executors keep them in
+    ``_processes``): the processes besides the loading one whose names a load's blocks could carry."""
+    pids: set[int] = set()
+    for ex in list(getattr(engine, "_executors", {}).values()):
+        pids.update(int(p) for p in list(getattr(ex, "_processes", {})))
+    return pids
 
 
 # ------------------------------------------------------------------------------------------------
@@ -256,7 +268,8 @@ def main(spec_path: str) -> None:
 
     spec: ``dirs``, ``root``, ``n``, ``now_ms``, ``recovery_threads``, ``out`` (result digest JSON
     written there on success), ``blocks`` (every shared-memory block name the engine creates is
-    appended there as it is created), ``started`` (touched when the first partition finished
+    appended there as it is created), ``owners`` (with ``blocks``: the pids of this process and of its
+    workers, appended as each block is created), ``started`` (touched when the first partition finished
     loading; the next partition's loading thread then waits ``hold_after_started`` seconds), ``calling``
     (touched just before ``load_logs`` is called: imports and set-up are done), ``crashy`` (True:
     install :func:`crashy_scan`).
@@ -278,6 +291,7 @@ def main(spec_path: str) -> None:
     if spec.get("crashy"):
         mploader.engine.pool.worker_scan = crashy_scan
     blocks_file = spec.get("blocks")
+    owners_file = spec.get("owners")
     if blocks_file:
         real_new_block = mploader.engine.pool.PoolEngine._new_block
 
@@ -285,6 +299,9 @@ def main(spec_path: str) -> None:
             block, capacity = real_new_block(self, nbytes_range)
             with open(blocks_file, "a") as bf:
                 bf.write(block.name.lstrip("/") + "\n")
+            if owners_file:  # this process and the workers so far: whose names in /dev/shm are this load's
+                with open(owners_file, "a") as of:
+                    of.write(" ".join(map(str, {os.getpid(), *pool_pids(self)})) + "\n")
             return block, capacity
 
         mploader.engine.pool.PoolEngine._new_block = new_block

@@ -12,9 +12,10 @@ decides and writes must not depend on N:
   ``TestInlineEngine`` / ``TestPoolEngine2`` / ``TestPoolEngine4`` run it for N = 1, 2, 4.
 * Phase 1 descriptors are small: the pickled bytes per task do not grow with the batch count.
 * No shared-memory block outlives a load (success, exception, KeyboardInterrupt, dead worker):
-  ``/dev/shm`` (``psm_*`` blocks, and loky's ``sem.loky-<pid>-*`` semaphores of a child) and
-  Python's resource-tracker warnings are checked, in subprocesses where the interpreter's exit
-  matters.
+  ``/dev/shm`` (the load's ``mploader-<pid>-*`` blocks and owner marker, named after its process
+  and its workers, and loky's ``sem.loky-<pid>-*`` semaphores of a child) and Python's
+  resource-tracker warnings are checked, in subprocesses where the interpreter's exit matters.
+  Only what the load under test made is looked at: other loads may run on the machine meanwhile.
 * A worker that dies (``os._exit``, SIGSEGV, SIGKILL, MemoryError) neither hangs nor fails the
   load: its tasks are retried once on a fresh worker, then scanned inline
   (``tests/crashy_worker.py`` makes workers die on demand).
@@ -68,6 +69,7 @@ from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import (  # noqa: E402
     is_scan_worker,
+    pool_pids,
     relabel,
     result_digest,
     shm_blocks,
@@ -348,50 +350,37 @@ def assert_same_stats(got_results: list[dict[str, Any]], ref: Outcome) -> None:
 
 
 class BlockSpy:
-    """Records every shared-memory block a PoolEngine creates in this process."""
+    """Records every shared-memory block a PoolEngine creates in this process, and the processes whose
+    names the load's blocks could carry (``owners``: this one and the workers seen as blocks were created)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.names: list[str] = []
+        self.owners: set[int] = {os.getpid()}
         real = PoolEngine._new_block
 
         def new_block(engine: PoolEngine, nbytes_range: int):  # type: ignore[no-untyped-def]
             block, capacity = real(engine, nbytes_range)
             self.names.append(block.name.lstrip("/"))
+            self.owners |= pool_pids(engine)
             return block, capacity
 
         monkeypatch.setattr(PoolEngine, "_new_block", new_block)
 
 
-def mapped_elsewhere(names: set[str]) -> set[str]:
-    """Those of ``names`` that a live process other than this one has mapped: blocks in use by
-    other loads on the machine (other test sessions), not leaks of this one."""
-    found: set[str] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                maps = f.read()
-        except OSError:
-            continue
-        found |= {n for n in names if f"/dev/shm/{n}" in maps}
-    return found
-
-
-def assert_no_new_blocks(before: set[str], created: list[str] = ()) -> None:  # type: ignore[assignment]
-    """No block this load created is left (strict: the names were recorded as they were
-    created), and no other psm_ block appeared in /dev/shm.  Other processes on the machine may
-    be loading too: a new block still mapped by another live process is theirs, and a new block
-    gets 3 s to go away before it counts."""
+def assert_no_new_blocks(before: set[str], created: list[str], owners: set[int]) -> None:
+    """No block this load created is left (strict: the names were recorded as they were created),
+    and no other block named after the load's processes (``owners``: the loading process and its
+    workers) appeared in /dev/shm: a new one gets 3 s to go away before it counts.  Only the load's
+    own names are looked at: other loads on the machine (other test sessions, an operator's
+    ``mploader load``) come and go in /dev/shm meanwhile."""
     left = [n for n in created if os.path.exists(f"/dev/shm/{n}")]
     assert not left, f"shared-memory blocks outlived the load: {left}"
     deadline = time.monotonic() + 3
-    new = shm_blocks() - before
+    new = shm_blocks(*owners) - before
     while new and time.monotonic() < deadline:
         time.sleep(0.1)
-        new = shm_blocks() - before
-        new -= mapped_elsewhere(new)
-    assert not new, f"new shared-memory blocks in /dev/shm after the load: {sorted(new)}"
+        new = shm_blocks(*owners) - before
+    assert not new, f"new shared-memory blocks of the load's processes {sorted(owners)} in /dev/shm: {sorted(new)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -440,7 +429,7 @@ class EngineConformance:
         before = shm_blocks()
         got = load_copy(ds, root, groups, self.N)
         assert_same_outcome(got, ref, stats=not defer_stats)
-        assert_no_new_blocks(before, spy.names)
+        assert_no_new_blocks(before, spy.names, spy.owners)
         for r in got.raw:
             if r is not None:
                 assert r.stats.workers_per_dir == self.N
@@ -783,7 +772,7 @@ def test_a_block_that_cannot_be_written_or_read_back_is_never_the_segments_error
     got = load_copy(GEN_UNCLEAN, root, groups, 2)
     assert_same_outcome(got, datasets.reference(GEN_UNCLEAN, request))
     assert got.raw[0].stats.scans_in_parent >= got.raw[0].stats.segments_recovered > 0
-    assert_no_new_blocks(before, spy.names)
+    assert_no_new_blocks(before, spy.names, spy.owners)
 
 
 def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) -> None:
@@ -1055,7 +1044,7 @@ def test_no_block_outlives_a_successful_load(datasets, request, monkeypatch) -> 
     before = shm_blocks()
     load_copy(GEN_UNCLEAN, root, groups, 2)
     assert spy.names
-    assert_no_new_blocks(before, spy.names)
+    assert_no_new_blocks(before, spy.names, spy.owners)
 
 
 def _fatal_dir(root: Path) -> Path:
@@ -1080,7 +1069,7 @@ def test_no_block_outlives_a_failed_load(tmp_path, monkeypatch) -> None:
         load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
     assert e.value.kafka_exception == "KafkaException"
     assert spy.names
-    assert_no_new_blocks(before, spy.names)
+    assert_no_new_blocks(before, spy.names, spy.owners)
 
 
 RESOURCE_TRACKER_WARNINGS = ("resource_tracker", "leaked shared_memory", "leaked semaphore")
@@ -1101,6 +1090,7 @@ def run_child(tmp_path: Path, name: str, dirs: list[Path], root: Path, n: int, n
     (Popen, spec) with ``popen=True``."""
     spec = {"dirs": [str(d) for d in dirs], "root": str(root), "n": n, "now_ms": now_ms,
             "out": str(tmp_path / f"{name}.out.json"), "blocks": str(tmp_path / f"{name}.blocks"),
+            "owners": str(tmp_path / f"{name}.owners"),
             "started": str(tmp_path / f"{name}.started"), "calling": str(tmp_path / f"{name}.calling"),
             "crashy": crashy,
             "hold_after_started": hold_after_started}
@@ -1129,6 +1119,12 @@ def _exit_within(proc: subprocess.Popen, spec: dict[str, Any], timeout: float, f
 def child_blocks(spec: dict[str, Any]) -> list[str]:
     p = Path(spec["blocks"])
     return p.read_text().split() if p.exists() else []
+
+
+def child_owners(pid: int, spec: dict[str, Any]) -> set[int]:
+    """The child load's process ``pid`` and the workers it recorded (tests/crashy_worker.py ``owners``)."""
+    p = Path(spec["owners"])
+    return {pid, *(int(w) for w in (p.read_text().split() if p.exists() else []))}
 
 
 def assert_no_tracker_warnings(stderr: str) -> None:
@@ -1183,9 +1179,9 @@ def child_semaphores(pid: int) -> list[Path]:
 
 
 def assert_child_left_nothing(pid: int, spec: dict[str, Any], before: set[str], stderr: str) -> None:
-    """After a child exited: none of its blocks, no new psm_ block, none of its loky semaphores,
-    and no resource-tracker warning."""
-    assert_no_new_blocks(before, child_blocks(spec))
+    """After a child exited: none of its blocks, no other new block named after it or its workers,
+    none of its loky semaphores, and no resource-tracker warning."""
+    assert_no_new_blocks(before, child_blocks(spec), child_owners(pid, spec))
     left = child_semaphores(pid)
     assert not left, f"named semaphores of the load outlived it: {left}"
     assert_no_tracker_warnings(stderr)
