@@ -10,8 +10,8 @@
   reaches exactly the outcome of a load that never ran out of space.  (Kafka's ``LogLoader.recoverLog`` takes
   an IOException of a recovery for corruption: it cuts the segment to its base offset and deletes the later
   ones.  mploader never cuts for an error of the environment: ``mploader.errors.of_the_environment``.)  The same
-  where the full disk tears a load-time recovery's rebuilt ``.index`` (a mutation hook raising ENOSPC, any user): the torn
-  file is not put in place.
+  where the full disk tears a load-time recovery's rebuilt ``.index`` (a mutation hook raising ENOSPC, any user):
+  the torn file is not put in place.
 """
 
 from __future__ import annotations
