@@ -39,8 +39,8 @@ class Impact:
     ``log_end_offset_before`` is what the files held (Kafka's ``readNextOffset`` of the highest segment, read
     before the first change, or past it where that segment's recovery cuts valid batches behind a broken entry
     that walk stops at: ``recovery.impact.log_end_past_the_stop``); ``records_removed`` counts the offsets removed
-    from the end of the log (in a compacted topic some of them held no record); ``bytes_removed`` the invalid bytes truncated plus the
-    ``.log`` bytes of the segments deleted; ``high_watermark`` comes from the data dir's
+    from the end of the log (in a compacted topic some of them held no record); ``bytes_removed`` the invalid bytes
+    truncated plus the ``.log`` bytes of the segments deleted; ``high_watermark`` comes from the data dir's
     ``replication-offset-checkpoint`` (None: unknown); ``lost_below_high_watermark``: the load removed offsets
     below it, i.e. records the cluster had acknowledged.
     """
