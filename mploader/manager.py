@@ -27,7 +27,7 @@ from mploader.config import LoaderConfig
 from mploader.disk import Disk, environment, open_disk
 from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.plan import DirPlan, PlannedScans, file_size
-from mploader.engine.select import AutoPlans, auto_plans, make_engine, workers_per_dir
+from mploader.engine.select import AutoPlans, auto_plans, make_engine, usable_cpus, workers_per_dir
 from mploader.errors import (
     CheckpointNumberFormatError,
     InvalidPartitionDirError,
@@ -333,6 +333,11 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
     and the same partition in two directories.  Raises the first certain StartupFailedError; reads only
     (an existing ``.lock`` is locked here: that changes no byte).  A data dir whose files the environment keeps
     a load from (:mod:`mploader.disk.environment`; ``check_writes``: also what it may not write) goes offline."""
+    n = cfg.num_segment_loading_threads_per_data_dir
+    workers = n if isinstance(n, int) else usable_cpus()
+    if (problem := environment.open_files_problem(len(states), cfg.num_recovery_threads_per_data_dir,
+                                                  workers)) is not None:
+        raise problem
     for s in states:
         try:
             _inspect_dir(s, disk, cfg.dry_run)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import resource
 import stat
 
 from mploader.disk.base import Disk
@@ -69,6 +70,28 @@ def partition_problem(disk: Disk, directory: str, writes: bool) -> EnvironmentFa
     return None
 
 
+def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> EnvironmentFailure | None:
+    """The limit on open files against what a load holds open at once: per loading thread a file it scans and one it
+    writes, per worker process its pipe to the parent, and a little slack (a load of 1,600 segments with 2 workers
+    held 2 descriptors beyond the interpreter's own: tests/test_limits.py).  EMFILE in the middle of a load stops
+    its partition with nothing cut (docs/loading.md §18); this says so before the first write."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        open_now = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own
+    except OSError:
+        return None
+    needed = open_now + 2 + data_dirs * (2 * recovery_threads + workers)
+    if needed <= soft:
+        return None
+    return EnvironmentFailure(None, errno.EMFILE, f"this load may hold {needed} files open at once ({open_now} are "
+                              f"open already; {data_dirs} data dirs, {recovery_threads} loading threads and "
+                              f"{workers} worker processes each), and this process may open {soft}",
+                              f"raise the limit (ulimit -n {max(needed, 1024)}, systemd's LimitNOFILE) or load "
+                              f"with fewer threads and workers")
+
+
 def _not_writable(path: str) -> EnvironmentFailure:
     err = errno.EACCES if os.geteuid() != 0 else errno.EPERM  # root: an immutable file or a read-only mount
     return EnvironmentFailure(path, err, "this process may not change it", _FIX_WRITABLE)
@@ -78,4 +101,4 @@ _FIX_WRITABLE = ("load as its owner, or make it writable (chmod u+w, chown), cle
                  "attribute (lsattr; chattr -i -a), or remount the file system read-write; or use --dry-run")
 
 
-__all__ = ["DATA_DIR_FILES", "data_dir_problem", "partition_problem"]
+__all__ = ["DATA_DIR_FILES", "data_dir_problem", "open_files_problem", "partition_problem"]
