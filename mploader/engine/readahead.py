@@ -21,6 +21,8 @@ import os
 import threading
 from collections.abc import Sequence
 
+from mploader.format.files import open_regular
+
 STEP_BYTES = 4 * 1024 * 1024  # one piece of advice (one request of the disk: max_sectors_kb is 4 MiB here)
 WINDOW_BYTES = 256 * 1024 * 1024  # asked ahead beyond what the busy scans hold (auto_window)
 CLOSE_WAIT_S = 0.2  # close() waits this long for the thread (see there)
@@ -97,7 +99,7 @@ class ReadAhead:
         try:
             for path, start, end in self.ranges:
                 try:
-                    fd = os.open(path, os.O_RDONLY)
+                    fd, _ = open_regular(path)  # never a FIFO (the thread would block in open) nor a link
                 except OSError:
                     continue
                 try:
