@@ -98,7 +98,8 @@ def _not_writable(path: str) -> EnvironmentFailure:
 
 
 _FIX_WRITABLE = ("load as its owner, or make it writable (chmod u+w, chown), clear an immutable or append-only "
-                 "attribute (lsattr; chattr -i -a), or remount the file system read-write; or use --dry-run")
+                 "attribute (lsattr; chattr -i -a), or remount the file system read-write (mploader verify looks "
+                 "without writing)")
 
 
 __all__ = ["DATA_DIR_FILES", "data_dir_problem", "open_files_problem", "partition_problem"]
