@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -158,6 +159,7 @@ def test_a_full_disk_fails_the_partition_and_keeps_its_data(tmp_path: Path, smal
     assert list(result.offline_dirs) == [str(full)]
     reason = result.offline_dirs[str(full)]
     assert "No space left on device" in reason and str(full) + os.sep in reason  # the partition is named
+    assert re.search(re.escape(str(full)) + r"/[^/ ]+-\d+/\d{20}\.\w+", reason), reason  # and the file it wrote
     in_other = {p.name for p in other.iterdir() if p.is_dir()}
     assert in_other and in_other <= {str(tp) for tp in result.logs}  # the other data dir's partitions loaded
     assert logs_of(full) == before  # not a byte of segment data lost
