@@ -16,24 +16,45 @@ The loads enumerated run Phase 1 inline and Phase 2 with one thread (``num_recov
 their points come in one order, the same every run (each child's recorded points are checked against the
 uninterrupted load's: a different prefix is reported, not silently compared).  Kills of loads with worker
 processes at random moments are tests/test_crash_safety.py's other test.
+
+The same points serve a second enumeration (:func:`enumerate_error_points`): at every point ``k`` the hook
+raises an error of the environment (``OSError(errno, strerror)``, no file named, as a system call raises it:
+EMFILE, EACCES, EIO, ENOSPC) instead of killing, in-process (the load returns), and the failed load is judged
+by docs/loading.md §18: it changed no valid byte (every ``.log`` the uninterrupted load leaves is there with at
+least those bytes; one that load left alone is unchanged), it completed (the point's failure is tolerated) or
+took its data dir offline naming the file and the error, and a load after the fault is removed reaches the
+uninterrupted outcome byte for byte (the clean-dir commit rule as for kills: a failed clean load that deleted
+the marker, Kafka's outcome, is compared with the uninterrupted load followed by a second load).  With
+``opens=True`` the opens of files (:func:`mploader.format.files.open_regular`, wrapped by the harness: the
+read path has no hook of its own) are points too, named ``open``.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import errno
+import hashlib
 import os
 import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mploader.disk.real
+import mploader.engine.chunks
+import mploader.format.files
+import mploader.format.index
+import mploader.recovery.journal
+import mploader.scan.walk
 from mploader import LoaderConfig, load_logs
-from mploader.disk.mutations import set_mutation_hook
+from mploader.disk.mutations import point, set_mutation_hook
+from mploader.errors import StartupFailedError
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
 from mploader.generate import GeneratorConfig, generate
 from mploader.result import LoadResult
@@ -42,11 +63,13 @@ from tests.fingerprint import changed, tree_state
 
 class Recorder:
     """A mutation hook that writes each point to ``fd`` as ``op path`` lines and SIGKILLs the process at point
-    ``kill_at`` (1-based; None: never)."""
+    ``kill_at`` (1-based; None: never), or raises ``OSError(strike_errno, strerror)`` there (``strike_errno``
+    given: an error of the environment, no file named, as a system call raises it)."""
 
-    def __init__(self, fd: int | None, kill_at: int | None = None) -> None:
+    def __init__(self, fd: int | None, kill_at: int | None = None, strike_errno: int | None = None) -> None:
         self.fd = fd
         self.kill_at = kill_at
+        self.strike_errno = strike_errno
         self.points: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
@@ -56,7 +79,36 @@ class Recorder:
             if self.fd is not None:
                 os.write(self.fd, f"{op} {path}\n".encode())
             if len(self.points) == self.kill_at:
+                if self.strike_errno is not None:  # as the system call raises it: os.open names its file
+                    raise OSError(self.strike_errno, os.strerror(self.strike_errno), *([path] if op == "open" else []))
                 os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: the modules that bind :func:`mploader.format.files.open_regular` (``files`` itself: its ``read_file``)
+_OPENERS = (mploader.format.files, mploader.engine.chunks, mploader.format.index, mploader.disk.real,
+            mploader.scan.walk, mploader.recovery.journal)
+
+
+@contextlib.contextmanager
+def opens_as_points() -> Iterator[None]:
+    """While it lasts, every open of a file to read it (``open_regular`` without a write flag: reads, the
+    ``.lock``) is a mutation point named ``open`` (a hook that raises there is the open's error); opens to write
+    follow their ``write``/``set-size`` point already."""
+    real = mploader.format.files.open_regular
+
+    def hooked_open(path: str | os.PathLike[str], flags: int = mploader.format.files.READ_FLAGS,
+                    mode: int = 0o644) -> tuple[int, os.stat_result]:
+        if not flags & os.O_WRONLY:
+            point("open", os.fspath(path))
+        return real(path, flags, mode)
+
+    for module in _OPENERS:
+        module.open_regular = hooked_open  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in _OPENERS:
+            module.open_regular = real  # type: ignore[attr-defined]
 
 
 def recorded_load(dirs: list[str], config: LoaderConfig, now_ms: int) -> tuple[LoadResult, list[tuple[str, str]]]:
@@ -138,6 +190,7 @@ class Mismatch:
     op: str
     path: str
     why: str
+    errno: str = ""  # the error injected (enumerate_error_points), by name
 
 
 @dataclass
@@ -176,13 +229,15 @@ CLEAN_FAULTS = ("missing_index", "corrupt_index", "truncated_index", "stray_file
 
 
 def small_broker(dest: Path, *, seed: int, clean: bool, faults: int = 6, everything_unflushed: bool = False,
-                 drop_snapshots: int = 0) -> Path:
+                 drop_snapshots: int = 0, total_bytes: int = SMALL_BROKER.total_bytes) -> Path:
     """Generate a :data:`SMALL_BROKER` at ``dest`` and return its data dir.  ``everything_unflushed``: no
     recovery-point checkpoint, so that recovery reads every segment (a damaged one then cuts the log and
     deletes the segments after it); ``drop_snapshots``: that many partitions lose their producer snapshots
-    (a clean start then takes Kafka's shortcut: empty snapshots, the log not read)."""
+    (a clean start then takes Kafka's shortcut: empty snapshots, the log not read); ``total_bytes``: a smaller
+    (or bigger) broker of the same shape."""
     kinds = CLEAN_FAULTS if clean else SMALL_BROKER.fault_kinds
-    generate(dest, SMALL_BROKER.replace(seed=seed, clean_shutdown=clean, faults=faults, fault_kinds=kinds))
+    generate(dest, SMALL_BROKER.replace(seed=seed, clean_shutdown=clean, faults=faults, fault_kinds=kinds,
+                                        total_bytes=total_bytes))
     data = dest / "data-0"
     if everything_unflushed:
         (data / RECOVERY_POINT_CHECKPOINT).unlink()
@@ -197,6 +252,56 @@ def copy_tree(src: Path, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     subprocess.run(["cp", "-a", "--sparse=always", str(src), str(dest)], check=True)
+
+
+@dataclass
+class _Reference:
+    """The uninterrupted load of a copy of ``pristine``, what every interrupted one is compared with."""
+
+    points: list[tuple[str, str]]  # its points, limited
+    tree: dict[str, tuple[int, str]]  # every file it leaves
+    outcome: dict[str, Any]
+    commit: int | None  # the point deleting a clean dir's marker (None: none, or the rule is off)
+    committed_tree: dict[str, tuple[int, str]] | None = None  # after a second load (a dir read as unclean)
+    committed: dict[str, Any] | None = None
+
+    def wanted(self, after_commit: bool) -> tuple[dict[str, tuple[int, str]], dict[str, Any]]:
+        if after_commit:
+            assert self.committed_tree is not None and self.committed is not None
+            return self.committed_tree, self.committed
+        return self.tree, self.outcome
+
+
+def _reference(report: Enumeration, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
+               config: LoaderConfig, now_ms: int, limit: int | None, commit_rule: bool) -> _Reference:
+    """Load a copy of ``pristine`` at ``work`` uninterrupted (and, where a clean dir commits, once more), and
+    fill ``report``'s counts of its points."""
+    copy_tree(pristine, work)
+    result, points = recorded_load(data_dirs(work), config, now_ms)
+    points = points[:limit] if limit is not None else points
+    commit = max((k for k, (op, path) in enumerate(points, start=1)
+                  if op == "delete" and os.path.basename(path) == CLEAN_SHUTDOWN_MARKER), default=None)
+    ref = _Reference(points, tree_state(work), final_outcome(result), commit if commit_rule else None)
+    if ref.commit is not None:  # an interruption after the commit: compared with a second load of the outcome
+        ref.committed = final_outcome(load_logs(data_dirs(work), config, now_ms=now_ms))
+        ref.committed_tree = tree_state(work)
+    report.points = len(points)
+    report.trace = list(points)
+    report.by_op = dict(collections.Counter(op for op, _ in points))
+    return ref
+
+
+def _points_to_try(report: Enumeration, points: list[tuple[str, str]], select: Callable[[str, str], bool] | None,
+                   on_point: Callable[[int, int], None] | None) -> Iterator[tuple[int, str, str]]:
+    """The points (1-based ``k``, op, path) that ``select`` accepts, each counted in ``report.tried``;
+    ``on_point`` after each."""
+    for k, (op, path) in enumerate(points, start=1):
+        if select is not None and not select(op, path):
+            continue
+        report.tried += 1
+        yield k, op, path
+        if on_point is not None:
+            on_point(k, len(points))
 
 
 def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
@@ -214,26 +319,10 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
     the points it accepts (the others are counted in ``points`` but not tried).  ``on_point(k, n)`` is called
     after each point (progress for long runs)."""
     report = Enumeration(name)
-    copy_tree(pristine, work)
-    reference, points = recorded_load(data_dirs(work), config, now_ms)
-    expected_tree = tree_state(work)
-    expected = final_outcome(reference)
-    points = points[:limit] if limit is not None else points
-    commit = max((k for k, (op, path) in enumerate(points, start=1)
-                  if op == "delete" and os.path.basename(path) == CLEAN_SHUTDOWN_MARKER), default=None)
-    if not commit_rule:
-        commit = None
-    if commit is not None:  # a kill after the commit: compared with a second load of the uninterrupted outcome
-        committed = final_outcome(load_logs(data_dirs(work), config, now_ms=now_ms))
-        committed_tree = tree_state(work)
-    report.points = len(points)
-    report.trace = list(points)
-    report.by_op = dict(collections.Counter(op for op, _ in points))
+    ref = _reference(report, pristine, work, data_dirs, config, now_ms, limit, commit_rule)
+    points = ref.points
     log_path = work.parent / f"{work.name}.points"
-    for k, (op, path) in enumerate(points, start=1):
-        if select is not None and not select(op, path):
-            continue
-        report.tried += 1
+    for k, op, path in _points_to_try(report, points, select, on_point):
         copy_tree(pristine, work)
         died = load_killed_at(k, data_dirs(work), config, now_ms, log_path)
         recorded = [tuple(line.split(" ", 1)) for line in log_path.read_text().splitlines()]
@@ -242,21 +331,162 @@ def enumerate_kill_points(name: str, pristine: Path, work: Path, data_dirs: Call
         if not died or recorded != points[:k]:
             report.nondeterministic.append(k)
             continue
-        after_commit = commit is not None and k > commit
+        after_commit = ref.commit is not None and k > ref.commit
         report.after_commit += after_commit
-        want_tree, want = (committed_tree, committed) if after_commit else (expected_tree, expected)
+        want_tree, want = ref.wanted(after_commit)
         why = _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want, ignore)
         if why is not None:
             report.mismatches.append(Mismatch(k, op, os.path.relpath(path, work), why))
-        if on_point is not None:
-            on_point(k, len(points))
     return report
+
+
+#: The errors of the environment injected at every point: a descriptor limit, a permission, a failing device,
+#: a full file system (docs/loading.md §18)
+ENV_ERRNOS = (errno.EMFILE, errno.EACCES, errno.EIO, errno.ENOSPC)
+
+
+@dataclass
+class ErrorEnumeration(Enumeration):
+    """The figures of an enumeration of injected errors: each tried point is tried with every errno."""
+
+    errnos: tuple[int, ...] = ENV_ERRNOS
+    injected: int = 0  # (point, errno) pairs whose load met its error
+    completed: int = 0  # loads that completed all the same (the point's failure is tolerated)
+    offline: int = 0  # loads that took the data dir offline, naming the file and the error
+    halted: int = 0  # the only data dir offline before loading: Kafka's start-up failure (Exit.halt), nothing changed
+    outcomes: dict[str, int] = field(default_factory=dict)  # "errno op -> completed/offline/halted": counts
+
+    def summary(self) -> str:
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(self.by_op.items()))
+        committed = f" ({self.after_commit} reruns after the commit)" if self.after_commit else ""
+        tried = f", {self.tried} tried" if self.tried != self.points else ""
+        names = "/".join(errno.errorcode[e] for e in self.errnos)
+        return (f"{self.name}: {self.points} points{tried} ({ops}) x {names}: {self.injected} errors injected"
+                f"{committed}; {self.completed} completed, {self.offline} offline, {self.halted} halted; "
+                f"{len(self.mismatches)} mismatches; {len(self.nondeterministic)} nondeterministic")
+
+
+def enumerate_error_points(name: str, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
+                           config: LoaderConfig, now_ms: int, *, errnos: tuple[int, ...] = ENV_ERRNOS,
+                           opens: bool = False, limit: int | None = None, commit_rule: bool = True,
+                           ignore: tuple[str, ...] = (), select: Callable[[str, str], bool] | None = None,
+                           on_point: Callable[[int, int], None] | None = None) -> ErrorEnumeration:
+    """At each point of a load of a copy of ``pristine`` (at ``work``), and for each of ``errnos``, load a fresh
+    copy whose hook raises ``OSError(errno, strerror)`` at that point; judge the failed load (below), remove the
+    fault, rerun, compare with the uninterrupted load.  Arguments as :func:`enumerate_kill_points`'s; ``opens``:
+    the opens of files to read are points too (:func:`opens_as_points`).
+
+    A failed load must (docs/loading.md §18): leave every ``.log`` of the uninterrupted load's final tree with
+    at least that load's bytes as a prefix, and every ``.log`` that load left alone unchanged (Kafka's own cuts
+    and deletions of condemned segments may be made already: a cut segment is longer, a condemned one may still
+    be there); complete (the reference's offline dirs and its whole outcome) or report each dir it took offline
+    with a reason naming the point's file and the error's strerror; raise nothing out of ``load_logs`` but a
+    StartupFailedError where the uninterrupted load failed start-up too, or where the only data dir went offline
+    before loading (Kafka's ``Exit.halt``: "no usable data directory", its reason naming the file and the
+    error)."""
+    report = ErrorEnumeration(name, errnos=errnos)
+    with opens_as_points() if opens else contextlib.nullcontext():
+        ref = _reference(report, pristine, work, data_dirs, config, now_ms, limit, commit_rule)
+        valid = _log_prefixes(work)
+        copy_tree(pristine, work)
+        untouched = {rel for rel, got in _log_prefixes(work).items() if valid.get(rel) == got}
+        markers = [os.path.join(d, CLEAN_SHUTDOWN_MARKER) for d in data_dirs(work)
+                   if os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))]
+        for k, op, path in _points_to_try(report, ref.points, select, on_point):
+            for err in errnos:
+                copy_tree(pristine, work)
+                recorder = Recorder(None, kill_at=k, strike_errno=err)
+                why, recorded = _failed_load(report, recorder, data_dirs(work), config, now_ms, op, path, err,
+                                              ref, ignore)
+                if recorded[:k] != ref.points[:k]:
+                    report.nondeterministic.append(k)
+                    continue
+                report.injected += 1
+                after_commit = ref.commit is not None and not all(os.path.exists(m) for m in markers)
+                report.after_commit += after_commit
+                want_tree, want = ref.wanted(after_commit)
+                whys = [why, _valid_bytes_changed(work, valid, untouched),
+                        _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want, ignore)]
+                if any(whys):
+                    report.mismatches.append(Mismatch(k, op, os.path.relpath(path, work),
+                                                      "; ".join(w for w in whys if w), errno.errorcode[err]))
+    return report
+
+
+def _failed_load(report: ErrorEnumeration, recorder: Recorder, dirs: list[str], config: LoaderConfig, now_ms: int,
+                 op: str, path: str, err: int, ref: _Reference,
+                 ignore: tuple[str, ...]) -> tuple[str | None, list[tuple[str, str]]]:
+    """Load ``dirs`` with ``recorder`` (it raises ``err`` at its point, ``op`` of ``path``) installed; how the way it
+    ended breaks the rule (None: it does not; ``report``'s outcome counts are kept) and the points it passed."""
+    strerror = os.strerror(err)
+    previous = set_mutation_hook(recorder)
+    try:
+        result = load_logs(dirs, config, now_ms=now_ms)
+    except StartupFailedError as e:
+        text = str(e)
+        if "no usable data directory" not in text:
+            return f"start-up failed, where the uninterrupted load did not: {text}", recorder.points
+        if path not in text or strerror not in text:
+            return f"the halt does not name {path} and {strerror!r}: {text}", recorder.points
+        _count(report, "halted", err, op)
+        return None, recorder.points
+    except Exception as e:  # noqa: BLE001 - any other exception out of load_logs is what is reported
+        return f"load_logs raised {type(e).__name__}: {e}", recorder.points
+    finally:
+        set_mutation_hook(previous)
+    gone = {d: reason for d, reason in result.offline_dirs.items() if ref.outcome["offline_dirs"].get(d) != reason}
+    if not gone:  # tolerated: then it reports what the uninterrupted load reports (the error changed nothing)
+        differs = outcome_difference(ref.outcome, final_outcome(result), ignore)
+        if differs is not None:
+            return f"completed with another outcome: {differs}", recorder.points
+        _count(report, "completed", err, op)
+        return None, recorder.points
+    for d, reason in gone.items():  # a rename's point names its target; the error may name its source, beside it
+        named = path in reason or (op == "rename" and os.path.dirname(path) + os.sep in reason)
+        if not named or strerror not in reason:
+            return f"{d} offline without naming {path} and {strerror!r}: {reason}", recorder.points
+    _count(report, "offline", err, op)
+    return None, recorder.points
+
+
+def _count(report: ErrorEnumeration, outcome: str, err: int, op: str) -> None:
+    setattr(report, outcome, getattr(report, outcome) + 1)
+    key = f"{errno.errorcode[err]} {op} -> {outcome}"
+    report.outcomes[key] = report.outcomes.get(key, 0) + 1
+
+
+def _log_prefixes(root: Path) -> dict[str, tuple[int, str]]:
+    """{relative path: (size, sha256 of its bytes)} of every ``.log`` under ``root``."""
+    return {str(p.relative_to(root)): (p.stat().st_size, _digest(p, p.stat().st_size)) for p in root.rglob("*.log")
+            if p.is_file()}
+
+
+def _digest(path: Path, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read(size))
+    return h.hexdigest()
+
+
+def _valid_bytes_changed(work: Path, valid: dict[str, tuple[int, str]], untouched: set[str]) -> str | None:
+    """How a failed load changed valid bytes: a ``.log`` of the uninterrupted outcome (``valid``) gone, or without
+    those bytes as its prefix, or one that load left alone (``untouched``) changed at all (None: none)."""
+    for rel, (size, digest) in sorted(valid.items()):
+        p = work / rel
+        if not p.is_file():
+            return f"valid data deleted: {rel}"
+        now = p.stat().st_size
+        if now < size or _digest(p, size) != digest:
+            return f"valid data changed: {rel} ({size} bytes before, {now} now)"
+        if rel in untouched and now != size:
+            return f"a .log the load leaves alone changed: {rel} ({size} bytes before, {now} now)"
+    return None
 
 
 def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms: int,
                       expected_tree: dict[str, tuple[int, str]], expected: dict[str, Any],
                       ignore: tuple[str, ...]) -> str | None:
-    """Load the killed copy to completion; how its files or its outcome differ from the uninterrupted load's."""
+    """Load the interrupted copy to completion; how its files or its outcome differ from the uninterrupted load's."""
     try:
         rerun = load_logs(dirs, config, now_ms=now_ms)
     except Exception as e:  # noqa: BLE001 - a rerun that fails is a mismatch to report, not a test crash
@@ -267,6 +497,6 @@ def _rerun_difference(work: Path, dirs: list[str], config: LoaderConfig, now_ms:
     return outcome_difference(expected, final_outcome(rerun), ignore)
 
 
-__all__ = ["CLEAN_FAULTS", "GEN_NOW", "SMALL_BROKER", "Enumeration", "Mismatch", "Recorder", "copy_tree",
-           "enumerate_kill_points", "final_outcome", "load_killed_at", "outcome_difference", "recorded_load",
-           "small_broker"]
+__all__ = ["CLEAN_FAULTS", "ENV_ERRNOS", "GEN_NOW", "SMALL_BROKER", "Enumeration", "ErrorEnumeration", "Mismatch",
+           "Recorder", "copy_tree", "enumerate_error_points", "enumerate_kill_points", "final_outcome",
+           "load_killed_at", "opens_as_points", "outcome_difference", "recorded_load", "small_broker"]

@@ -30,6 +30,7 @@ from tests.conftest import corpus_data_dirs
 from tests.crash_points import (
     GEN_NOW,
     copy_tree,
+    enumerate_error_points,
     enumerate_kill_points,
     final_outcome,
     load_killed_at,
@@ -90,6 +91,33 @@ def test_every_kill_point_of_a_clean_broker_with_faults(tmp_path: Path) -> None:
                                    tmp_path / "work", _one_dir, INLINE, GEN_NOW)
     _assert_every_point_safe(report, 50)
     assert not list((tmp_path / "work").rglob(JOURNAL)), "a completed load left a journal behind"
+
+
+def _final_sync(report, m) -> bool:  # type: ignore[no-untyped-def]
+    """The known failure (perf/README.md, "Errors of the environment at every point"): the load's last change, the
+    ``syncfs`` of ``disk.flush()`` in ``manager.load``, is outside the offline handling, and its OSError comes out of
+    ``load_logs`` (nothing cut, the marker kept; the rerun reaches the outcome)."""
+    return m.point == report.points and m.op == "syncfs" and m.why.startswith("load_logs raised ") and ";" not in m.why
+
+
+def test_an_error_of_the_environment_at_every_point_of_an_unclean_broker_with_faults(tmp_path: Path) -> None:
+    """At every point of an unclean load (every segment unflushed, faults that cut segments and delete later ones),
+    each of EMFILE, EACCES, EIO, ENOSPC raised there as the system call raises it (docs/loading.md §18): the failed
+    load changes no valid ``.log`` byte (Kafka's own cuts and deletions may be made already), completes or takes the
+    data dir offline naming the file and the error, and a load without the fault reaches the uninterrupted
+    outcome byte for byte."""
+    small_broker(tmp_path / "pristine", seed=1, clean=False, everything_unflushed=True, total_bytes=100_000,
+                 faults=4)
+    report = enumerate_error_points("unclean, every segment unflushed, 4 faults, 100 kB", tmp_path / "pristine",
+                                    tmp_path / "work", _one_dir, INLINE, GEN_NOW)
+    print(report.summary())
+    assert report.points >= 50 and report.by_op.get("set-size", 0) and report.by_op.get("delete", 0), report.summary()
+    assert report.injected == report.tried * 4, report.summary()
+    assert not report.nondeterministic, f"loads took another path at points {report.nondeterministic[:10]}"
+    assert report.offline >= report.injected // 2, report.summary()
+    unexpected = [m for m in report.mismatches if not _final_sync(report, m)]
+    detail = "; ".join(f"point {m.point} ({m.op} {m.path}, {m.errno}): {m.why}" for m in unexpected[:5])
+    assert not unexpected, f"{report.summary()}: {detail}"
 
 
 def test_a_load_time_recovery_fsyncs_its_indexes_before_renaming_the_index_into_place(tmp_path: Path) -> None:
