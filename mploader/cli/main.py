@@ -51,6 +51,8 @@ COMMANDS: dict[str, Command] = {
     "load": Command("load and recover data dirs as a Kafka broker's start-up does", "load"),
     "verify": Command("check every byte of every segment, index and checkpoint; read-only; say what a load would do",
                       "verify"),
+    "dump": Command("show one file of a data dir (.log batches, an index, a snapshot, a checkpoint); read-only",
+                    "dump"),
     "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
                        "cleanup"),
     "spark": Command("verify or load many brokers' data dirs on a Spark cluster (Parquet inventory)", "spark"),
