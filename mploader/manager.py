@@ -358,7 +358,13 @@ def _preflight(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: 
         if s.path in offline:
             continue
         # the environment's check lists the partition through the disk: the listing the checks below use
-        if (problem := environment.partition_problem(disk, path, check_writes)) is not None:
+        try:
+            writes_from = (environment.changed_from(disk.list_files(path), s.clean, s.recovery_points.get(tp, 0))
+                           if check_writes else None)
+            problem = environment.partition_problem(disk, path, writes_from)
+        except OSError:  # not listable: the loader meets that itself (an IOException: the dir goes offline)
+            problem = None
+        if problem is not None:
             disk.release(path)
             _refuse(s, problem, offline)
             continue

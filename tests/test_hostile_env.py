@@ -529,3 +529,31 @@ def test_too_few_file_descriptors_are_refused_before_the_first_write(pristine: P
     out = done.stdout + done.stderr
     assert done.returncode == 1 and "ulimit -n" in out and "may open 12" in out, out
     assert changed(before, tree_state(work)) == []
+
+
+def test_only_the_files_a_load_may_change_must_be_writable(pristine: Path, tmp_path: Path) -> None:
+    """A clean load changes only the highest segment's files (and snapshots, checkpoints): an immutable old segment
+    of a clean dir does not stop it; the same file in an unclean dir recovered from offset 0 does."""
+    from mploader.disk import RealDisk
+    from mploader.disk.environment import changed_from, partition_problem
+
+    work = tmp_path / "b"
+    copy_tree(pristine, work)
+    part = a_middle_snapshot(work / "data-0").parent
+    logs = sorted(part.glob("*.log"))
+    files = sorted(p.name for p in part.iterdir())
+    assert changed_from(files, clean=True, recovery_point=0) == int(logs[-1].stem)
+    assert changed_from(files, clean=False, recovery_point=int(logs[1].stem) + 1) == int(logs[1].stem)
+    assert changed_from(files, clean=False, recovery_point=0) == int(logs[0].stem)
+    old = next(log for log in logs[:-1] if not log.with_suffix(".txnindex").exists())  # no load-time recovery
+    os.chmod(old, 0o444)
+    if ROOT:  # root writes whatever the mode says: only an immutable file stops it
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(old)]).returncode != 0:
+            pytest.skip("no immutable attribute here")
+    try:
+        assert partition_problem(RealDisk(), str(part), int(logs[-1].stem)) is None
+        problem = partition_problem(RealDisk(), str(part), int(logs[0].stem))
+        assert problem is not None and problem.filename == str(old)
+    finally:
+        if ROOT:
+            subprocess.run(["chattr", "-i", str(old)], capture_output=True)

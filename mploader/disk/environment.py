@@ -45,29 +45,69 @@ def data_dir_problem(directory: str) -> EnvironmentFailure | None:
     return None
 
 
-def partition_problem(disk: Disk, directory: str, writes: bool) -> EnvironmentFailure | None:
+def partition_problem(disk: Disk, directory: str, writes_from: int | None) -> EnvironmentFailure | None:
     """The first entry of a partition directory that stops its load: a special file, a directory where a load
-    writes a file, and where the load may write (``writes``): a file with another name (a hard link), one this
-    process may not write (permissions, an immutable or read-only file: ``access`` says so even to root), or the
-    directory itself not writable.  It lists the directory through ``disk`` (the listing the preflight's other
-    checks and the loader use).  Links to files are the partition preflight's (a start-up failure, as before)."""
-    if writes and not os.access(directory, os.W_OK | os.X_OK):
+    writes a file, and, among the files the load may change (``writes_from``: :func:`changed_from`; None: it
+    changes none, as ``verify``), one with another name (a hard link) or one this process may not write
+    (permissions, an immutable or read-only file: ``access`` says so even to root), or the directory itself not
+    writable.  It lists the directory through ``disk`` (the listing the preflight's other checks and the loader
+    use).  Links to files are the partition preflight's (a start-up failure, as before)."""
+    if writes_from is not None and not os.access(directory, os.W_OK | os.X_OK):
         return _not_writable(directory)
     files = disk.list_files(directory)
     for name, mode in sorted(disk.other_entries(directory).items()):
         if not stat.S_ISDIR(mode) or _WRITTEN_NAME.fullmatch(name):
             return special_file(os.path.join(directory, name), mode)
-    if writes:
-        links = disk.symlinks(directory)
-        for name in files:
-            if name in links:
-                continue
-            path = os.path.join(directory, name)
-            if (links_to_it := os.lstat(path).st_nlink) > 1:
-                return hard_linked(path, links_to_it)
-            if not os.access(path, os.W_OK):
-                return _not_writable(path)
+    if writes_from is None:
+        return None
+    links = disk.symlinks(directory)
+    for name in _may_change(files, writes_from):
+        if name in links:
+            continue
+        path = os.path.join(directory, name)
+        if (links_to_it := os.lstat(path).st_nlink) > 1:
+            return hard_linked(path, links_to_it)
+        if not os.access(path, os.W_OK):
+            return _not_writable(path)
     return None
+
+
+def changed_from(files: list[str], clean: bool, recovery_point: int) -> int:
+    """The lowest base offset whose segment a load may change: a clean load grows the highest segment's indexes
+    only; an unclean one recovers from the segment holding the recovery point (docs/loading.md §6.6)."""
+    bases = [int(name[:-len(_LOG)]) for name in files if name.endswith(_LOG) and name[:-len(_LOG)].isdigit()]
+    if not bases:
+        return 0
+    if clean:
+        return max(bases)
+    return max((b for b in bases if b <= recovery_point), default=min(bases))
+
+
+def _may_change(files: list[str], writes_from: int) -> list[str]:
+    """The files a load may write or delete: those of the segments from ``writes_from`` on and of a segment a
+    load-time recovery may rewrite (no ``.index``, or a ``.txnindex`` to check), every snapshot from there on or
+    at no segment's base (stray: deleted), and every file that is not a segment's (checkpoints, ``.deleted``,
+    ``.cleaned``, ``.swap``, journals).  Rarer changes (a split of an old segment, every segment deleted for a log
+    start past the end) meet the same refusal when they open the file (``disk.real``)."""
+    offsets: dict[str, int] = {}
+    for name in files:
+        prefix, dot, suffix = name.partition(".")
+        if dot and prefix.isdigit() and suffix in _SEGMENT_SUFFIXES:
+            offsets[name] = int(prefix)
+    bases = {o for name, o in offsets.items() if name.endswith(_LOG)}
+    indexed = {o for name, o in offsets.items() if name.endswith(".index")}
+    rewritten = {o for name, o in offsets.items() if name.endswith(".txnindex")} | (bases - indexed)
+    out = []
+    for name in files:
+        o = offsets.get(name)
+        if (o is None or o >= writes_from or o in rewritten
+                or (name.endswith(".snapshot") and o not in bases)):
+            out.append(name)
+    return out
+
+
+_LOG = ".log"
+_SEGMENT_SUFFIXES = frozenset({"log", "index", "timeindex", "txnindex", "snapshot"})
 
 
 def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> EnvironmentFailure | None:
@@ -102,4 +142,4 @@ _FIX_WRITABLE = ("load as its owner, or make it writable (chmod u+w, chown), cle
                  "without writing)")
 
 
-__all__ = ["DATA_DIR_FILES", "data_dir_problem", "open_files_problem", "partition_problem"]
+__all__ = ["DATA_DIR_FILES", "changed_from", "data_dir_problem", "open_files_problem", "partition_problem"]
