@@ -236,7 +236,8 @@ def _raising(error: str) -> str:
 ], ids=["emfile", "memory", "bug"])
 def test_an_error_nothing_else_names_ends_in_one_line_and_a_document(
         tmp_path: Path, error: str, kind: str, words: str) -> None:
-    d = str(tmp_path)  # (the load is replaced by the error: an empty data dir will do)
+    (tmp_path / "meta.properties").write_text("version=0\nbroker.id=0\n")  # a data dir (an empty dir is refused)
+    d = str(tmp_path)  # (the load is replaced by the error: a data dir with no partition will do)
     text = _command(["load", d], _raising(error))
     assert text.returncode == 1
     last = text.stderr.strip().splitlines()[-1]

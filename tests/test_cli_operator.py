@@ -34,10 +34,10 @@ def test_the_impact_report_in_json_for_a_dry_run_and_the_load(tmp_path: Path) ->
     d, _ = _lossy_broker(tmp_path)
     before = tree_state(d)
     dry = cli_json.run("load", "--json", "--dry-run", "--now-ms", str(NOW), str(d))
-    assert dry.returncode == 0, dry.stderr
+    assert dry.returncode == 4, dry.stderr  # acknowledged records would be lost (was 0 before exit code 4)
     assert tree_state(d) == before
     real = cli_json.run("load", "--json", "--now-ms", str(NOW), str(d))
-    assert real.returncode == 0, real.stderr
+    assert real.returncode == 4, real.stderr
     for out, dry_run in ((dry, True), (real, False)):
         doc = json.loads(out.stdout)
         assert doc["schema"] == 1 and doc["dry_run"] is dry_run and doc["tool"]["name"] == "mploader"
@@ -58,18 +58,19 @@ def test_the_impact_report_in_json_for_a_dry_run_and_the_load(tmp_path: Path) ->
 def test_the_impact_report_in_the_text_summary_and_a_warning_on_stderr(tmp_path: Path) -> None:
     d, _ = _lossy_broker(tmp_path)
     out = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
-    assert out.returncode == 0, out.stderr
-    assert "orders-3: log end offset 30 -> 14; 16 offsets, 1.2 kB removed, 1 segments deleted" in out.stdout
+    assert out.returncode == 4, out.stderr  # acknowledged records would be lost
+    assert "orders-3: log end offset 30 -> 14; 16 offsets, 1.2 kB removed, 1 segment deleted" in out.stdout
     assert "high watermark 25: 11 ACKNOWLEDGED offsets LOST (14..24)" in out.stdout
-    assert "1 partition(s) would lose ACKNOWLEDGED records" in out.stdout
+    assert "1 partition would lose ACKNOWLEDGED records" in out.stdout
     assert "WARN" in out.stderr and "orders-3" in out.stderr and "below the high watermark 25" in out.stderr
-    # the dry run names the files the load would delete (segment 20's), the load itself does not list them again
+    # the dry run names the files the load would delete (segment 20's), the load names those it deleted
     doc = json.loads(cli_json.run("load", "--json", "--dry-run", "--now-ms", str(NOW), str(d)).stdout)
     deleted = next(lg for lg in doc["logs"] if lg["topic"] == "orders")["deleted_files"]
     assert name(20, ".log") in deleted
     assert f"  files that would be deleted:\n    orders-3: {', '.join(sorted(deleted))}\n" in out.stdout
     real = cli_json.run("load", "--now-ms", str(NOW), str(d))
-    assert real.returncode == 0 and "files that would be deleted" not in real.stdout
+    assert real.returncode == 4 and "files that would be deleted" not in real.stdout
+    assert f"  files deleted:\n    orders-3: {', '.join(sorted(deleted))}\n" in real.stdout
 
 
 def test_the_dry_runs_list_of_deletes_tells_a_future_dir_from_the_live_one(tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ def test_the_dry_runs_list_of_deletes_tells_a_future_dir_from_the_live_one(tmp_p
     future = PartitionBuilder(d, "orders", 3, dirname=f"orders-3.{'0' * 32}-future").std3()
     flip_bit(future.file(0, ".log"), 72 * 7 + 40)  # truncated after offset 6: segments 10 and 20 deleted
     out = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d))
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stderr  # no high watermark: nothing known to be acknowledged
     listed = out.stdout.split("  files that would be deleted:\n", 1)[1].splitlines()
     assert listed[0].startswith(f"    orders-3: {name(20, '.index')}")
     assert listed[1].startswith(f"    orders-3 (future): {name(10, '.index')}")
@@ -97,7 +98,7 @@ def test_a_log_that_ended_below_its_high_watermark_before_the_load_is_warned_abo
     [warning] = [line for line in out.stderr.splitlines() if "high watermark" in line]
     assert "orders-3: 3 acknowledged offsets (5..7, below the high watermark 8) were not on this disk" in warning
     again = cli_json.run("load", "--no-progress", "--now-ms", str(NOW), str(d)).stdout  # nothing removed now
-    assert "acknowledged offsets not on this disk, nothing removed, in 1 partition(s):\n    orders-3: " in again
+    assert "acknowledged offsets not on this disk, nothing removed, in 1 partition:\n    orders-3: " in again
     doc = json.loads(cli_json.run("load", "--json", "--now-ms", str(NOW), str(d)).stdout)
     orders = next(lg for lg in doc["logs"] if lg["topic"] == "orders")
     assert orders["impact"]["lost_below_high_watermark"] is False and orders["impact"]["records_removed"] == 0
@@ -147,14 +148,15 @@ def test_a_missing_data_dir_is_refused_unless_create_missing(tmp_path: Path) -> 
     assert any("holds no partition directory" in w for w in warnings), warnings
 
 
-def test_a_partition_directory_given_as_a_data_dir_is_warned_about(tmp_path: Path) -> None:
+def test_a_partition_directory_given_as_a_data_dir_is_refused(tmp_path: Path) -> None:
+    """It was a warning, then "0 partitions" and exit 0 (and .lock and checkpoints written into it): now a usage
+    error naming the data dir (tests/test_cli_newuser.py has the rest)."""
     d = data_dir(tmp_path, clean=True)
     pb = PartitionBuilder(d, "orders", 0).segment(0, B(0))
     out = cli_json.run("load", "--json", "--dry-run", str(pb.path))
-    assert out.returncode == 0, out.stderr
-    warnings = json.loads(out.stdout)["warnings"]
-    assert any("looks like a partition directory" in w and str(d) in w for w in warnings), warnings
-    assert "looks like a partition directory" in out.stderr
+    assert out.returncode == 2, out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "usage" and "is a partition directory" in error["message"] and str(d) in error["message"]
 
 
 def test_the_parent_of_data_dirs_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
@@ -250,7 +252,7 @@ def test_verbosity_before_and_after_the_sub_command(tmp_path: Path) -> None:
     assert "INFO" not in quiet.stderr and "WARN" in quiet.stderr
     for args in (["-v", "load"], ["load", "-v"]):
         out = cli_json.run(*args, "--dry-run", str(d))
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 4, out.stderr  # the lossy broker: acknowledged records would be lost
         assert "INFO Completed load of Log(dir=" in out.stderr and "DEBUG" not in out.stderr, args
         assert "Attempting recovery of 2 logs from" in out.stderr
     for args in (["-vv", "load"], ["-v", "load", "-v"]):
@@ -316,7 +318,7 @@ def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
     d, _ = _lossy_broker(tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
-    dry = cli_json.run("load", "--dry-run", "--now-ms", str(NOW), str(d), str(empty))
+    dry = cli_json.run("load", "--dry-run", "--create-missing", "--now-ms", str(NOW), str(d), str(empty))
     changes, others = _warnings(dry.stderr)
     assert len(changes) == 3 and all(" WARN (dry run, not done) " in line for line in changes), dry.stderr
     assert len(others) == 1 and "holds no partition directory" in others[0] and "dry run" not in others[0]
@@ -326,7 +328,7 @@ def test_a_dry_runs_warnings_say_nothing_was_done(tmp_path: Path) -> None:
                in line for line in changes), verify.stderr
     assert all(" WARN (dry run, not done) " in line for line in changes), verify.stderr
     real = cli_json.run("load", "--now-ms", str(NOW), str(d))
-    assert real.returncode == 0 and " WARN " in real.stderr and "dry run" not in real.stderr
+    assert real.returncode == 4 and " WARN " in real.stderr and "dry run" not in real.stderr
 
 
 def test_workers_and_recovery_threads_beside_partition_workers_are_warned_about(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from mploader.cli.experimenting import (
     scratch,
     worker_counts,
 )
-from mploader.cli.units import format_bytes
+from mploader.cli.units import EXPERIMENT_EXIT_CODES_HELP, format_bytes
 from mploader.experiments.hdd_vs_ssd import RESTARTS, HddVsSsdPlan, run_hdd_vs_ssd
 from mploader.experiments.places import DEVICE_CLASSES, THROTTLED_LABEL
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
@@ -35,6 +35,8 @@ FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXPERIMENT_EXIT_CODES_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("name", choices=["hdd-vs-ssd"], help="hdd-vs-ssd: seed 002's experiment (see the module help)")
     p.add_argument("--workers", type=worker_counts, default=(1, 2, 4, 8, "adaptive"), metavar="LIST",
                    help="worker counts (default 1,2,4,8,adaptive)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.output import SCHEMA_VERSION, print_document, tool
 from mploader.cli.units import UsageError, format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
@@ -134,6 +135,8 @@ def scratch(args: argparse.Namespace) -> Iterator[Path]:
 def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: int, partitions: int) -> Broker:
     dirs = getattr(args, "dirs", None)
     if dirs:
+        if (why := data_dirs_problem(dirs)) is not None:  # as mploader load refuses them
+            raise UsageError(why)
         try:
             return given_broker(dirs)
         except FileNotFoundError as e:

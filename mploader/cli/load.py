@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shlex
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mploader.cli.dirs import looks_like_partition_dir, refuse_data_dir_parents
+from mploader.cli.dirs import data_dirs_problem, partitions_in
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
 from mploader.cli.logs import WarningCollector
@@ -18,6 +18,7 @@ from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool
 from mploader.cli.units import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
+    EXIT_LOST,
     EXIT_OK,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
@@ -77,7 +78,13 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (docs/json-output.md), also on failure, instead of the summary")
     p.add_argument("--create-missing", action="store_true",
-                   help="create a data dir that does not exist, as a Kafka broker does (default: refuse it)")
+                   help="create a data dir that does not exist, as a Kafka broker does, or take an existing empty "
+                        "one for a new data dir (default: refuse both: a mistyped path is not '0 partitions')")
+    p.add_argument("--topic", action="append", default=[], dest="topics", metavar="TOPIC",
+                   help="with --dry-run: report only this topic's partitions (repeat for more); the dry run still "
+                        "reads every partition, as the load would. Refused without --dry-run (exit 2)")
+    p.add_argument("--partition", action="append", default=[], type=int, dest="partitions", metavar="N",
+                   help="with --dry-run: report only partition N (of every topic, or of --topic's; repeat for more)")
     p.add_argument("--workers", type=_workers, default="auto", metavar="N|auto|adaptive",
                    help="scan worker processes per data dir: N (1 scans in this process), or 'auto' (default): the "
                         "usable CPUs divided among the data dirs, in this process when a dir has too little to scan "
@@ -137,19 +144,40 @@ def _log_label(lg: LoadedLog) -> str:
     return f"{lg.topic_partition}{'' if lg.kind is DirKind.LIVE else f' ({lg.kind.value})'}"
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 segment``, ``2 segments``, ``0 segments`` (``words``: an irregular plural)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def _below_hw_notes(i: Impact) -> list[str]:
+    notes = []
+    if lost := i.acknowledged_removed:
+        notes.append(f"{plural(len(lost), 'ACKNOWLEDGED offset')} LOST ({lost[0]}..{lost[-1]})")
+    if missing := i.missing_below_high_watermark:
+        notes.append(f"{plural(len(missing), 'acknowledged offset')} ({missing[0]}..{missing[-1]}) "
+                     f"{'was' if len(missing) == 1 else 'were'} not on this disk before the load")
+    return notes
+
+
 def _impact_line(lg: LoadedLog, i: Impact) -> str:
-    line = (f"    {_log_label(lg)}: log end offset "
-            f"{i.log_end_offset_before} -> {i.log_end_offset_after}; {i.records_removed} offsets, "
-            f"{format_bytes(i.bytes_removed)} removed, {i.segments_deleted} segments deleted")
+    """One partition's impact.  Offsets removed: the log end before and after.  Only invalid bytes cut (a torn tail
+    that held no complete batch: ``records_removed`` 0): no "before -> after", since the torn bytes were never a
+    record, and the end Kafka's readNextOffset reads from a torn segment may even lie below the end after the cut
+    (it stops at the last index entry's torn batch), which would read as offsets gained."""
+    if i.records_removed:
+        line = (f"    {_log_label(lg)}: log end offset {i.log_end_offset_before} -> {i.log_end_offset_after}; "
+                f"{plural(i.records_removed, 'offset')}, {format_bytes(i.bytes_removed)} removed, "
+                f"{plural(i.segments_deleted, 'segment')} deleted")
+    elif i.changed_data:
+        line = (f"    {_log_label(lg)}: log end offset {i.log_end_offset_after}; no record removed: "
+                f"{format_bytes(i.bytes_removed)} of invalid bytes cut from its end (a torn tail, no complete batch: "
+                f"never a record)" + (f", {plural(i.segments_deleted, 'segment')} without a record deleted"
+                                      if i.segments_deleted else ""))
+    else:
+        line = f"    {_log_label(lg)}: log end offset {i.log_end_offset_after}; nothing removed"
     if i.high_watermark is not None:
         line += f"; high watermark {i.high_watermark}"
-        notes = []
-        if lost := i.acknowledged_removed:
-            notes.append(f"{len(lost)} ACKNOWLEDGED offsets LOST ({lost[0]}..{lost[-1]})")
-        if missing := i.missing_below_high_watermark:
-            notes.append(f"{len(missing)} acknowledged offsets ({missing[0]}..{missing[-1]}) were not on this disk "
-                         f"before the load")
-        if notes:
+        if notes := _below_hw_notes(i):
             line += ": " + "; ".join(notes)
     return line
 
@@ -169,7 +197,32 @@ def _deleted_lines(logs: list[LoadedLog]) -> list[str]:
     return lines
 
 
-def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
+def scanned_by(result: LoadResult) -> str:
+    """Who scanned what, from the stats: the worker processes' share and this process's, not the pool's size alone
+    ("with 2 worker processes" where the parent made every scan would say what did not happen)."""
+    s = result.stats
+    if s.loaded_by is not None:
+        return f"where the partitions were loaded: {s.loaded_by}"
+    if s.workers_per_dir <= 1:
+        return "in this process"
+    scans = s.segments_scanned
+    here = min(scans, s.scans_in_parent + s.inline_fallbacks)
+    started = f" ({s.worker_start}ed)" if s.worker_start else ""
+    pool = f"{plural(s.workers_per_dir, 'worker process', 'worker processes')} per data dir{started}"
+    if scans == 0:
+        return f"(nothing to scan: the {pool} scanned none)"
+    if here >= scans:
+        return (f"in this process, all {plural(scans, 'segment scan')} (each reached before a worker took it: the "
+                f"{pool} scanned none)")
+    if here == 0:
+        return f"by {pool}"
+    return f"by {pool}, {here} of the {plural(scans, 'segment scan')} in this process"
+
+
+def summary_lines(result: LoadResult, dry_run: bool = False, auto_chose_partition_workers: bool = False
+                  ) -> list[str]:
+    """The text summary.  ``auto_chose_partition_workers``: ``--workers auto`` chose to load whole partitions in
+    worker processes (``stats.loaded_by``), which the summary says, since the command did not ask for it."""
     per_dir: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     by_dir: dict[str, list[tuple[LoadedLog, Impact]]] = defaultdict(list)
     for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
@@ -185,67 +238,191 @@ def summary_lines(result: LoadResult, dry_run: bool = False) -> list[str]:
     for data_dir, clean in result.clean_shutdown.items():
         d = per_dir[data_dir]
         state = "OFFLINE: " + result.offline_dirs[data_dir] if data_dir in result.offline_dirs else "loaded"
+        if data_dir not in result.offline_dirs and d["partitions"] == 0:
+            state += ", but it holds no partition: a new, empty data dir (see the warning)"
         secs = result.stats.dir_seconds.get(data_dir, 0.0)
         lines.append(f"{data_dir}: {state}")
         if data_dir in result.offline_dirs:  # what loaded all the same is counted below
             lines.append("  a broker takes this dir offline (Kafka's LogDirFailureChannel): fix what the line above "
                          "names, then load again")
-        lines.append(f"  {'clean' if clean else 'unclean'} shutdown; {d['partitions']} partitions, "
-                     f"{d['segments']} segments; {d['recovered']} segments {verb}recovered, "
-                     f"{format_bytes(d['truncated'])} {verb}truncated, {d['deleted']} files {verb}deleted; "
+        lines.append(f"  {'clean' if clean else 'unclean'} shutdown; {plural(d['partitions'], 'partition')}, "
+                     f"{plural(d['segments'], 'segment')}; {plural(d['recovered'], 'segment')} {verb}recovered, "
+                     f"{format_bytes(d['truncated'])} {verb}truncated, {plural(d['deleted'], 'file')} {verb}deleted; "
                      f"{secs:.2f} s")
         logs = by_dir[data_dir]
-        changed = [(lg, i) for lg, i in logs if i.changed_data]
+        removed = [(lg, i) for lg, i in logs if i.records_removed]
+        cut = [(lg, i) for lg, i in logs if i.changed_data and not i.records_removed]
         short = [(lg, i) for lg, i in logs if not i.changed_data and i.missing_below_high_watermark]
-        if changed:
-            lines.append(f"  data {verb}removed from {len(changed)} partition(s):")
-            lines.extend(_impact_line(lg, i) for lg, i in changed)
+        if removed:
+            lines.append(f"  records {verb}removed from {plural(len(removed), 'partition')}:")
+            lines.extend(_impact_line(lg, i) for lg, i in removed)
+        if cut:
+            lines.append(f"  invalid bytes {verb}cut, no record removed, in {plural(len(cut), 'partition')}:")
+            lines.extend(_impact_line(lg, i) for lg, i in cut)
         if short:  # nothing removed, yet acknowledged offsets not on the disk
-            lines.append(f"  acknowledged offsets not on this disk, nothing removed, in {len(short)} partition(s):")
+            lines.append(f"  acknowledged offsets not on this disk, nothing removed, in "
+                         f"{plural(len(short), 'partition')}:")
             lines.extend(_impact_line(lg, i) for lg, i in short)
-        if dry_run and d["deleted"]:  # what the operator may want to look at, or back up, before the load
-            lines.append("  files that would be deleted:")
+        if d["deleted"]:  # what the operator may want to look at, or back up, before the load (or what went)
+            lines.append(f"  files {'that would be ' if dry_run else ''}deleted:")
             lines.extend(_deleted_lines([lg for lg, _ in logs if lg.deleted_files]))
     for data_dir, reason in result.offline_dirs.items():
         if data_dir not in result.clean_shutdown:
             lines.append(f"{data_dir}: OFFLINE: {reason}")
-    t = result.impact_total()
-    if t["partitions_changed"]:
-        impact = (f"impact: {t['records_removed']} offsets and {format_bytes(t['bytes_removed'])} {verb}removed from "
-                  f"{t['partitions_changed']} partition(s), {t['segments_deleted']} segments {verb}deleted")
-        if t["partitions_lost_below_high_watermark"]:
-            impact += (f"; {t['partitions_lost_below_high_watermark']} partition(s) "
-                       f"{'would lose' if dry_run else 'lost'} ACKNOWLEDGED records (below the high watermark)")
-        lines.append(impact)
-    else:
-        lines.append(f"impact: no record {verb}removed")
+    lines.append(_impact_total_line(result, dry_run))
     s = result.stats
-    how = ("in this process" if s.workers_per_dir <= 1
-           else f"with {s.workers_per_dir} worker processes per data dir"
-           + (f" ({s.worker_start}ed)" if s.worker_start else ""))
-    if s.loaded_by is not None:
-        how = f"where the partitions were loaded: {s.loaded_by}"
-    lines.append(f"total: {s.partitions} partitions, {s.segments_recovered} segments {verb}recovered, "
-                 f"{format_bytes(s.bytes_read)} scanned {how}, {s.seconds.get('total', 0.0):.2f} s")
+    if auto_chose_partition_workers:
+        lines.append(f"--workers auto loaded whole partitions (their scans and their recovery) in {s.loaded_by}: "
+                     f"this broker has many partitions to recover (--workers N scans for this process instead)")
+    lines.append(f"total: {plural(s.partitions, 'partition')}, {plural(s.segments_recovered, 'segment')} "
+                 f"{verb}recovered, {format_bytes(s.bytes_read)} scanned {scanned_by(result)}, "
+                 f"{s.seconds.get('total', 0.0):.2f} s")
     return lines
 
 
-def _check_dirs(args: argparse.Namespace) -> list[str]:
-    """The command's own checks before a load (:mod:`mploader.cli.dirs`): a data dir that does not exist is refused
-    (a broker would create it; ``--create-missing`` does too), and so is the parent of data dirs; one that looks like
-    a partition directory is warned about."""
-    missing = [d for d in args.dirs if not os.path.lexists(d)]
-    if missing and not args.create_missing:
-        raise _Refused(f"no such data directory: {', '.join(missing)} (a Kafka broker would create it, empty; "
-                       f"to do that too, add --create-missing)")
-    if (why := refuse_data_dir_parents(args.dirs)) is not None:
+def _impact_total_line(result: LoadResult, dry_run: bool) -> str:
+    verb = ("would be " if dry_run else "")
+    impacts = [lg.impact for lg in result.all_logs()]
+    removed = [i for i in impacts if i.records_removed]
+    cut = [i for i in impacts if i.changed_data and not i.records_removed]
+    if removed:
+        line = (f"impact: {plural(sum(i.records_removed for i in removed), 'offset')} and "
+                f"{format_bytes(sum(i.bytes_removed for i in removed))} {verb}removed from "
+                f"{plural(len(removed), 'partition')}, {plural(sum(i.segments_deleted for i in removed), 'segment')} "
+                f"{verb}deleted")
+    else:
+        line = f"impact: no record {verb}removed"
+    if cut:
+        line += (f"{'; also' if removed else ';'} {format_bytes(sum(i.bytes_removed for i in cut))} of invalid bytes "
+                 f"(torn tails, no complete batch) {verb}cut in {plural(len(cut), 'partition')}")
+    if lost := sum(i.lost_below_high_watermark for i in impacts):
+        line += (f"; {plural(lost, 'partition')} {'would lose' if dry_run else 'lost'} ACKNOWLEDGED records (below the "
+                 f"high watermark)")
+    return line
+
+
+# --------------------------------------------------------------------------------------------
+# What a script reads: structured warnings (--json), the exit code
+
+
+def structured_warnings(result: LoadResult, before: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What the load found that a script acts on, as objects (docs/json-output.md, ``structured_warnings``): derived
+    from the result, not parsed from the log lines (``warnings`` keeps those as text).  ``before``: the command's own,
+    made before the load (an option not used, more workers than CPUs)."""
+    out: list[dict[str, Any]] = list(before or [])
+    for data_dir, reason in result.offline_dirs.items():
+        out.append({"kind": "data_dir_offline", "data_dir": data_dir, "message": reason})
+    counts: dict[str, int] = defaultdict(int)
+    for lg in result.all_logs():
+        counts[lg.data_dir] += 1
+    for d in result.clean_shutdown:
+        if d not in result.offline_dirs and counts[d] == 0:
+            out.append({"kind": "no_partitions", "data_dir": d,
+                        "message": f"{d} holds no partition directory: a new, empty data dir"})
+    for lg in sorted(result.all_logs(), key=lambda lg: (lg.topic, lg.partition, lg.dir)):
+        i = lg.impact
+        where = {"topic": lg.topic, "partition": lg.partition, "dir": lg.dir, "data_dir": lg.data_dir,
+                 "log_kind": lg.kind.value}
+        if lost := i.acknowledged_removed:
+            out.append({"kind": "acknowledged_records_lost", **where, "first_offset": lost[0], "last_offset": lost[-1],
+                        "offsets": len(lost), "high_watermark": i.high_watermark,
+                        "log_end_offset_before": i.log_end_offset_before,
+                        "log_end_offset_after": i.log_end_offset_after})
+        if missing := i.missing_below_high_watermark:
+            out.append({"kind": "acknowledged_offsets_missing", **where, "first_offset": missing[0],
+                        "last_offset": missing[-1], "offsets": len(missing), "high_watermark": i.high_watermark,
+                        "log_end_offset_before": i.log_end_offset_before,
+                        "log_end_offset_after": i.log_end_offset_after})
+        if i.records_removed:
+            out.append({"kind": "records_removed", **where, "first_offset": i.log_end_offset_after,
+                        "last_offset": i.log_end_offset_before - 1, "offsets": i.records_removed,
+                        "bytes": i.bytes_removed, "segments_deleted": i.segments_deleted})
+        elif i.changed_data:
+            out.append({"kind": "invalid_bytes_cut", **where, "bytes": i.bytes_removed,
+                        "segments_deleted": i.segments_deleted, "log_end_offset_after": i.log_end_offset_after})
+        for check in lg.index_checks:
+            out.append({"kind": "index_check", **where, "file": check["file"], "problem": check["problem"],
+                        "action": check["action"]})
+    return out
+
+
+def lost_acknowledged(result: LoadResult) -> bool:
+    return any(lg.impact.lost_below_high_watermark for lg in result.all_logs())
+
+
+def load_exit_code(result: LoadResult, healthy: bool = True) -> int:
+    """1 (a dir offline, or --verify-after found a problem) wins over 4 (acknowledged records lost), 4 over 0."""
+    if result.offline_dirs or not healthy:
+        return EXIT_FAILURE
+    return EXIT_LOST if lost_acknowledged(result) else EXIT_OK
+
+
+def _check_dirs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The command's own checks before a load: the data dirs (:func:`mploader.cli.dirs.data_dirs_problem`), the
+    partition filter, the worker counts; a refusal raises :class:`_Refused` (exit 2), advice comes back as
+    structured warnings (logged before the load)."""
+    if (why := data_dirs_problem(args.dirs, create_missing=args.create_missing, can_create=True)) is not None:
         raise _Refused(why)
-    warnings = []
-    for d in args.dirs:
-        if looks_like_partition_dir(d):
-            warnings.append(f"{os.path.abspath(d)} looks like a partition directory, not a data dir (log.dirs): "
-                            f"did you mean {os.path.dirname(os.path.abspath(os.path.normpath(d)))}?")
-    return warnings
+    if args.topics or args.partitions:
+        if not args.dry_run:
+            raise _Refused("--topic and --partition choose what a dry run reports: a real load recovers every "
+                           "partition of its data dirs, as a broker does (a subset would leave the others unrecovered "
+                           "once the clean-shutdown marker is gone); add --dry-run, or drop the filter")
+        if (why := filter_problem(args.dirs, args.topics, args.partitions)) is not None:
+            raise _Refused(why)
+    return workers_warnings(args.workers, args.partition_workers, len(args.dirs))
+
+
+def workers_warnings(workers: int | str, partition_workers: int | str | None, n_dirs: int) -> list[dict[str, Any]]:
+    """More worker processes than usable CPUs, said before the load starts them."""
+    from mploader.engine.select import usable_cpus
+
+    cpus = usable_cpus()
+    out = []
+    if isinstance(workers, int) and workers > cpus and partition_workers is None:
+        out.append({"kind": "workers_exceed_cpus", "option": "--workers", "workers": workers, "cpus": cpus,
+                    "message": f"--workers {workers} starts up to {workers} scanning processes per data dir "
+                               f"({workers * n_dirs} for {plural(n_dirs, 'data dir')}) on {plural(cpus, 'usable CPU')}:"
+                               f" more than the CPUs only adds processes to switch between; 'auto' (the default) "
+                               f"shares the CPUs among the data dirs"})
+    if isinstance(partition_workers, int) and partition_workers > cpus:
+        out.append({"kind": "workers_exceed_cpus", "option": "--partition-workers", "workers": partition_workers,
+                    "cpus": cpus,
+                    "message": f"--partition-workers {partition_workers} starts up to {partition_workers} loading "
+                               f"processes on {plural(cpus, 'usable CPU')}: 'auto' starts one per CPU"})
+    return out
+
+
+def filter_problem(dirs: list[str], topics: list[str], partitions: list[int]) -> str | None:
+    """A --topic/--partition that matches no partition directory of ``dirs`` (from their listings): a usage error
+    naming what is there, before anything is read."""
+    present = partitions_in(dirs)
+    if any(_selected(tp.topic, tp.partition, topics, partitions) for tp in present):
+        return None
+    chosen = " and ".join(x for x in (f"--topic {', '.join(topics)}" if topics else "",
+                                      f"--partition {', '.join(map(str, partitions))}" if partitions else "") if x)
+    there = sorted({tp.topic for tp in present})
+    shown = ", ".join(there[:20]) + (f" and {len(there) - 20} more" if len(there) > 20 else "")
+    return f"no partition of {', '.join(dirs)} matches {chosen} (topics there: {shown or 'none'})"
+
+
+def _selected(topic: str, partition: int, topics: list[str], partitions: list[int]) -> bool:
+    return (not topics or topic in topics) and (not partitions or partition in partitions)
+
+
+def filtered_result(result: LoadResult, topics: list[str], partitions: list[int]) -> LoadResult:
+    """``result`` with only the partitions --topic/--partition choose (the data dirs' states and the stats stay
+    those of the whole load: it read every partition)."""
+    if not topics and not partitions:
+        return result
+
+    def keep(lg: LoadedLog) -> bool:
+        return _selected(lg.topic, lg.partition, topics, partitions)
+
+    return replace(result, logs={tp: lg for tp, lg in result.logs.items() if keep(lg)},
+                   future_logs={tp: lg for tp, lg in result.future_logs.items() if keep(lg)},
+                   logs_to_delete=[lg for lg in result.logs_to_delete if keep(lg)],
+                   stray_logs=[lg for lg in result.stray_logs if keep(lg)])
 
 
 class _Refused(Exception):
@@ -256,14 +433,17 @@ def _after_load_warnings(result: LoadResult) -> list[str]:
     counts: dict[str, int] = defaultdict(int)
     for lg in result.all_logs():
         counts[lg.data_dir] += 1
-    return [f"{d} holds no partition directory: is it a Kafka data dir (log.dirs)?"
+    return [f"{d} holds no partition directory: a new, empty data dir (--create-missing), as a broker's first start "
+            f"finds it"
             for d in result.clean_shutdown if d not in result.offline_dirs and counts[d] == 0]
 
 
-def result_document(result: LoadResult, dry_run: bool, warnings: list[str]) -> dict[str, Any]:
+def result_document(result: LoadResult, dry_run: bool, warnings: list[str],
+                    before: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     doc = result.to_json()
     return {"schema": SCHEMA_VERSION, "tool": tool(), "command": "load", "dry_run": dry_run,
-            "warnings": warnings, **{k: v for k, v in doc.items() if k != "warnings"}}
+            "warnings": warnings, "structured_warnings": structured_warnings(result, before),
+            **{k: v for k, v in doc.items() if k != "warnings"}}
 
 
 def run_load(args: argparse.Namespace) -> int:
@@ -289,11 +469,14 @@ def run_load(args: argparse.Namespace) -> int:
         n = args.partition_workers
         extra["partitions"] = ProcessPartitions(usable_cpus() if n == "auto" else n)
         if args.workers != "auto":
-            before.append(f"--workers {args.workers} is not used with --partition-workers: each partition worker "
-                          f"scans the partitions it loads itself")
+            before.append({"kind": "option_not_used", "option": "--workers",
+                           "message": f"--workers {args.workers} is not used with --partition-workers: each partition "
+                                      f"worker scans the partitions it loads itself"})
         if args.recovery_threads is not None:
-            before.append(f"--recovery-threads {args.recovery_threads} is not used with --partition-workers: the "
-                          f"partition workers load the partitions, as many at once as there are workers")
+            before.append({"kind": "option_not_used", "option": "--recovery-threads",
+                           "message": f"--recovery-threads {args.recovery_threads} is not used with "
+                                      f"--partition-workers: the partition workers load the partitions, as many at "
+                                      f"once as there are workers"})
     server = None
     if args.metrics_port is not None:
         registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
@@ -310,7 +493,7 @@ def run_load(args: argparse.Namespace) -> int:
     try:
         with WarningCollector() as collected:
             for w in before:
-                log.warning("%s", w)
+                log.warning("%s", w["message"])
             try:
                 result = load_logs(args.dirs, cfg, args.now_ms, **extra)
             finally:
@@ -319,8 +502,8 @@ def run_load(args: argparse.Namespace) -> int:
                 if server is not None:
                     server.stop()  # the load ended: so does the endpoint
             after = _after_load_warnings(result)
-            for w in after:
-                log.warning("%s", w)
+            for text in after:
+                log.warning("%s", text)
     except StartupFailedError as e:
         notes = getattr(e, "__notes__", [])
         message = "; ".join([f"a Kafka broker would fail to start on this input: {e}", *notes])
@@ -332,11 +515,21 @@ def run_load(args: argparse.Namespace) -> int:
         return fail(args, EXIT_FAILURE, "corrupt_file", str(e), path=e.path, position=e.position)
     except (KeyboardInterrupt, MploaderError, OSError) as e:  # Ctrl-C, SIGTERM; an error: its file, what to do
         return failed(args, e)
-    doc = result_document(result, args.dry_run, sorted(set(collected.messages))) if args.json else None
+    whole = result
+    result = filtered_result(result, args.topics, args.partitions)
+    doc = result_document(result, args.dry_run, sorted(set(collected.messages)), before) if args.json else None
+    if doc is not None and result is not whole:
+        doc["filter"] = {"topics": list(args.topics), "partitions": list(args.partitions),
+                         "partitions_loaded": len(whole.all_logs())}
     if doc is None:
         if args.dry_run:
             print("dry run: nothing on disk was changed; this is what the load would do")
-        print("\n".join(summary_lines(result, args.dry_run)), flush=True)
+        auto_chose = whole.stats.loaded_by is not None and args.partition_workers is None
+        print("\n".join(summary_lines(result, args.dry_run, auto_chose_partition_workers=auto_chose)), flush=True)
+        if result is not whole:
+            print(f"filtered (--topic/--partition): {plural(len(result.all_logs()), 'partition')} shown of the "
+                  f"{len(whole.all_logs())} the dry run loaded (it read every partition of the data dirs; the totals "
+                  f"above are of the whole dry run)")
     healthy = True
     if args.verify_after:
         try:
@@ -351,7 +544,7 @@ def run_load(args: argparse.Namespace) -> int:
             print("\n".join(_verification_lines(result, report)))
     if doc is not None:
         print_document(doc)
-    return EXIT_FAILURE if result.offline_dirs or not healthy else EXIT_OK
+    return load_exit_code(result, healthy)
 
 
 def _verify_after(args: argparse.Namespace, result: LoadResult, cfg: LoaderConfig) -> VerifyReport:
@@ -379,7 +572,9 @@ def _unverified(args: argparse.Namespace, result: LoadResult, doc: dict[str, Any
     ``verification_error``; else the summary printed already) and why the check did not run.  Exit 3, or 130/143
     when a signal stopped it (a data dir offline makes it 1 instead of 3)."""
     stopped = isinstance(error, KeyboardInterrupt)
-    code = interrupt_exit_code() if stopped else EXIT_FAILURE if result.offline_dirs else EXIT_UNVERIFIED
+    code = interrupt_exit_code() if stopped else load_exit_code(result)
+    if code == EXIT_OK:
+        code = EXIT_UNVERIFIED
     kind, why, path = ("interrupted", stop_reason(), None) if stopped else describe(error)
     verify = shlex.join(["mploader", "verify", *(["--workers", "1"] if kind == "io_error" else []), *args.dirs])
     message = (f"the load finished and its result stands{'' if doc is not None else ' (above)'}, but the check "

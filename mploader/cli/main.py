@@ -5,10 +5,12 @@ function that adds the subcommand's arguments and one that runs it and returns t
 means a module beside :mod:`.load` and :mod:`.generate` with those two functions, and one table entry;
 :func:`main` needs no change.  Only the ``cli`` package prints.
 
-Exit codes (:data:`mploader.cli.units.EXIT_CODES_HELP`): 0 success, 1 failure while running, 2 usage error
-(bad arguments or configuration), 3 ``load --verify-after``'s check could not run, 130 interrupted (Ctrl-C), 143
-stopped by SIGTERM (handled as Ctrl-C, :mod:`.failures`).  Every failure ends in a message; with ``--json``, a
-failure, a usage error included, prints a JSON error document on stdout (:mod:`.output`).
+Exit codes (:data:`mploader.cli.units.ALL_EXIT_CODES_HELP`; each command's own table in its ``--help``): 0 success,
+1 failure while running, 2 usage error (bad arguments or configuration, a DIR that is not a data dir:
+:mod:`.dirs`), 3 ``load --verify-after``'s check could not run, 4 acknowledged records lost (``load``, a dry run's
+prediction, ``spark load``), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (handled as Ctrl-C,
+:mod:`.failures`).  Every failure ends in a message; with ``--json``, a failure, a usage error included, prints a
+JSON error document on stdout (:mod:`.output`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import NoReturn
 from mploader.cli.failures import failed, interrupt_exit_code, sigterm_as_interrupt, stop_reason
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, fail, new_command, print_document, tool_version
-from mploader.cli.units import EXIT_CODES_HELP, EXIT_USAGE, UsageError
+from mploader.cli.units import ALL_EXIT_CODES_HELP, EXIT_USAGE, UsageError
 from mploader.engine import ONE_BLAS_THREAD, worker_start
 
 # --------------------------------------------------------------------------------------------
@@ -88,7 +90,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (the first word that is one) gets its arguments."""
     parser = _Parser(
         prog="mploader", description="Load and recover Apache Kafka log directories, exactly as Kafka does.",
-        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=ALL_EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mploader {tool_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log what a broker logs while loading (INFO; -vv: DEBUG)")

@@ -3,7 +3,9 @@
 Prints what the single-host command prints, broker by broker (``verify``: one report; ``--json``: the same
 document as ``mploader verify --json``, plus a ``"spark"`` member), and writes the segment inventory and the
 per-partition summary as Parquet under ``--out``.  ``load`` is a dry run unless ``--apply``.
-Exit codes: 0 healthy / loaded, 1 something is wrong (verify) or a broker would not start (load), 2 usage.
+Exit codes (:data:`mploader.cli.units.SPARK_EXIT_CODES_HELP`): 0 healthy / loaded, 1 something is wrong (verify) or
+a broker would not start (load), 2 usage (the data dirs are checked as ``mploader load`` checks them, before Spark
+starts), 4 a load lost (would lose) acknowledged records.
 """
 
 from __future__ import annotations
@@ -12,27 +14,29 @@ import argparse
 import time
 from typing import Any
 
-from mploader.cli.dirs import audit_dirs_problem
+from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.failures import interrupted
-from mploader.cli.load import result_document, summary_lines
+from mploader.cli.load import lost_acknowledged, result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
-from mploader.cli.units import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from mploader.cli.units import EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_USAGE, SPARK_EXIT_CODES_HELP
 from mploader.cli.verify import report_lines
 from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
 
-# what the per-broker loads log: their warnings are in the summary already (-v shows them)
-_QUIET_LOGGERS = (*CHANGE_LOGGERS, "py4j")
+# what verify's predictions (dry-run loads) log: their warnings are in the report already (-v shows them); a load
+# logs its WARN lines as `mploader load` does
+_QUIET_LOGGERS = {"verify": (*CHANGE_LOGGERS, "py4j"), "load": ("py4j",)}
 
 
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = EXIT_CODES_HELP
+    p.epilog = SPARK_EXIT_CODES_HELP
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     sub = p.add_subparsers(dest="spark_command", metavar="verify|load", required=True)
     for name, text in (("verify", "audit every segment of every broker's dirs on Spark (read-only)"),
                        ("load", "load every broker's dirs with Phase 1 on Spark (a dry run unless --apply)")):
-        q = sub.add_parser(name, help=text, description=text)
+        q = sub.add_parser(name, help=text, description=text, epilog=SPARK_EXIT_CODES_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         q.set_defaults(_prog=q.prog)  # "mploader spark verify" in its messages (output.fail)
         q.add_argument("dirs", nargs="*", metavar="DIR", help="data directories of one or more brokers (grouped "
                        "by their meta.properties' node.id); the executors must see them at the same paths")
@@ -43,13 +47,15 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
         q.add_argument("--now-ms", type=int, default=None, metavar="MS",
                        help="wall clock for producer expiry (default: now)")
+        q.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
+                       help="-v: INFO lines and Spark's own log (WARN); -vv: DEBUG and Spark's INFO")
         if name == "load":
             q.add_argument("--apply", action="store_true",
                            help="recover the dirs (default: a dry run that changes nothing)")
 
 
 def run_spark(args: argparse.Namespace) -> int:
-    if (why := audit_dirs_problem(args.dirs)) is not None:
+    if (why := data_dirs_problem(args.dirs)) is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     try:
         from mploader.spark import fleet
@@ -58,9 +64,9 @@ def run_spark(args: argparse.Namespace) -> int:
         return fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
     t0 = time.perf_counter()
     try:
-        with quiet_unless_verbose(_QUIET_LOGGERS):
-            spark = spark_session(args.master, f"mploader spark {args.spark_command}")
-            spark.sparkContext.setLogLevel("ERROR")
+        with quiet_unless_verbose(_QUIET_LOGGERS[args.spark_command]):
+            spark = spark_session(args.master, f"mploader spark {args.spark_command}",
+                                  verbosity=args.verbose + vars(args).get("sub_verbose", 0))
             if args.spark_command == "verify":
                 run = fleet.verify(spark, args.dirs, LoaderConfig(), now_ms=args.now_ms)
                 tables = run.tables
@@ -91,7 +97,7 @@ def run_spark(args: argparse.Namespace) -> int:
 
 def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any], wrote: str) -> int:
     dry_run = not args.apply
-    failed = False
+    failed = lost = False
     docs: list[dict[str, Any]] = []
     lines = [] if args.apply else ["dry run: nothing on disk was changed; this is what the load would do"]
     for dirs, result in loaded.results:
@@ -103,6 +109,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
             lines.append(f"broker {', '.join(dirs)}: {message}")
             continue
         failed = failed or bool(result.offline_dirs)
+        lost = lost or lost_acknowledged(result)
         docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
         lines.extend(summary_lines(result, dry_run))
     if args.json:
@@ -110,7 +117,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
                         "brokers": docs, "spark": spark_info})
     else:
         print("\n".join([*lines, wrote]))
-    return EXIT_FAILURE if failed else EXIT_OK
+    return EXIT_FAILURE if failed else EXIT_LOST if lost else EXIT_OK
 
 
 __all__ = ["add_spark_arguments", "run_spark"]

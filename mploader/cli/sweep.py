@@ -24,7 +24,7 @@ from mploader.cli.experimenting import (
     sizes,
     worker_counts,
 )
-from mploader.cli.units import EXIT_USAGE, format_bytes
+from mploader.cli.units import EXIT_USAGE, EXPERIMENT_EXIT_CODES_HELP, format_bytes
 from mploader.engine.select import usable_cpus
 from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
@@ -38,6 +38,8 @@ MODES = {"recover": False, "dry-run": True}
 
 
 def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EXPERIMENT_EXIT_CODES_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("dirs", nargs="*", metavar="DIR",
                    help="data dirs to load (a fresh copy for every run); none: generate a broker (unclean restart, "
                         "every byte recovered)")

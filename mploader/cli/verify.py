@@ -1,32 +1,23 @@
-"""``mploader verify DIR...``: is this data dir healthy?  Read-only; exit 0 healthy, 1 not, 2 usage."""
+"""``mploader verify DIR...``: is this data dir healthy?  Read-only; exit 0 healthy, 1 not, 2 usage
+(:data:`mploader.cli.units.VERIFY_EXIT_CODES_HELP`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from typing import Any
 
-from mploader.cli.dirs import audit_dirs_problem
+from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import failed
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
-from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, format_bytes, parse_workers
+from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP, format_bytes, parse_workers
 from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
 from mploader.verify.report import Finding, segment_healthy
-
-VERIFY_EXIT_CODES_HELP = """exit status:
-  0    every partition healthy
-  1    something is wrong (the report says what), an I/O error (the message names the file and what to
-       do) or out of memory
-  2    usage error: bad arguments, a path that is not a directory, or a folder that holds data dirs given
-       for one
-  130  interrupted (Ctrl-C): verify changes nothing; run it again
-  143  stopped by SIGTERM: as 130
-with --json, a failure prints {"schema": 1, "error": {"kind", "message", ...}} on stdout, same exit status"""
-
 
 AFTER_FAILURE = "verify changes nothing: run it again"
 
@@ -42,6 +33,11 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-predict", action="store_true",
                    help="do not tell what a load would do (skips the dry run, which re-reads what recovery reads)")
     p.add_argument("--all", action="store_true", help="list healthy partitions too")
+    p.add_argument("--topic", action="append", default=[], dest="topics", metavar="TOPIC",
+                   help="report only this topic's partitions (repeat for more); every partition is still audited "
+                        "(the data dirs' checks and the prediction need them all)")
+    p.add_argument("--partition", action="append", default=[], type=int, dest="partitions", metavar="N",
+                   help="report only partition N (of every topic, or of --topic's; repeat for more)")
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
                    help="wall clock for the dry run's producer expiry (default: now)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
@@ -52,7 +48,12 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    if (why := audit_dirs_problem(args.dirs)) is not None:
+    from mploader.cli.load import filter_problem
+
+    why = data_dirs_problem(args.dirs)
+    if why is None and (args.topics or args.partitions):
+        why = filter_problem(args.dirs, args.topics, args.partitions)
+    if why is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
@@ -66,11 +67,29 @@ def run_verify(args: argparse.Namespace) -> int:
         if display is not None:
             display.close()
     report.tool_version = tool_version()
+    audited = len(report.partitions)
+    report = filtered_report(report, args.topics, args.partitions)
     if args.json:
-        print_document({**report.to_json(), "command": "verify"})
+        doc = {**report.to_json(), "command": "verify"}
+        if args.topics or args.partitions:
+            doc["filter"] = {"topics": list(args.topics), "partitions": list(args.partitions),
+                             "partitions_audited": audited}
+        print_document(doc)
     else:
         print("\n".join(report_lines(report, show_all=args.all)))
+        if args.topics or args.partitions:
+            print(f"filtered (--topic/--partition): {len(report.partitions)} of the {audited} partitions audited "
+                  f"are shown and judged; the data dirs' own findings are kept")
     return EXIT_OK if report.healthy else EXIT_FAILURE
+
+
+def filtered_report(report: VerifyReport, topics: list[str], partitions: list[int]) -> VerifyReport:
+    """Only the partitions --topic/--partition choose; the data dirs' findings and a start-up failure stay (they
+    concern every partition)."""
+    if not topics and not partitions:
+        return report
+    return replace(report, partitions=[p for p in report.partitions if (not topics or p.topic in topics)
+                                       and (not partitions or p.partition in partitions)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,9 +111,12 @@ def report_lines(report: VerifyReport, show_all: bool = False) -> list[str]:
     for p in report.partitions:
         if show_all or not p.healthy:
             lines += partition_lines(p)
-    if report.healthy:
-        lines.append(f"HEALTHY: every byte of every segment checked in {len(report.partitions)} partitions: "
-                     "nothing wrong")
+    if report.healthy and not report.partitions:  # not "HEALTHY" with nothing checked, without saying why
+        lines.append(f"HEALTHY, with nothing to check: the data dir(s) hold no partition directory (a new, empty data "
+                     f"dir); its own files were checked: {', '.join(d.path for d in report.data_dirs)}")
+    elif report.healthy:
+        n = len(report.partitions)
+        lines.append(f"HEALTHY: every byte of every segment checked in {n} partition{'s' * (n != 1)}: nothing wrong")
     else:
         problems = []
         if dirs_bad := sum(1 for d in report.data_dirs if d.findings):  # a checkpoint, a dir a load takes offline
