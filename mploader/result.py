@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -98,7 +99,7 @@ class LoadedLog:
     log_end_offset: int
     segments: list[SegmentInfo]
     leader_epochs: list[tuple[int, int]] | None  # None when there is no epoch cache (record version < 2)
-    producers: dict[int, ProducerInfo]
+    producers: Mapping[int, ProducerInfo]  # a load's: recovery.producer_map.ProducerInfos
     recovered_segments: list[int] = field(default_factory=list)  # base offsets, in recovery order
     truncated_bytes: int = 0
     deleted_files: list[str] = field(default_factory=list)  # names inside the partition dir

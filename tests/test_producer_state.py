@@ -64,7 +64,7 @@ def _reference(rows, psm, txn_entries):  # type: ignore[no-untyped-def]
 def _state(psm: ProducerStateManager):  # type: ignore[no-untyped-def]
     return ({pid: (e.epoch, e.coordinator_epoch, e.last_timestamp, e.current_txn_first_offset, list(e.batches))
              for pid, e in psm.producers.items()}, list(psm.producers), list(psm.ongoing.items()),
-            list(psm.unreplicated.items()), psm._table.order(), psm.map_end_offset)
+            list(psm.unreplicated.items()), psm.producers.order(), psm.map_end_offset)
 
 
 def _known_producers(psm: ProducerStateManager, producers) -> None:  # type: ignore[no-untyped-def]
@@ -174,4 +174,4 @@ def test_loading_producers_from_batches_enters_them_in_the_order_of_kafkas_compu
     psm = _psm(str(tmp_path))
     psm.load_producers_from_batches(_table([(301039, 0, PLAIN, 1, 0), (301025, 0, PLAIN, 1, 0),
                                             (301023, 0, PLAIN, 1, 0)]), "x")
-    assert psm._table.order() == [301025, 301023, 301039]
+    assert psm.producers.order() == [301025, 301023, 301039]

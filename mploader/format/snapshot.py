@@ -11,14 +11,21 @@ Layout (Kafka's generated ``ProducerSnapshot`` message, version 1)::
 
 Kafka writes the entries in ``java.util.HashMap`` iteration order of its
 producer map; :func:`java_hashmap_order` reproduces it.
+
+A snapshot holds one entry per producer, millions of them on a busy broker, so the entries are also read
+and written as rows of :data:`SNAPSHOT_ENTRY`: a view of the file's bytes, not an object per producer.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
 
 from mploader.errors import CorruptSnapshotError
 from mploader.format.crc import crc32c
@@ -33,6 +40,12 @@ SNAPSHOT_VERSION = 1
 HEADER = struct.Struct(">hIi")
 ENTRY = struct.Struct(">qhiqiqiq")
 assert (HEADER.size, ENTRY.size) == (10, 46)
+# one entry as the file holds it (big-endian, packed): ProducerSnapshot's ProducerEntry fields
+SNAPSHOT_ENTRY = np.dtype([
+    ("producer_id", ">i8"), ("epoch", ">i2"), ("last_sequence", ">i4"), ("last_offset", ">i8"),
+    ("offset_delta", ">i4"), ("timestamp", ">i8"), ("coordinator_epoch", ">i4"), ("current_txn_first_offset", ">i8"),
+])
+assert SNAPSHOT_ENTRY.itemsize == ENTRY.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +60,36 @@ class ProducerSnapshotEntry:
     current_txn_first_offset: int
 
 
+class SnapshotRows(Sequence[ProducerSnapshotEntry]):
+    """A snapshot's entries held as rows of :data:`SNAPSHOT_ENTRY` (an entry object made only when asked for)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> ProducerSnapshotEntry: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ProducerSnapshotEntry]: ...
+
+    def __getitem__(self, i: int | slice) -> ProducerSnapshotEntry | Sequence[ProducerSnapshotEntry]:
+        if isinstance(i, slice):
+            return entries_of_rows(self.rows[i])
+        return ProducerSnapshotEntry(*self.rows[i].tolist())
+
+    def __iter__(self) -> Iterator[ProducerSnapshotEntry]:
+        return iter(entries_of_rows(self.rows))
+
+
+def entries_of_rows(rows: np.ndarray) -> list[ProducerSnapshotEntry]:
+    return [ProducerSnapshotEntry(*row) for row in rows.tolist()]
+
+
 def snapshot_bytes(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
     """Serialise entries in the given order (use :func:`java_hashmap_order` for Kafka's)."""
     body = bytearray(struct.pack(">i", len(entries)))
@@ -56,8 +99,33 @@ def snapshot_bytes(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
     return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
 
 
-def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapshotEntry]:
-    """Entries in file order; any deviation is a :class:`CorruptSnapshotError` (Kafka deletes the file).
+def snapshot_file_bytes(count: int, chunks: Iterable[np.ndarray]) -> bytes:
+    """ProducerStateManager.writeSnapshot's bytes for ``count`` entries given in file order as consecutive chunks
+    of :data:`SNAPSHOT_ENTRY` rows.  The file is assembled in place (a ``BytesIO`` sized first hands over its
+    buffer), so writing it costs its size once, not once per copy."""
+    size = HEADER.size + count * ENTRY.size
+    out = io.BytesIO()
+    out.seek(size - 1)
+    out.write(b"\0")
+    out.seek(6)
+    out.write(struct.pack(">i", count))
+    crc = crc32c(struct.pack(">i", count))
+    written = 0
+    for chunk in chunks:
+        view = np.ascontiguousarray(chunk, SNAPSHOT_ENTRY).data.cast("B")
+        crc = crc32c(view, crc)
+        out.write(view)
+        written += len(chunk)
+    if written != count:
+        raise ValueError(f"{written} snapshot entries given for a count of {count}")
+    out.seek(0)
+    out.write(struct.pack(">hI", SNAPSHOT_VERSION, crc))
+    return out.getvalue()
+
+
+def snapshot_rows(data: bytes, path: str | None = None) -> np.ndarray:
+    """The entries as rows of :data:`SNAPSHOT_ENTRY`, a read-only view of ``data``, in file order; any deviation
+    is a :class:`CorruptSnapshotError` (Kafka deletes the file).
 
     Like Kafka's reader, bytes after the last entry are not an error by themselves: they are
     inside the CRC range, so they only make the file corrupt when the stored CRC does not
@@ -70,11 +138,24 @@ def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapsho
         raise CorruptSnapshotError(path, 0, f"snapshot version {version}, expected {SNAPSHOT_VERSION}")
     if count < 0 or HEADER.size + count * ENTRY.size > len(data):
         raise CorruptSnapshotError(path, 6, f"entry count {count} does not fit in {len(data)} bytes")
-    actual = crc32c(data[6:])
+    actual = crc32c(memoryview(data)[6:])
     if actual != crc:
         raise CorruptSnapshotError(path, 2, f"snapshot CRC mismatch: stored {crc:#010x}, computed {actual:#010x}")
-    return [ProducerSnapshotEntry(*ENTRY.unpack_from(data, HEADER.size + i * ENTRY.size)) for i in range(count)]
+    return np.frombuffer(data, SNAPSHOT_ENTRY, count, HEADER.size)
+
+
+def parse_snapshot(data: bytes, path: str | None = None) -> list[ProducerSnapshotEntry]:
+    """Entries in file order; any deviation is a :class:`CorruptSnapshotError` (:func:`snapshot_rows`)."""
+    return entries_of_rows(snapshot_rows(data, path))
 
 
 def read_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
     return parse_snapshot(read_file(path), os.fspath(path))  # a regular file, never through a link
+
+
+def rows_of(entries: Sequence[ProducerSnapshotEntry]) -> np.ndarray:
+    """``entries`` as rows of :data:`SNAPSHOT_ENTRY` (those of :class:`SnapshotRows` as they are)."""
+    if isinstance(entries, SnapshotRows):
+        return entries.rows
+    return np.array([(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+                      e.coordinator_epoch, e.current_txn_first_offset) for e in entries], SNAPSHOT_ENTRY)

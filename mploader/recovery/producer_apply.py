@@ -28,14 +28,8 @@ import numpy as np
 
 from mploader.errors import StartupFailedError
 from mploader.format.records import last_sequences
-from mploader.recovery.producer_state import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    NUM_BATCHES_TO_RETAIN,
-    BatchMetadata,
-    ProducerEntry,
-    ProducerStateManager,
-)
+from mploader.recovery.producer_entry import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerEntry
+from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, ProducerStateManager
 from mploader.scan import BatchColumns, Field, Marker
 
 TxnIndexEntry = tuple[int, int, int, int]  # producer id, first offset, last offset, last stable offset

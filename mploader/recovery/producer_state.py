@@ -5,25 +5,30 @@ timestamp, open transaction, the last few batches' metadata), the ongoing and
 "unreplicated" transactions, and the snapshot files of the directory.  Batches
 arrive as rows of a Phase 1 batch table (see :mod:`mploader.scan.walk`).
 
-Snapshot bytes depend on ``java.util.HashMap`` iteration order, so the producer
-ids also go into a model of Kafka's table (:class:`mploader.format.java_hashmap.JavaLongHashMap`).
+The producer map is a :class:`~mploader.recovery.producer_map.ProducerMap`: a snapshot's millions of
+producers stay its rows, and snapshots are written in ``java.util.HashMap`` iteration order.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from mploader.disk.base import Disk
 from mploader.errors import CorruptSnapshotError, StartupFailedError
 from mploader.format import names
-from mploader.format.java_hashmap import JavaLongHashMap, computed_hashmap_order
-from mploader.format.records import java_int, last_sequence
-from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot, snapshot_bytes
+from mploader.format.java_hashmap import computed_hashmap_order
+from mploader.format.snapshot import SnapshotRows, rows_of, snapshot_file_bytes, snapshot_rows
+from mploader.recovery.producer_entry import (  # re-exported: the entries' own module
+    NUM_BATCHES_TO_RETAIN as NUM_BATCHES_TO_RETAIN,
+    BatchMetadata as BatchMetadata,
+    ProducerEntry as ProducerEntry,
+)
+from mploader.recovery.producer_map import ProducerMap
 from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.result import ProducerInfo
 from mploader.scan import Field, Marker
@@ -31,89 +36,8 @@ from mploader.scan import Field, Marker
 log = logging.getLogger(__name__)
 
 Row = tuple[int, ...]  # a batch-table row as a tuple (``table.tolist()``), its fields at :class:`~mploader.scan.Field`
-NUM_BATCHES_TO_RETAIN = 5
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
-
-
-@dataclass(slots=True)
-class BatchMetadata:
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @staticmethod
-    def of_batch(base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int) -> BatchMetadata:
-        delta = java_int(last_offset - base_offset)
-        return BatchMetadata(last_sequence(base_sequence, delta), last_offset, delta, max_timestamp)
-
-
-@dataclass(slots=True)
-class ProducerEntry:
-    producer_id: int
-    epoch: int = -1
-    coordinator_epoch: int = -1
-    last_timestamp: int = -1
-    current_txn_first_offset: int | None = None
-    batches: deque[BatchMetadata] = field(default_factory=deque)
-
-    def copy_without_batches(self) -> ProducerEntry:
-        return ProducerEntry(self.producer_id, self.epoch, self.coordinator_epoch, self.last_timestamp,
-                             self.current_txn_first_offset)
-
-    def maybe_update_epoch(self, epoch: int) -> None:
-        if self.epoch != epoch:
-            self.batches.clear()
-            self.epoch = epoch
-
-    def add_batch_metadata(self, b: BatchMetadata) -> None:
-        if len(self.batches) == NUM_BATCHES_TO_RETAIN:
-            self.batches.popleft()
-        self.batches.append(b)
-
-    def add_batches(self, batches: list[BatchMetadata]) -> None:
-        """add_batch_metadata for each, in order."""
-        self.batches.extend(batches)
-        while len(self.batches) > NUM_BATCHES_TO_RETAIN:
-            self.batches.popleft()
-
-    def append_data(self, epoch: int, base_offset: int, last_offset: int, base_sequence: int, max_timestamp: int,
-                    transactional: bool, path: str) -> bool:
-        """ProducerAppendInfo.appendDataBatch on this entry; True when the batch opens a transaction."""
-        self.maybe_update_epoch(epoch)
-        self.add_batch_metadata(BatchMetadata.of_batch(base_offset, last_offset, base_sequence, max_timestamp))
-        self.last_timestamp = max_timestamp
-        if self.current_txn_first_offset is not None and not transactional:
-            raise StartupFailedError(path, "InvalidTxnStateException",
-                                     f"non-transactional batch at offset {base_offset} from producer "
-                                     f"{self.producer_id} while its transaction is open")
-        if self.current_txn_first_offset is None and transactional:
-            self.current_txn_first_offset = base_offset
-            return True
-        return False
-
-    def merge(self, other: ProducerEntry) -> None:
-        """ProducerStateEntry.update(nextEntry)."""
-        self.maybe_update_epoch(other.epoch)
-        for b in other.batches:
-            self.add_batch_metadata(b)
-        self.coordinator_epoch = other.coordinator_epoch
-        self.current_txn_first_offset = other.current_txn_first_offset
-        self.last_timestamp = other.last_timestamp
-
-    def snapshot_entry(self) -> ProducerSnapshotEntry:
-        last = self.batches[-1] if self.batches else None
-        return ProducerSnapshotEntry(
-            self.producer_id, self.epoch, last.last_seq if last else -1, last.last_offset if last else -1,
-            last.offset_delta if last else 0, self.last_timestamp, self.coordinator_epoch,
-            -1 if self.current_txn_first_offset is None else self.current_txn_first_offset,
-        )
-
-    def info(self) -> ProducerInfo:
-        e = self.snapshot_entry()
-        return ProducerInfo(e.producer_id, e.epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
-                            e.coordinator_epoch, e.current_txn_first_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +95,7 @@ class ProducerStateManager:
         self.disk = disk
         self.dir = log_dir
         self.expiration_ms = producer_id_expiration_ms
-        self.producers: dict[int, ProducerEntry] = {}
-        self._table = JavaLongHashMap()  # Kafka's HashMap: its iteration order makes the snapshot bytes
+        self.producers = ProducerMap()  # Kafka's HashMap: its iteration order makes the snapshot bytes
         self.ongoing: dict[int, int] = {}  # first offset -> producer id
         self.unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, last offset)
         self.map_end_offset = 0
@@ -197,20 +120,21 @@ class ProducerStateManager:
     def take_snapshot(self) -> None:
         if self.map_end_offset > self.last_snap_offset:
             name = names.segment_file_name(self.map_end_offset, names.SNAPSHOT_SUFFIX)
-            entries = [self.producers[pid].snapshot_entry() for pid in self._table.order()]
+            data = snapshot_file_bytes(len(self.producers), self.producers.snapshot_chunks())
             path = os.path.join(self.dir, name)
             # Kafka's write does not truncate an existing file; a file whose delete was deferred is one Kafka
             # would have deleted, so it is rewritten whole
             rewrite = self.on_disk.revive(self.map_end_offset, name)
             try:
-                self.disk.write(path, snapshot_bytes(entries), durable=True, truncate=rewrite)
+                self.disk.write(path, data, durable=True, truncate=rewrite)
             except BaseException:  # a failed write (recoverLog goes on after an IOException) may leave the file:
                 if rewrite:  # Kafka deleted it before this write: the delete is still owed
                     self.on_disk.doom(self.map_end_offset, name)
                 elif self.disk.exists(path):  # the next manager's listing sees it, this one's map does not
                     self.on_disk.add(self.map_end_offset, name)
                 raise
-            self.on_disk.wrote(self.map_end_offset, name, entries)  # first: wrote() keeps the entries of a new file
+            # first: wrote() keeps the entries of a new file, as a view of the bytes just written
+            self.on_disk.wrote(self.map_end_offset, name, SnapshotRows(snapshot_rows(data, path)))
             if self.snapshots is not self.on_disk:
                 self.snapshots.add(self.map_end_offset, name)
             self.last_snap_offset = self.map_end_offset
@@ -233,13 +157,8 @@ class ProducerStateManager:
 
     # ---- producer map ----------------------------------------------------------------------
 
-    def _add_producer(self, entry: ProducerEntry) -> None:
-        self.producers[entry.producer_id] = entry
-        self._table.put(entry.producer_id)
-
     def _clear(self) -> None:
-        self._table.clear()  # HashMap.clear() keeps the table's length
-        self.producers.clear()
+        self.producers.clear()  # HashMap.clear() keeps the table's length
         self.ongoing.clear()
         self.unreplicated.clear()
 
@@ -272,24 +191,18 @@ class ProducerStateManager:
             name = self.snapshots[off]
             path = os.path.join(self.dir, name)
             try:  # the file the previous recovered segment's manager just wrote is known without reading it
-                entries = self.on_disk.written(off, name)
-                if entries is None:
-                    entries = parse_snapshot(self.disk.read(path), path)
+                written = self.on_disk.written(off, name)
+                rows = rows_of(written) if written is not None else snapshot_rows(self.disk.read(path), path)
             except CorruptSnapshotError as corrupt:  # ProducerStateManager.loadFromSnapshot: WARN, delete, next
                 log.warning("%s: deleting the corrupt producer snapshot %s and loading an older one (%s)", self.dir,
                             name, corrupt)
                 self._delete_snapshot(off)
                 continue
-            for e in entries:
-                txn = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
-                if txn is None and now_ms - e.timestamp >= self.expiration_ms:
-                    continue  # expired
-                entry = ProducerEntry(e.producer_id, e.epoch, e.coordinator_epoch, e.timestamp, txn)
-                if e.last_offset >= 0:
-                    entry.batches.append(BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp))
-                self._add_producer(entry)
-                if txn is not None:
-                    self.ongoing[txn] = e.producer_id
+            rows = unexpired(rows, now_ms, self.expiration_ms)
+            self.producers.load(rows)
+            txn = rows["current_txn_first_offset"]
+            opened = np.flatnonzero(txn >= 0)
+            self.ongoing.update(zip(txn[opened].tolist(), rows["producer_id"][opened].tolist()))
             self.last_snap_offset = self.map_end_offset = off
             return
         self.last_snap_offset = self.map_end_offset = log_start
@@ -301,14 +214,14 @@ class ProducerStateManager:
     def ensure_producer(self, pid: int) -> None:
         """Insert an empty entry for a producer not seen yet (what prepareUpdate + update would insert)."""
         if pid not in self.producers:
-            self._add_producer(ProducerEntry(pid))
+            self.producers.put(ProducerEntry(pid))
 
     def update(self, info: AppendInfo) -> None:
         current = self.producers.get(info.producer_id)
         if current is not None:
             current.merge(info.entry)
         else:
-            self._add_producer(info.entry)
+            self.producers.put(info.entry)
         for first, pid in info.started:
             self.ongoing[first] = pid
 
@@ -348,8 +261,19 @@ class ProducerStateManager:
         for c in completed:
             self.complete_txn(c, path)
 
-    def producer_infos(self) -> dict[int, ProducerInfo]:
-        return {pid: e.info() for pid, e in self.producers.items()}
+    def producer_infos(self) -> Mapping[int, ProducerInfo]:
+        return self.producers.infos()
+
+
+def unexpired(rows: np.ndarray, now_ms: int, expiration_ms: int) -> np.ndarray:
+    """The snapshot rows loadFromSnapshot loads: not those of an expired producer (isProducerExpired: no open
+    transaction and ``now - lastTimestamp >= producer.id.expiration.ms``, the difference taken exactly)."""
+    bound = now_ms - expiration_ms  # expired: timestamp <= bound
+    int64 = np.iinfo(np.int64)
+    if bound < int64.min or not len(rows):
+        return rows
+    expired = (rows["current_txn_first_offset"] < 0) & (rows["timestamp"] <= min(bound, int64.max))
+    return rows[~expired] if expired.any() else rows
 
 
 def check_marker(row: Row, path: str) -> None:
