@@ -9,7 +9,8 @@ One module per file kind, struct layouts written down once in each module's docs
 * :mod:`.checkpoint` text checkpoints, ``partition.metadata``, the clean-shutdown marker
 * :mod:`.snapshot`   producer-state ``.snapshot`` files
 * :mod:`.names`      file and partition-directory names
-* :mod:`.files`      a file's bytes read with the fewest system calls
+* :mod:`.files`      a data dir's file opened safely (never a link or a special file), read with the fewest calls
+* :mod:`.java_hashmap`, :mod:`.hashmap_order`  the order Kafka's ``HashMap<Long, V>`` writes snapshots in
 
 The modules are imported on first use (PEP 562), so that importing one (a worker imports
 :mod:`.records` and :mod:`.log`) does not import them all.
