@@ -34,8 +34,10 @@ def _modules_after(*steps: str) -> list[set[str]]:
 
 
 def _mploader_load(data_dir: Path) -> str:
-    """The statements of ``mploader load --no-progress DATA_DIR`` through the command's own entry point."""
-    return f"from mploader.cli.main import main\nassert main(['load', '--no-progress', {str(data_dir)!r}]) == 0"
+    """The statements of ``mploader load --no-progress DATA_DIR`` through the command's own entry point (an empty
+    ``DATA_DIR``: a new data dir, which the command takes with ``--create-missing`` only)."""
+    return (f"from mploader.cli.main import main\n"
+            f"assert main(['load', '--no-progress', '--create-missing', {str(data_dir)!r}]) == 0")
 
 
 def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
@@ -128,7 +130,7 @@ def test_the_command_starts_no_blas_threads(tmp_path: Path) -> None:
         import pytest
 
         pytest.skip("OpenBLAS starts no extra thread with one CPU")
-    argv = ["load", "--json", "--no-progress", str(tmp_path)]
+    argv = ["load", "--json", "--no-progress", "--create-missing", str(tmp_path)]  # an empty dir: a new data dir
     report = ("import atexit, os, sys\n"  # command() runs the atexit functions before it ends the process
               "atexit.register(lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'),"
               " len(os.listdir('/proc/self/task')), 'numpy' in sys.modules))\n")

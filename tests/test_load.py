@@ -141,7 +141,8 @@ def test_cli_load_passes_its_options_to_the_loader(tmp_path: Path, monkeypatch) 
 
     monkeypatch.setattr(cli_load, "load_logs", fake_load_logs)
     with pytest.raises(SystemExit):
-        main(["load", "--workers", "3", "--recovery-threads", "2", "--read-ahead", "64MiB", "--dry-run", str(tmp_path)])
+        main(["load", "--workers", "3", "--recovery-threads", "2", "--read-ahead", "64MiB", "--dry-run",
+              "--create-missing", str(tmp_path)])  # an empty dir is a new data dir only with --create-missing
     (cfg,) = seen
     assert (cfg.num_segment_loading_threads_per_data_dir, cfg.num_recovery_threads_per_data_dir,
             cfg.read_ahead_bytes, cfg.dry_run) == (3, 2, 64 << 20, True)
@@ -161,7 +162,7 @@ def test_cli_load_json_and_exit_codes(tmp_path: Path) -> None:
     assert doc["clean_shutdown"] == {str(d): False} and doc["offline_dirs"] == {}
     human = subprocess.run([sys.executable, "-m", "mploader", "load", str(d)], capture_output=True, text=True,
                            env=env, timeout=120)
-    assert human.returncode == 0 and "1 partitions" in human.stdout
+    assert human.returncode == 0 and "1 partition," in human.stdout
     usage = subprocess.run([sys.executable, "-m", "mploader", "load", "--workers", "0", str(d)],
                            capture_output=True, text=True, env=env, timeout=120)
     assert usage.returncode == 2
