@@ -6,11 +6,21 @@ Both have one schema whatever the command: ``verify`` fills every inventory colu
 CRC-checked and recovered, ``"not checked"`` for those Kafka does not read, and the audit columns are null).
 A broker Kafka would refuse to start, or a data dir it would take offline, is a summary row with ``error`` set
 and no topic: the run goes on with the other brokers.
+
+Integer columns stay integers where a value is missing (``first_invalid_position`` of a healthy segment, the
+impact columns of a verify without a prediction): Arrow and Parquet ``int64`` (``int32``) with nulls, never a
+float.  Written to a local path, the files are the driver's (pyarrow, from the tables it holds) and carry pandas'
+metadata, so that ``pandas.read_parquet`` reads those columns as its nullable ``Int64``/``Int32`` (and ``healthy``
+as ``boolean``), not as ``float64`` with NaN for null; another URL (``hdfs://``, ``s3a://``: what only Spark can
+reach) is written by Spark, whose files pandas reads so with ``dtype_backend="numpy_nullable"``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,19 +62,61 @@ class FleetTables:
     summary: DataFrame
     inventory_rows: int
     summary_rows: int
+    inventory_table: pa.Table | None = None  # the same rows as Arrow (INVENTORY_SCHEMA), held by the driver
+    summary_table: pa.Table | None = None
 
     def write(self, out: str | os.PathLike[str]) -> tuple[str, str]:
-        """Write both as Parquet under ``out`` (``inventory``, ``summary``; replaced if there)."""
+        """Write both as Parquet under ``out`` (``inventory``, ``summary``; replaced if there): a local path by the
+        driver, with pandas' metadata (see the module docstring), any other URL by Spark."""
         paths = os.path.join(os.fspath(out), "inventory"), os.path.join(os.fspath(out), "summary")
+        local = _local_path(os.fspath(out))
+        if local is not None and self.inventory_table is not None and self.summary_table is not None:
+            for path, table in zip(paths, (self.inventory_table, self.summary_table)):
+                write_parquet(table, _local_path(path) or path)
+            return paths
         self.inventory.write.mode("overwrite").parquet(paths[0])
         self.summary.write.mode("overwrite").parquet(paths[1])
         return paths
 
 
+def _local_path(out: str) -> str | None:
+    """``out`` as a path of the driver's file system, or None for a URL of another (``hdfs://``, ``s3a://``)."""
+    if out.startswith("file://"):
+        return out[len("file://"):]
+    if out.startswith("file:"):
+        return out[len("file:"):]
+    return None if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", out) else out
+
+
+def nullable_table(table: pa.Table) -> pa.Table:
+    """``table`` with pandas' metadata saying that its integer columns are pandas' nullable ``Int64``/``Int32`` and
+    its booleans ``boolean`` (the Arrow types and values unchanged)."""
+    pd: Any = importlib.import_module("pandas")  # the spark extra's (typed or not, as its version has it)
+    mapping = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.bool_(): pd.BooleanDtype()}
+    frame = table.to_pandas(types_mapper=mapping.get)
+    return pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
+
+
+def write_parquet(table: pa.Table, path: str) -> None:
+    """``table`` (:func:`nullable_table`) as a Parquet dataset of one file at ``path``, as Spark lays one out
+    (``part-00000.parquet`` and ``_SUCCESS``: ``spark.read.parquet(path)`` and ``pandas.read_parquet(path)`` read
+    it); what was at ``path`` is replaced."""
+    import pyarrow.parquet as pq
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    os.makedirs(path)
+    pq.write_table(nullable_table(table), os.path.join(path, "part-00000.parquet"))
+    with open(os.path.join(path, "_SUCCESS"), "wb"):
+        pass
+
+
 def _frames(spark: SparkSession, inventory: list[dict[str, Any]], summary: list[dict[str, Any]]) -> FleetTables:
-    return FleetTables(spark.createDataFrame(pa.Table.from_pylist(inventory, INVENTORY_SCHEMA)),
-                       spark.createDataFrame(pa.Table.from_pylist(summary, SUMMARY_SCHEMA)),
-                       len(inventory), len(summary))
+    tables = pa.Table.from_pylist(inventory, INVENTORY_SCHEMA), pa.Table.from_pylist(summary, SUMMARY_SCHEMA)
+    return FleetTables(spark.createDataFrame(tables[0]), spark.createDataFrame(tables[1]), len(inventory),
+                       len(summary), *tables)
 
 
 def broker_name(dirs: Sequence[str]) -> str:
@@ -161,5 +213,5 @@ def verify_tables(spark: SparkSession, reports: Sequence[tuple[list[str], Verify
     return _frames(spark, inventory, summary)
 
 
-__all__ = ["INVENTORY_SCHEMA", "SUMMARY_SCHEMA", "FleetTables", "broker_name", "load_tables", "recovery_words",
-           "verify_tables"]
+__all__ = ["INVENTORY_SCHEMA", "SUMMARY_SCHEMA", "FleetTables", "broker_name", "load_tables", "nullable_table",
+           "recovery_words", "verify_tables", "write_parquet"]

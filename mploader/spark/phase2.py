@@ -11,7 +11,11 @@ identically mounted file system), scanning in the task
 (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
 partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
 ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better), then a last row
-(``job`` :data:`TASK_WORK`) with what the task scanned and wrote, for the load's stats.
+(``job`` :data:`TASK_WORK`) with what the task scanned and wrote, for the load's stats, and the mploader log records
+its loads made (truncations, deleted segments, rebuilt indexes: at the driver's level and above).  The driver logs
+them through its own handlers once Spark's job is done, as the process pool's parent logs its workers' records
+(:mod:`mploader.partition_pool`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
+attempts that failed answer nothing), and the executors print none of them.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
 applied load writes through :class:`RealDisk` and syncs each task's file systems before the task completes, so
@@ -32,7 +36,7 @@ import pyarrow as pa
 
 from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
-from mploader.partition_pool import LoadsHere, partition_cost
+from mploader.partition_pool import LoadsHere, _Collect, partition_cost
 from mploader.recovery.job import PartitionJob
 from mploader.result import LoadedLog, LoadStats
 from mploader.spark.session import check_session
@@ -43,38 +47,57 @@ if TYPE_CHECKING:
 
 JOB_COLUMNS = "job long, spec binary"  # a job's index in the runner's list, and its pickled PartitionJob
 OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
-#: the ``job`` of a task's last row, whose ``outcome`` is what the task scanned and wrote (a pickled LoadStats)
+#: the ``job`` of a task's last row, whose ``outcome`` is what the task scanned and wrote and the log records its loads
+#: made (a pickled :data:`TaskWork`)
 TASK_WORK = -1
+TaskWork = tuple[LoadStats, list[logging.LogRecord]]
 
 
 class SparkJobFailed(MploaderError, RuntimeError):
     """The Spark job of Phase 2 did not complete (its error is the ``__cause__``)."""
 
 
-def load_rows(config: bytes) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def load_rows(config: bytes, level: int = logging.WARNING
+              ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per task,
     synced once after its last partition: a task's answers count only when the whole job succeeds, and a sync
     that fails fails the task, hence the job.
 
-    mploader logs only errors during the task: an executor configures no logging, so Python would print the
-    recovery's warnings on its stderr as bare lines (no level, no dry-run mark), and what they say (truncations,
-    deleted segments, records lost) reaches the driver in the loaded logs, whose result reports it.  The task's
-    last row (``job`` :data:`TASK_WORK`) says what it scanned and wrote, for the load's stats."""
+    The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
+    written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
+    no dry-run mark), where the driver's user does not look.  The task's last row (``job`` :data:`TASK_WORK`)
+    carries them to the driver with what the task scanned and wrote, for the load's stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         here = LoadsHere(pickle.loads(config))
         logger = logging.getLogger("mploader")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
+        collect = _Collect()
+        saved = logger.level, logger.propagate, logger.handlers
+        logger.setLevel(level)
+        logger.propagate, logger.handlers = False, [collect]
         try:
             for batch in batches:
                 for row in batch.to_pylist():
                     yield _row(row["job"], here.load(pickle.loads(row["spec"])))
-            yield _row(TASK_WORK, here.finish())  # the task's partitions durable before the task completes
-        finally:
-            logger.setLevel(level)  # a reused Python worker, or a caller in the driver, gets its level back
+            work: TaskWork = (here.finish(), collect.records)  # the partitions durable before the task completes
+            yield _row(TASK_WORK, work)
+        finally:  # a reused Python worker, or a caller in the driver, gets its logger back
+            logger.setLevel(saved[0])
+            logger.propagate, logger.handlers = saved[1], saved[2]
 
     return run
+
+
+def task_work(outcome: bytes) -> LoadStats:
+    """The driver side of a task's last row (:data:`TASK_WORK`): its log records logged here, through this process's
+    handlers at its loggers' levels (as the process pool's parent logs its workers'), and what it scanned and
+    wrote."""
+    work: TaskWork = pickle.loads(outcome)
+    for record in work[1]:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+    return work[0]
 
 
 def _row(job: int, outcome: object) -> pa.RecordBatch:
@@ -106,8 +129,9 @@ class SparkPartitions:
         frame = binned_frame(self.spark, [(i, pickle.dumps(j)) for i, j in enumerate(jobs)],
                              [partition_cost(j) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
         self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 2: partitions recovered on executors")
+        level = logging.getLogger("mploader").getEffectiveLevel()
         try:
-            rows = frame.mapInArrow(load_rows(pickle.dumps(cfg)), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
+            rows = frame.mapInArrow(load_rows(pickle.dumps(cfg), level), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
         except Exception as e:  # the job failed or was cancelled (e.g. the session is going away)
             what = "nothing was written (a dry run)" if cfg.dry_run else (
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
@@ -116,7 +140,7 @@ class SparkPartitions:
         out: list[tuple[LoadedLog, int] | BaseException | None] = [None] * len(jobs)
         for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
             if job == TASK_WORK:
-                self.work.add_work(pickle.loads(blob))
+                self.work.add_work(task_work(blob))
             else:
                 out[job] = pickle.loads(blob)
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
@@ -125,4 +149,5 @@ class SparkPartitions:
         return [o for o in out if o is not None]
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "load_rows"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "TaskWork", "load_rows",
+           "task_work"]

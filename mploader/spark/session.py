@@ -3,6 +3,11 @@
 Whatever the session, the jobs need classic Spark (not Spark Connect: the tasks are lists of file paths made
 on the driver, read by the executors) and no speculative execution (a speculative copy of a Phase 1 task is
 harmless, but two copies of one load writing the same partition are not: see :mod:`mploader.spark.phase2`).
+
+A session this module starts is quiet unless asked (``verbosity``): its JVM's log4j2 configuration is
+:data:`QUIET_LOG4J2` (errors only, from the JVM's first line on: Spark's default profile prints its WARN lines
+and "Setting default log level" before ``setLogLevel`` could act), passed with ``spark.driver.extraJavaOptions``
+(in ``local`` mode the executors run in that JVM too).  A session it did not start keeps its own log levels.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+#: the log4j2 configuration of a quiet session's JVM (package data: errors only, on stderr)
+QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # Arrow batches between the JVM and the Python workers; no BLAS threads in the workers (mploader.engine.pool)
 _CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -24,20 +32,46 @@ _CONF = {
 }
 
 
-def spark_session(master: str | None = None, app_name: str = "mploader") -> SparkSession:
+def spark_log_level(verbosity: int) -> str | None:
+    """Spark's log level for the command's ``-v`` count: 0 errors only, 1 Spark's own default (WARN, and the
+    lines its default profile prints at start), 2 or more INFO; None: leave Spark's default."""
+    return "ERROR" if verbosity <= 0 else None if verbosity == 1 else "INFO"
+
+
+def spark_session(master: str | None = None, app_name: str = "mploader", verbosity: int = 0) -> SparkSession:
     """The active session, or a new one: at ``master`` if given, else the master spark-submit set, else
-    :data:`DEFAULT_MASTER`.  A local master runs the executors' Python with this interpreter (which has mploader)."""
-    from pyspark import SparkConf
+    :data:`DEFAULT_MASTER`.  A local master runs the executors' Python with this interpreter (which has mploader).
+    A new session logs as :func:`spark_log_level` of ``verbosity`` says (0: only errors, its JVM started with
+    :data:`QUIET_LOG4J2`); an active one keeps the levels it has.  Under spark-submit the JVM is started already
+    (its configuration is spark-submit's), and only the level set once the session is made applies."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     for key, value in _CONF.items():
         builder = builder.config(key, value)
-    chosen = master or SparkConf().get("spark.master", DEFAULT_MASTER)
+    conf = SparkConf()
+    chosen = master or conf.get("spark.master", DEFAULT_MASTER)
     builder = builder.master(chosen)
     if chosen.startswith("local"):  # the workers are forked on this host: this interpreter, unless told otherwise
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return builder.getOrCreate()
+    level = spark_log_level(verbosity)
+    new = SparkContext._active_spark_context is None  # we make the context (and, unless spark-submit did, the JVM)
+    if new and level == "ERROR":
+        builder = builder.config(_JAVA_OPTIONS, quiet_java_options(conf.get(_JAVA_OPTIONS, "")))
+    session = builder.getOrCreate()
+    if new and level is not None:
+        session.sparkContext.setLogLevel(level)
+    return session
+
+
+def quiet_java_options(options: str) -> str:
+    """``options`` (the driver's extra Java options) with the JVM's log4j2 configuration :data:`QUIET_LOG4J2`,
+    unless they name one already."""
+    if "-Dlog4j2.configurationFile=" in options or "-Dlog4j.configurationFile=" in options:
+        return options
+    path = f'"{QUIET_LOG4J2}"' if any(c.isspace() for c in QUIET_LOG4J2) else QUIET_LOG4J2
+    return f"{options} -Dlog4j2.configurationFile={path}".strip()
 
 
 def check_session(spark: SparkSession) -> None:
@@ -49,4 +83,5 @@ def check_session(spark: SparkSession) -> None:
                          "set spark.speculation=false for mploader's jobs")
 
 
-__all__ = ["DEFAULT_MASTER", "check_session", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "QUIET_LOG4J2", "check_session", "quiet_java_options", "spark_log_level",
+           "spark_session"]
