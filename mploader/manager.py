@@ -99,6 +99,7 @@ class _DirState:
     loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
     resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
     recovered: dict[TopicPartition, Recovered] = field(default_factory=dict)  # what a killed --resumable load left
+    keep_marker: bool = False  # an error of the environment took the dir offline: the marker stays (_commit_clean_dirs)
     clean_scans: CleanScans | None = None  # what a clean load of it may scan, as the preflight sized it (None: unsized)
     # an unclean dir's partitions: their .log files' bytes and number, as the preflight sized them (PartitionJob.logs)
     sized_logs: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -174,7 +175,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 _note_written(e, disk)
             raise
         t_flush = time.perf_counter()
-        disk.flush()  # the producer snapshots written without an fsync each (docs/architecture.md, "Durability")
+        _flush(states, disk, offline)
         _commit_clean_dirs(states, cfg, disk, offline)
         for s in states:  # what a killed --resumable load recorded is of no more use (recovery.resume)
             if s.path not in offline:
@@ -567,6 +568,21 @@ def _prepare_dir(state: _DirState, disk: Disk, offline: dict[str, str]) -> None:
         state.partitions = []
 
 
+def _flush(states: list[_DirState], disk: Disk, offline: dict[str, str]) -> None:
+    """The producer snapshots written without an fsync each, made durable (docs/architecture.md, "Durability").
+    A sync that fails (an error of the environment: EIO, ENOSPC) leaves what was written maybe not durable: every
+    dir still loading goes offline, its marker kept, so that a load after the fix does it all again."""
+    try:
+        disk.flush()
+    except OSError as e:
+        failure = environment_failure(e)
+        for s in states:
+            if s.path not in offline:
+                offline[s.path] = f"{type(failure).__name__}: {failure}"
+                s.keep_marker = True
+        log.error("the load's writes could not be made durable: %s; every data dir goes offline", failure)
+
+
 def _commit_clean_dirs(states: list[_DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str]) -> None:
     """Delete the clean-shutdown markers, last, then grow the active indexes of those dirs' partitions.
 
@@ -578,9 +594,12 @@ def _commit_clean_dirs(states: list[_DirState], cfg: LoaderConfig, disk: Disk, o
     the active indexes (``AbstractIndex.resize``, which Kafka makes during the partition's load and which
     changes the log end offset a clean reload reads through a damaged index) comes after it, and so does the
     removal of the partitions' journals (:mod:`mploader.recovery.journal`).  A failed start-up commits too
-    (Kafka's outcome).  A marker that cannot be deleted takes its dir offline, as in Kafka."""
+    (Kafka's outcome), and so does a dir taken offline by what its bytes say; one taken offline by an error of the
+    environment does not (``keep_marker``): the load after the fix is a clean load again, whose outcome is the one
+    an undisturbed load would have had (docs/loading.md §18).  A marker that cannot be deleted takes its dir
+    offline, as in Kafka."""
     for s in states:
-        if s.marker_to_delete is None:
+        if s.marker_to_delete is None or s.keep_marker:
             continue
         try:
             disk.delete(s.marker_to_delete)
@@ -802,6 +821,7 @@ def _failed(s: _DirState, path: str, error: BaseException, offline: dict[str, st
         return error
     if of_the_environment(error):  # named, with what to fix (a write's error names no file: the partition then)
         error = environment_failure(error, path)
+        s.keep_marker = True
     log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path, type(error).__name__, error,
               s.path)
     offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")

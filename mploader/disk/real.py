@@ -230,8 +230,13 @@ class RealDisk(Disk):
         with self._unsynced_lock:
             unsynced, self._unsynced = self._unsynced, {}
         for directory in unsynced.values():
-            point("syncfs", directory)
-            _syncfs(directory)
+            try:
+                point("syncfs", directory)
+                _syncfs(directory)
+            except OSError as e:
+                if e.filename is not None:
+                    raise
+                raise OSError(e.errno, e.strerror, directory) from e  # the file system's, named by a directory on it
 
     def sync(self, directory: str) -> None:
         point("syncfs", directory)
