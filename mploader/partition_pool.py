@@ -232,9 +232,9 @@ def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
                segments: Callable[[int, int], None] = lambda i, n: None) -> Group:
     """A worker's task: each job's load, in order (:class:`LoadsHere`), synced at the end; the mploader log records
     at ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories
-    the disk changed, the error of the sync, if it failed (the load then fails, as an inline load's last sync
-    fails it), and the scans' and the file changes' counts and seconds.  ``segments``: told of the segments left to
-    recover in job ``i`` (its position in ``jobs``) as its load goes."""
+    the disk changed, the error of the sync, if it failed (the group's partitions then fail with it, their dirs
+    offline, as an inline load's last sync takes them), and the scans' and the file changes' counts and seconds.
+    ``segments``: told of the segments left to recover in job ``i`` (its position in ``jobs``) as its load goes."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
@@ -396,8 +396,8 @@ class ProcessPartitions:
                 logger = logging.getLogger(record.name)
                 if logger.isEnabledFor(record.levelno):
                     logger.handle(record)
-            if sync_failed is not None:  # its partitions are not durable: the load fails, as inline
-                raise sync_failed
+            if sync_failed is not None:  # its partitions are not durable: each fails with it, its dir offline, as
+                outcomes = [sync_failed] * len(indexes)  # an inline load's last sync (an error of the environment)
             for i, outcome in zip(indexes, outcomes, strict=True):
                 out[i] = outcome
                 if loaded is not None:
