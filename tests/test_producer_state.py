@@ -175,3 +175,19 @@ def test_loading_producers_from_batches_enters_them_in_the_order_of_kafkas_compu
     psm.load_producers_from_batches(_table([(301039, 0, PLAIN, 1, 0), (301025, 0, PLAIN, 1, 0),
                                             (301023, 0, PLAIN, 1, 0)]), "x")
     assert psm.producers.order() == [301025, 301023, 301039]
+
+
+def test_expiry_takes_the_difference_in_javas_long() -> None:
+    """isProducerExpired computes ``now - lastTimestamp`` in a Java long: for a timestamp near Long.MIN_VALUE (a
+    crafted, CRC-valid snapshot) it wraps negative and Kafka keeps the producer; one ordinary old timestamp goes."""
+    import numpy as np
+
+    from mploader.format.snapshot import SNAPSHOT_ENTRY
+    from mploader.recovery.producer_state import unexpired
+
+    rows = np.zeros(4, SNAPSHOT_ENTRY)
+    rows["producer_id"] = [1, 2, 3, 4]
+    rows["current_txn_first_offset"] = [-1, -1, -1, 5]
+    rows["timestamp"] = [-2**63, 0, 1_700_000_000_000 - 86_400_000 + 1, 0]
+    kept = unexpired(rows, 1_700_000_000_000, 86_400_000)
+    assert kept["producer_id"].tolist() == [1, 3, 4]  # 2 expired; 4 has an open transaction

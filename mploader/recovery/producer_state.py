@@ -267,12 +267,12 @@ class ProducerStateManager:
 
 def unexpired(rows: np.ndarray, now_ms: int, expiration_ms: int) -> np.ndarray:
     """The snapshot rows loadFromSnapshot loads: not those of an expired producer (isProducerExpired: no open
-    transaction and ``now - lastTimestamp >= producer.id.expiration.ms``, the difference taken exactly)."""
-    bound = now_ms - expiration_ms  # expired: timestamp <= bound
-    int64 = np.iinfo(np.int64)
-    if bound < int64.min or not len(rows):
+    transaction and ``now - lastTimestamp >= producer.id.expiration.ms``, in Java's ``long``: the difference wraps,
+    so a timestamp near Long.MIN_VALUE is not expired)."""
+    if not len(rows):
         return rows
-    expired = (rows["current_txn_first_offset"] < 0) & (rows["timestamp"] <= min(bound, int64.max))
+    since = np.int64(now_ms) - rows["timestamp"].astype(np.int64)  # an array's int64 arithmetic wraps, as Java's
+    expired = (rows["current_txn_first_offset"] < 0) & (since >= expiration_ms)
     return rows[~expired] if expired.any() else rows
 
 
