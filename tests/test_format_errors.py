@@ -468,11 +468,15 @@ def test_a_plain_epoch_line_is_read_as_java_reads_it(line: str) -> None:
 
 
 def test_checkpoints_are_read_with_their_names_in_errors(tmp_path: Path) -> None:
-    """Read with os.open: a directory in a checkpoint's place fails as open() fails, naming it."""
+    """Read with os.open: a directory in a checkpoint's place is refused (an error of the environment, EISDIR),
+    naming it."""
+    import errno
+
     d = tmp_path / "leader-epoch-checkpoint"
     d.mkdir()
-    with pytest.raises(IsADirectoryError, match=str(d)):
+    with pytest.raises(OSError, match=str(d)) as e:
         checkpoint.read_leader_epoch_checkpoint(d)
+    assert e.value.errno == errno.EISDIR
 
 
 # --------------------------------------------------------------------------------------------

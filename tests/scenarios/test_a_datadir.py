@@ -77,16 +77,33 @@ def test_s01_clean_marker_honoured_and_deleted(tmp_path):
 
 
 def test_s01_marker_gone_even_when_partition_load_fails(tmp_path):
+    """A failure of the bytes (a malformed leader-epoch checkpoint: Kafka's IOException for the content)."""
+    d = data_dir(tmp_path, clean=True)
+    pb = std3_with_tail(d)
+    pb.write("leader-epoch-checkpoint", "0\n2\n0 0\n")  # says 2 entries, holds 1
+
+    result = load(d)
+
+    assert not (d / MARKER).exists()
+    assert dir_entry(result.clean_shutdown, d) is True
+    assert TP not in result.logs
+    assert dir_in(result.offline_dirs, d)
+
+
+def test_s01_marker_kept_when_the_environment_fails_the_partition(tmp_path):
+    """mploader's departure (docs/loading.md §18): an I/O error is the environment's; the marker stays, so that the
+    load after the fix is clean again."""
     d = data_dir(tmp_path, clean=True)
     pb = std3_with_tail(d)
 
     with tests.faults.io_error_on(pb.file(0, ".log")):
         result = load(d)
 
-    assert not (d / MARKER).exists()
-    assert dir_entry(result.clean_shutdown, d) is True
+    assert (d / MARKER).exists()
     assert TP not in result.logs
     assert dir_in(result.offline_dirs, d)
+    again = load(d)
+    assert not (d / MARKER).exists() and again.logs[TP].clean_shutdown is True
 
 
 # ------------------------------------------------------------------------------------------------
