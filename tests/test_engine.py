@@ -53,7 +53,7 @@ import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
-import mploader.manager as manager_mod  # noqa: E402
+import mploader.manager.load as manager_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine import ONE_BLAS_THREAD, WORKER_STARTS, worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
