@@ -10,7 +10,8 @@ bytes it is given, never by a length or count field it reads.
   space is capped at 256 MiB above what it uses, nothing fails (the codecs' own C and Rust allocations); so do
   control batches of a few KB that decompress to hundreds of MiB (read only as far as Kafka reads them);
 * a short run of perf/fuzz.py over every target at once (atheris, coverage-guided, where installed; else the
-  seeded mutation loop): no finding.  The long runs and their figures: perf/README.md, "Fuzzing".
+  seeded mutation loop): no finding.  The long runs and their figures: perf/README.md, "Hostile input: every parser
+  fuzzed".
 """
 
 from __future__ import annotations
