@@ -44,12 +44,13 @@ from mploader.format import checkpoint, compression, legacy, records, snapshot, 
 from mploader.format.varint import encode_varint
 from mploader.scan import SegmentTask, scan_buffer
 from tests import fuzz_targets
+from tests.examples import examples
 from tests.fuzz_targets import PATH, TARGETS, Target, exercise, mutate, quietly, recrc_legacy, recrc_v2
 from tests.kafkadir import V1, B
 
 REPO = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 20  # per input: the slowest target takes milliseconds; a loop that does not end takes forever
-SETTINGS = settings(max_examples=60, deadline=None, database=None,
+SETTINGS = settings(max_examples=examples(60), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
