@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside this script
 
-import mploader.manager as manager  # noqa: E402
+import mploader.manager.load as manager  # noqa: E402
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.cli.units import parse_size  # noqa: E402
 from mploader.engine import worker_start  # noqa: E402

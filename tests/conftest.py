@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+from tests.examples import PROFILE
 
 _REPO = Path(__file__).resolve().parents[1]
 
@@ -28,6 +31,27 @@ def _corpus_source() -> Path | None:
         if c and (Path(c) / "ANALYSIS.json").is_file() and (Path(c) / "materialize.py").is_file():
             return Path(c)
     return None
+
+
+# property tests: the full profile in CI, a smaller one locally (tests/examples.py scales explicit counts alike)
+settings.register_profile("ci", settings.get_profile("default"))
+settings.register_profile("dev", max_examples=20)
+settings.load_profile(PROFILE)
+
+
+# the quick loop (scripts/test --quick, or pytest -m quick): the lower floors and the scenarios, in process, under a
+# minute on the project's 2-core machine; the rest starts processes, Spark, real devices or bigger brokers
+QUICK = frozenset({"scenarios", "test_format_basics.py", "test_format_errors.py", "test_scan.py",
+                   "test_walk_size_field.py", "test_config.py", "test_epoch_cache.py", "test_index_rebuild_model.py",
+                   "test_producer_state.py", "test_draft.py", "test_snapshot_files.py", "test_layering.py",
+                   "test_disk.py", "test_preflight.py", "test_index_check.py"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(_REPO / "tests").parts
+        if parts[0] in QUICK:
+            item.add_marker(pytest.mark.quick)
 
 
 @pytest.fixture(autouse=True)

@@ -25,9 +25,11 @@ from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuil
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from mploader.format import compression, legacy, records
+from tests.examples import examples
 from tests.log_readout import read_log
 
-SETTINGS = settings(max_examples=50, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(50), deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 INT32_MAX = 2**31 - 1
 
 # kafka-python's codec ids equal Kafka's (docs/formats.md §5): 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd

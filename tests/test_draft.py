@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from mploader.errors import StartupFailedError
 from mploader.scan import BATCH_TABLE, BatchColumns, draft_recovery
+from tests.examples import examples
 
 # (magic, partition leader epoch, producer id, size)
 batch = st.tuples(st.sampled_from([1, 2, 2, 2]), st.integers(-2, 6), st.integers(-1, 4), st.integers(30, 3000))
@@ -25,7 +26,7 @@ def _table(batches):  # type: ignore[no-untyped-def]
     return t
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(batch, max_size=50), st.one_of(st.none(), st.integers(-1, 7)), st.integers(0, 50))
 def test_the_draft_stands_for_the_batch_by_batch_rules(batches, latest, cut):  # type: ignore[no-untyped-def]
     table = _table(batches)

@@ -44,6 +44,8 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tests.examples import examples
+
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # ``from tests...`` however pytest was started
     sys.path.insert(0, str(_ROOT))
@@ -53,7 +55,7 @@ import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
 import mploader.engine.select as select_mod  # noqa: E402
-import mploader.manager as manager_mod  # noqa: E402
+import mploader.manager.load as manager_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine import ONE_BLAS_THREAD, WORKER_STARTS, worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
@@ -1916,7 +1918,7 @@ def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, 
 GOOD, WRONG_OFFSET, MID_BATCH, NEAR_END = range(4)  # kinds of index entries in the chunk-cut property test
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(80, 400), min_size=5, max_size=60),
        picks=st.lists(st.tuples(st.integers(0, 59), st.sampled_from([GOOD] * 6 + [WRONG_OFFSET, MID_BATCH, NEAR_END])),
                       max_size=30),

@@ -34,9 +34,10 @@ from mploader.errors import (
     StartupFailedError,
 )
 from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
+from tests.examples import examples
 from tests.log_readout import read_log
 
-SETTINGS = settings(max_examples=50, deadline=None, database=None,
+SETTINGS = settings(max_examples=examples(50), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 DATA = Path(__file__).parent / "data"
 PATH = "/data/t-0/00000000000000000000.log"
@@ -443,7 +444,7 @@ def test_leader_epoch_checkpoint_errors(tmp_path: Path) -> None:
             _write(tmp_path, "0\n1\nx 0\n", "leader-epoch-checkpoint"))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.one_of(
     st.tuples(st.integers(0, 2**64), st.integers(0, 2**64)).map(lambda t: f"{t[0]} {t[1]}"),
     st.tuples(st.sampled_from(["0", "7", "007", "2147483647", "2147483648", "-1", "+3", "\u0663", ""]),

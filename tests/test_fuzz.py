@@ -10,7 +10,8 @@ bytes it is given, never by a length or count field it reads.
   space is capped at 256 MiB above what it uses, nothing fails (the codecs' own C and Rust allocations); so do
   control batches of a few KB that decompress to hundreds of MiB (read only as far as Kafka reads them);
 * a short run of perf/fuzz.py over every target at once (atheris, coverage-guided, where installed; else the
-  seeded mutation loop): no finding.  The long runs and their figures: perf/README.md, "Fuzzing".
+  seeded mutation loop): no finding.  The long runs and their figures: perf/README.md, "Hostile input: every parser
+  fuzzed".
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ from mploader.format import checkpoint, compression, legacy, records, snapshot, 
 from mploader.format.varint import encode_varint
 from mploader.scan import SegmentTask, scan_buffer
 from tests import fuzz_targets
+from tests.examples import examples
 from tests.fuzz_targets import PATH, TARGETS, Target, exercise, mutate, quietly, recrc_legacy, recrc_v2
 from tests.kafkadir import V1, B
 
 REPO = Path(__file__).resolve().parents[1]
 TIME_LIMIT_S = 20  # per input: the slowest target takes milliseconds; a loop that does not end takes forever
-SETTINGS = settings(max_examples=60, deadline=None, database=None,
+SETTINGS = settings(max_examples=examples(60), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

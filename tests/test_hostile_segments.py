@@ -42,6 +42,7 @@ from mploader import LoaderConfig, load_logs
 from mploader.errors import MploaderError
 from mploader.format import checkpoint, names
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate
+from tests.examples import examples
 from tests.fingerprint import tree_state
 
 BROKERS = {
@@ -252,7 +253,7 @@ def load_damaged(brokers: dict[str, Path], tmp_path: Path, seed: int, workers: i
     assert tree_state(root) == after_second, f"broker {name}, seed {seed}, damage {what}: a third load changed files"
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(60), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
                                                                                  HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_damaged_segments_inline(brokers: dict[str, Path], tmp_path: Path, seed: int) -> None:

@@ -18,6 +18,7 @@ from mploader.format.index import round_down
 from mploader.scan import BATCH_TABLE, indexes as indexes_mod
 from mploader.scan.draft import index_draft
 from mploader.scan.indexes import IndexPlan, plan_indexes
+from tests.examples import examples
 from tests.index_model import InvalidOffsetException, KafkaIndexError, OffsetIndex, TimeIndex
 
 INT32_MAX = 2**31 - 1
@@ -144,7 +145,7 @@ def check(base, sizes, rel_offsets, timestamps, interval, max_index_size):
         indexes_mod.SEQUENTIAL_BELOW = default
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments())
 # full offset index meets a non-increasing offset: Kafka's full check comes first (IllegalArgument, fatal)
 @example((0, [100] * 5, [0, 1, 2, 3, 3], [-1] * 5, 0, 24))
@@ -186,7 +187,7 @@ def test_known_cases_by_hand():
         check(base, list(sizes), list(offs), list(ts), interval, size)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(segments(), st.integers(0, 40))
 # the outcomes the generator rarely or never reaches, through a draft of a longer table
 @example((0, [100] * 6, [0, 1, 2, 3, 3, 4], [-1] * 6, 0, 24), 5)  # full offset index, then a repeat: fatal

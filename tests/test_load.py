@@ -337,7 +337,7 @@ def test_a_dir_goes_offline_after_another_partition_failed_the_load(tmp_path: Pa
     after it still takes its dir offline (logged)."""
     import logging
 
-    import mploader.manager as manager_mod
+    import mploader.manager.load as manager_mod
 
     d1, d2 = data_dir(tmp_path / "one", clean=False), data_dir(tmp_path / "two", clean=False)
     PartitionBuilder(d1, topic="a").std3()

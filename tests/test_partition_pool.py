@@ -231,7 +231,7 @@ def test_a_partition_that_fails_start_up_fails_the_load_as_inline(tmp_path: Path
 
 def test_an_oserror_takes_the_partitions_dir_offline_as_inline(template: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import mploader.manager
+    import mploader.manager.load
 
     real = pp.load_partition
 
@@ -241,7 +241,7 @@ def test_an_oserror_takes_the_partitions_dir_offline_as_inline(template: Path, t
         return real(job, *args, **kwargs)
 
     monkeypatch.setattr(pp, "load_partition", load)
-    monkeypatch.setattr(mploader.manager, "load_partition", load)
+    monkeypatch.setattr(mploader.manager.load, "load_partition", load)
     offline = []
     for label, runner in (("ref", None), ("got", ProcessPartitions(2, start="fork"))):  # forked: patched
         result = load_logs(fresh(template, tmp_path / label), LoaderConfig(), NOW, partitions=runner)

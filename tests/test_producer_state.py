@@ -13,6 +13,7 @@ from mploader.recovery.producer_state import ATTR_CONTROL, ATTR_TRANSACTIONAL, P
 from mploader.recovery.segment_recovery import _apply_batches
 from mploader.recovery.snapshot_files import SnapshotFiles
 from mploader.scan import BATCH_TABLE, BatchColumns, Field, Marker, draft_recovery
+from tests.examples import examples
 
 PLAIN, TXN, COMMIT, ABORT, EMPTY = range(5)
 # (producer id, epoch, kind, records, base sequence); producers 6 and 7 only ever write plain data
@@ -109,7 +110,7 @@ def replays(monkeypatch):  # type: ignore[no-untyped-def]
     return calls
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(row, min_size=1, max_size=60), before=known)
 def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, before):  # type: ignore[no-untyped-def]
     replays.clear()  # the fixture lives across examples: reset it for each
@@ -123,7 +124,7 @@ def test_segment_update_matches_batch_by_batch(tmp_path_factory, replays, rows, 
         assert results[0][0] == "InvalidTxnStateException" and replays
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(row, min_size=1, max_size=30), before=known)
 def test_the_replay_matches_kafkas_loop(tmp_path_factory, rows, before):  # type: ignore[no-untyped-def]
     """The replay (small segments, and input the vectorised pass declines) updates a known producer's entry in

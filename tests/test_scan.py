@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from mploader.format import records
 from mploader.scan.walk import Marker, SegmentTask, _canonical_marker, scan_buffer
+from tests.examples import examples
 
 
 def _general(buf: bytes) -> tuple[int, int, int]:
@@ -17,7 +18,7 @@ def _general(buf: bytes) -> tuple[int, int, int]:
     return int(m.type), m.coordinator_epoch, m.timestamp
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(commit=st.booleans(), coord=st.integers(-(2**31), 2**31 - 1), ts=st.integers(0, 2**41),
        ts_delta=st.integers(-64, 63), log_append=st.booleans(), pid=st.integers(0, 2**40))
 def test_canonical_marker_fast_path_matches_the_record_parser(commit, coord, ts, ts_delta, log_append, pid):
@@ -63,7 +64,7 @@ def test_fast_walk_and_general_walk_agree_on_every_stop_reason():
         assert list(s.batches["position"]) == [0, len(b), 2 * len(b)], name
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(sizes=st.lists(st.integers(26, 9000), max_size=80), interval=st.sampled_from([0, 1, 100, 4096, 10_000]))
 def test_index_entry_rows_follow_kafkas_rule(sizes, interval):  # type: ignore[no-untyped-def]
     """LogSegment.recover: a batch is indexed when it starts more than ``interval`` bytes after the
@@ -109,7 +110,7 @@ def test_a_scan_from_byte_0_drafts_the_recovery_only_when_asked(tmp_path):  # ty
     assert d.producer_rows.tolist() == []  # no producer ids in these batches
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=30), st.booleans())
 def test_batch_table_of_mixed_magics_matches_the_entry_parsers(magics, only_v2):  # type: ignore[no-untyped-def]
     """A segment written before and after a message-format upgrade: every column of every row equals what

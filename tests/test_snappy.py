@@ -31,6 +31,7 @@ from mploader import StartupFailedError, TopicPartition
 from mploader.errors import InvalidRecordError
 from mploader.format import compression, legacy, records
 from mploader.format.xerial_snappy import BLOCK_SIZE, HEADER, MAGIC
+from tests.examples import examples
 from tests.kafkadir import V1, PartitionBuilder, data_dir, load, name
 from tests.log_readout import read_log
 
@@ -71,7 +72,7 @@ def sample(n: int) -> bytes:
 # The framing, written
 
 
-@settings(max_examples=40, deadline=None, database=None)
+@settings(max_examples=examples(40), deadline=None, database=None)
 @given(st.one_of(st.binary(max_size=300),
                  st.sampled_from([BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 7]).map(sample)))
 def test_written_as_snappy_java_frames_it(data: bytes) -> None:

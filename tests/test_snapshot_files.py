@@ -19,12 +19,13 @@ from mploader.generate import GeneratorConfig, generate
 from mploader.recovery.producer_state import ProducerStateManager
 from mploader.recovery.segment import LogSegments, Segment
 from mploader.recovery.snapshot_files import SnapshotFiles
+from tests.examples import examples
 
 ops = st.lists(st.tuples(st.sampled_from(["add", "pop", "outside"]), st.integers(0, 40), st.integers(0, 40)),
                max_size=80)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ops=ops)
 def test_snapshot_files_behave_as_a_sorted_map(ops: list[tuple[str, int, int]]) -> None:
     files, model = SnapshotFiles(), {}

@@ -26,6 +26,7 @@ from mploader.format.snapshot import (
     snapshot_rows,
 )
 from mploader.result import ProducerInfo
+from tests.examples import examples
 from tests.kafkadir import NOW, T0, B, P, PartitionBuilder, data_dir, load, name
 
 TP = TopicPartition("t", 0)
@@ -36,7 +37,7 @@ colliding = st.one_of(st.integers(0, 300).map(lambda i: i * 1024), st.integers(0
                       st.integers(0, 200).map(lambda i: (i << 32) | (0x5A5A ^ i)), st.integers(-(2**63), 2**63 - 1))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(keys=st.lists(colliding, max_size=400, unique=True), capacity=st.sampled_from([16, 32, 64, 128, 1024]))
 def test_put_order_is_the_models(keys: list[int], capacity: int) -> None:
     """The sort, with the model for the first keys and the treeified buckets, iterates as HashMap does."""
@@ -66,7 +67,7 @@ entry_fields = st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**15),
                          st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(fields=st.lists(entry_fields, max_size=50), cut=st.integers(0, 50))
 def test_the_rows_writer_writes_what_the_entries_writer_does(fields: list[tuple[int, ...]], cut: int) -> None:
     entries = [ProducerSnapshotEntry(*f) for f in fields]

@@ -16,7 +16,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 import mploader.engine.chunks as chunks_mod  # noqa: E402
-import mploader.manager as manager_mod  # noqa: E402
+import mploader.manager.load as manager_mod  # noqa: E402
 import tests.test_engine as engine_tests  # noqa: E402
 from tests.spark_session import spark  # noqa: E402, F401
 from tests.test_engine import DataSet, DataSets, EngineConformance, Outcome, assert_same_outcome, load_copy  # noqa: E402

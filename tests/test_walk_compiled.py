@@ -54,6 +54,7 @@ from mploader.format import compression, records
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate
 from mploader.scan import SegmentScan, SegmentTask, scan_buffer, scan_segment
 from mploader.scan.table import BATCH_TABLE, BatchColumns
+from tests.examples import examples
 from tests.kafkadir import T0, V0, V1, B, M, N, P, T
 
 compiled: Any = walk._compiled
@@ -270,7 +271,8 @@ def mutate(data: bytes, starts: list[int], ops: list[tuple[Any, ...]]) -> bytes:
 # ---- the differential properties ---------------------------------------------------------------------
 
 @needs_compiled
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(1000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(parts=entries, data=st.data())
 def test_valid_batch_sequences_scan_alike(parts: list[bytes], data: st.DataObject) -> None:
     buf = b"".join(parts)
@@ -285,7 +287,8 @@ def test_valid_batch_sequences_scan_alike(parts: list[bytes], data: st.DataObjec
 
 
 @needs_compiled
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(1500), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(parts=entries, ops=st.lists(mutation, min_size=1, max_size=4), portable=st.booleans(), data=st.data())
 def test_mutated_segments_scan_alike(parts: list[bytes], ops: list[tuple[Any, ...]], portable: bool,
                                      data: st.DataObject) -> None:
@@ -319,7 +322,8 @@ def last_entry_both(buf: bytes, start: int, end: int) -> Any:
 
 
 @needs_compiled
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(1000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(parts=entries, ops=st.lists(mutation, min_size=0, max_size=4), data=st.data())
 def test_the_last_entry_walk_finds_alike(parts: list[bytes], ops: list[tuple[Any, ...]], data: st.DataObject) -> None:
     """readNextOffset's walk to the last entry (size fields only), compiled and in Python, on valid and mutated
@@ -351,7 +355,8 @@ def test_the_last_entry_walk_at_its_edges() -> None:
         compiled.last_entry(b"x" * 10, 0, 11)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(1500), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(parts=entries, ops=st.lists(mutation, min_size=0, max_size=3), data=st.data())
 def test_a_scan_stands_for_the_last_entry_walk_only_where_it_proves_it(parts: list[bytes], ops: list[tuple[Any, ...]],
                                                                        data: st.DataObject) -> None:
@@ -589,7 +594,7 @@ def batch_tables(draw: st.DrawFn) -> np.ndarray:
 
 
 @needs_compiled
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(table=batch_tables(), base_offset=st.integers(0, 2**62), interval=st.one_of(st.integers(0, 6000),
                                                                                    st.just(2**31 - 1)))
 def test_the_index_draft_is_drafted_alike(table: np.ndarray, base_offset: int, interval: int) -> None:
@@ -697,7 +702,7 @@ def test_crc32c_matches_the_crc32c_package_at_every_length_and_alignment() -> No
 
 
 @needs_compiled
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=5000), value=st.integers(0, 2**32 - 1))
 def test_crc32c_matches_the_crc32c_package_on_random_bytes(data: bytes, value: int) -> None:
     for impl in crc_implementations():

@@ -7,12 +7,12 @@ import logging
 import shlex
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from mploader.cli.dirs import data_dirs_problem, partitions_in
+from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
+from mploader.cli.filters import filter_problem, filtered_result
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import (
@@ -391,38 +391,6 @@ def workers_warnings(workers: int | str, partition_workers: int | str | None, n_
                     "message": f"--partition-workers {partition_workers} starts up to {partition_workers} loading "
                                f"processes on {plural(cpus, 'usable CPU')}: 'auto' starts one per CPU"})
     return out
-
-
-def filter_problem(dirs: list[str], topics: list[str], partitions: list[int]) -> str | None:
-    """A --topic/--partition that matches no partition directory of ``dirs`` (from their listings): a usage error
-    naming what is there, before anything is read."""
-    present = partitions_in(dirs)
-    if any(_selected(tp.topic, tp.partition, topics, partitions) for tp in present):
-        return None
-    chosen = " and ".join(x for x in (f"--topic {', '.join(topics)}" if topics else "",
-                                      f"--partition {', '.join(map(str, partitions))}" if partitions else "") if x)
-    there = sorted({tp.topic for tp in present})
-    shown = ", ".join(there[:20]) + (f" and {len(there) - 20} more" if len(there) > 20 else "")
-    return f"no partition of {', '.join(dirs)} matches {chosen} (topics there: {shown or 'none'})"
-
-
-def _selected(topic: str, partition: int, topics: list[str], partitions: list[int]) -> bool:
-    return (not topics or topic in topics) and (not partitions or partition in partitions)
-
-
-def filtered_result(result: LoadResult, topics: list[str], partitions: list[int]) -> LoadResult:
-    """``result`` with only the partitions --topic/--partition choose (the data dirs' states and the stats stay
-    those of the whole load: it read every partition)."""
-    if not topics and not partitions:
-        return result
-
-    def keep(lg: LoadedLog) -> bool:
-        return _selected(lg.topic, lg.partition, topics, partitions)
-
-    return replace(result, logs={tp: lg for tp, lg in result.logs.items() if keep(lg)},
-                   future_logs={tp: lg for tp, lg in result.future_logs.items() if keep(lg)},
-                   logs_to_delete=[lg for lg in result.logs_to_delete if keep(lg)],
-                   stray_logs=[lg for lg in result.stray_logs if keep(lg)])
 
 
 class _Refused(Exception):

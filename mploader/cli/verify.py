@@ -11,6 +11,7 @@ from typing import Any
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import failed
+from mploader.cli.filters import filter_problem
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
 from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP, format_bytes, parse_workers
@@ -48,7 +49,6 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from mploader.cli.load import filter_problem
 
     why = data_dirs_problem(args.dirs)
     if why is None and (args.topics or args.partitions):

@@ -1,6 +1,6 @@
 """The partition journal: what a clean load killed half-way must tell its rerun (docs/crash-safety.md).
 
-A clean dir's load keeps its clean-shutdown marker until every partition is loaded (``manager._commit_clean_dirs``),
+A clean dir's load keeps its clean-shutdown marker until every partition is loaded (``manager.dirs.commit_clean_dirs``),
 so that the rerun of a killed load is a clean load again.  A clean load is not always a fixpoint of itself,
 though.  Where the final producer-state rebuild finds no snapshot, Kafka writes empty snapshots at the last
 offsets without reading the log (``UnifiedLog.rebuildProducerState`` with ``reloadFromCleanShutdown``): a

@@ -210,7 +210,7 @@ class LogLoader:
                                     reload_from_clean_shutdown=ctx.clean_shutdown and self._clean_shortcut(
                                         new_log_start, next_offset))
         if ctx.kind is not DirKind.DELETE and not ctx.clean_shutdown:
-            # a clean dir's are grown by the manager once its marker is gone (manager._commit_clean_dirs): a
+            # a clean dir's are grown by the manager once its marker is gone (manager.dirs.commit_clean_dirs): a
             # clean reload reads the log end offset through them, and a kill must leave it what this load read
             resize_indexes(self.disk, self.segments.ascending()[-1], self.cfg.max_index_size)
         self._write_epoch_cache()

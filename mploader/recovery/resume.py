@@ -16,7 +16,7 @@ segment as left (base offset, size, modification time).  A later ``--resumable``
 partition's checkpoint entry at that log end offset and its last segment as recorded knows the segment is
 one this load's recovery already rebuilt, and does not recover it again (:func:`recovered_before`); anything
 else (a broker that appended since, a torn record) makes it recover as Kafka does.  Kafka ignores the file;
-every load that completes deletes it (``manager._commit_clean_dirs``' neighbour, :func:`forget`).
+every load that completes deletes it (``manager.dirs.commit_clean_dirs``' neighbour, :func:`forget`).
 
 The writes happen in a thread of their own, one after the other, each taking every partition finished while
 the previous one was being made: the loading threads never wait for a sync, and what a kill loses is about
