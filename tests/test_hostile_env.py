@@ -557,3 +557,19 @@ def test_only_the_files_a_load_may_change_must_be_writable(pristine: Path, tmp_p
     finally:
         if ROOT:
             subprocess.run(["chattr", "-i", str(old)], capture_output=True)
+
+
+def test_a_checkpoint_hard_linked_to_a_private_file_is_never_quoted(pristine: Path, tmp_path: Path) -> None:
+    """A hard link is no symlink: the read cannot tell the file is not Kafka's.  Its malformed lines are described,
+    never quoted, so a load run by root over a dir another user controls leaks nothing of the linked file."""
+    work = tmp_path / "b"
+    copy_tree(pristine, work)
+    data = work / "data-0"
+    secret = tmp_path / "private"
+    secret.write_text("root:$6$the-password-hash:19000:0:99999:7:::\n")
+    (data / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+    os.link(secret, data / "recovery-point-offset-checkpoint")
+    code, out, _ = load_in_child(data)
+    assert "recovery-point-offset-checkpoint" in out and "malformed version line" in out, out
+    assert "password" not in out and "root:" not in out, out
+    assert secret.read_text().startswith("root:")

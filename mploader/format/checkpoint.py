@@ -57,13 +57,19 @@ def java_split(line: str, pattern: re.Pattern[str] = _WHITESPACE) -> list[str]:
     return parts
 
 
+def unquoted(text: str) -> str:
+    """A malformed line described, never quoted: the file may not be Kafka's at all (a hard link to a private file
+    in a data dir another user controls), and an error message must not carry its contents."""
+    return f"({len(text)} characters)"
+
+
 def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
     """``Integer.parseInt`` / ``Long.parseLong``: optional sign, decimal digits, in range."""
     if not _JAVA_INT.fullmatch(text):
-        raise ValueError(f"For input string: {text!r}")
+        raise ValueError(f"For input string {unquoted(text)}")
     value = int(text)
     if not lo <= value <= hi:
-        raise ValueError(f"For input string: {text!r} (out of range)")
+        raise ValueError(f"For input string {unquoted(text)} (out of range)")
     return value
 
 
@@ -94,7 +100,7 @@ def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable
     try:
         version = parse_java_int(lines[0])
     except ValueError:
-        raise MalformedCheckpointError(path, 1, f"malformed version line {lines[0]!r}") from None
+        raise MalformedCheckpointError(path, 1, f"malformed version line {unquoted(lines[0])}") from None
     if version != CHECKPOINT_VERSION:
         raise MalformedCheckpointError(path, 1, f"unrecognised version {version}, expected {CHECKPOINT_VERSION}")
     if len(lines) < 2:
@@ -102,7 +108,7 @@ def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable
     try:
         expected = parse_java_int(lines[1])
     except ValueError:
-        raise MalformedCheckpointError(path, 2, f"malformed entry count {lines[1]!r}") from None
+        raise MalformedCheckpointError(path, 2, f"malformed entry count {unquoted(lines[1])}") from None
     if expected < 0:  # Kafka: new ArrayList<>(expected) -> IllegalArgumentException, before any entry is read
         raise CheckpointNumberFormatError(path, 2, f"negative entry count {expected} (Illegal Capacity)")
     out: list[T] = []
@@ -113,7 +119,7 @@ def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable
             continue
         fields = java_split(line)
         if len(fields) != nfields:
-            raise MalformedCheckpointError(path, i, f"malformed line {line!r}: expected {nfields} fields")
+            raise MalformedCheckpointError(path, i, f"malformed line {unquoted(line)}: expected {nfields} fields")
         try:
             out.append(build(fields))
         except ValueError as e:
@@ -186,17 +192,17 @@ def java_base64url_decode(text: str) -> bytes:
     pad = len(text) - len(body)
     rem = len(body) % 4
     if not _BASE64URL.fullmatch(body) or rem == 1 or (pad and (rem == 0 or pad != 4 - rem)):
-        raise ValueError(f"illegal base64url text {text!r}")
+        raise ValueError(f"illegal base64url text {unquoted(text)}")
     return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
 
 
 def parse_topic_id(text: str) -> bytes:
     """Kafka's ``Uuid.fromString``: at most 24 characters of base64url decoding to 16 bytes."""
     if len(text) > 24:
-        raise ValueError(f"topic id {text[:24]!r}... is too long to be a base64 UUID")
+        raise ValueError(f"topic id {unquoted(text)} is too long to be a base64 UUID")
     raw = java_base64url_decode(text)
     if len(raw) != 16:
-        raise ValueError(f"topic id {text!r} decodes to {len(raw)} bytes, not 16")
+        raise ValueError(f"topic id {unquoted(text)} decodes to {len(raw)} bytes, not 16")
     return raw
 
 
@@ -213,18 +219,18 @@ def read_partition_metadata(path: str | os.PathLike[str]) -> bytes:
         raise StartupFailedError(path, "NullPointerException", "empty partition.metadata")
     version_fields = java_split(lines[0], _PARTITION_METADATA_SEPARATOR)
     if len(version_fields) != 2:
-        raise MalformedCheckpointError(path, 1, f"malformed line {lines[0]!r}")
+        raise MalformedCheckpointError(path, 1, f"malformed line {unquoted(lines[0])}")
     try:
         version = parse_java_int(version_fields[1])
     except ValueError:
-        raise MalformedCheckpointError(path, 1, f"malformed version {version_fields[1]!r}") from None
+        raise MalformedCheckpointError(path, 1, f"malformed version {unquoted(version_fields[1])}") from None
     if version < 0:
         raise MalformedCheckpointError(path, 1, f"unrecognized version {version}")
     if len(lines) < 2:
         raise StartupFailedError(path, "NullPointerException", "partition.metadata has no topic_id line")
     id_fields = java_split(lines[1], _PARTITION_METADATA_SEPARATOR)
     if len(id_fields) != 2:
-        raise MalformedCheckpointError(path, 2, f"malformed line {lines[1]!r}")
+        raise MalformedCheckpointError(path, 2, f"malformed line {unquoted(lines[1])}")
     try:
         raw = parse_topic_id(id_fields[1])
     except ValueError as e:
