@@ -111,10 +111,12 @@ _SEGMENT_SUFFIXES = frozenset({"log", "index", "timeindex", "txnindex", "snapsho
 
 
 def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> EnvironmentFailure | None:
-    """The limit on open files against what a load holds open at once: per loading thread a file it scans and one it
-    writes, per worker process its pipe to the parent, and a little slack (a load of 1,600 segments with 2 workers
-    held 2 descriptors beyond the interpreter's own: tests/test_limits.py).  EMFILE in the middle of a load stops
-    its partition with nothing cut (docs/loading.md §18); this says so before the first write."""
+    """The limit on open files against what a load holds open at once: beside what the process has open, a few of
+    its own, per data dir one per loading thread (the file it changes) and one per four worker processes (the
+    pool's pipes and blocks).  Measured as the lowest limit a load of 16 partitions passed under: 7 with one thread
+    and worker, 10 with 4 threads, 11 with 4 threads and 2 or 4 workers, 8 with 8 workers (3 open before; the
+    estimate is 8, 11, 11, 11 and 9; a load starts with more open: 8, 11, 11, 12, 9).  EMFILE in the middle of a load stops its partition with nothing cut
+    (docs/loading.md §18); this says so before the first write."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return None
@@ -122,7 +124,7 @@ def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> E
         open_now = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own
     except OSError:
         return None
-    needed = open_now + 2 + data_dirs * (2 * recovery_threads + workers)
+    needed = open_now + 3 + data_dirs * (recovery_threads + -(-workers // 4))
     if needed <= soft:
         return None
     return EnvironmentFailure(None, errno.EMFILE, f"this load may hold {needed} files open at once ({open_now} are "
