@@ -113,9 +113,8 @@ _SEGMENT_SUFFIXES = frozenset({"log", "index", "timeindex", "txnindex", "snapsho
 def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> EnvironmentFailure | None:
     """The limit on open files against what a load holds open at once: beside what the process has open, a few of
     its own, per data dir one per loading thread (the file it changes) and one per four worker processes (the
-    pool's pipes and blocks).  Measured as the lowest limit a load of 16 partitions passed under: 7 with one thread
-    and worker, 10 with 4 threads, 11 with 4 threads and 2 or 4 workers, 8 with 8 workers (3 open before; the
-    estimate is 8, 11, 11, 11 and 9; a load starts with more open: 8, 11, 11, 12, 9).  EMFILE in the middle of a load stops its partition with nothing cut
+    pool's pipes and blocks): at most one above the lowest limit loads passed under (perf/README.md, "Limits: open
+    files, memory, a full disk").  EMFILE in the middle of a load stops its partition with nothing cut
     (docs/loading.md §18); this says so before the first write."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
