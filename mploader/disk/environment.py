@@ -75,7 +75,7 @@ def partition_problem(disk: Disk, directory: str, writes_from: int | None) -> En
 def changed_from(files: list[str], clean: bool, recovery_point: int) -> int:
     """The lowest base offset whose segment a load may change: a clean load grows the highest segment's indexes
     only; an unclean one recovers from the segment holding the recovery point (docs/loading.md §6.6)."""
-    bases = [int(name[:-len(_LOG)]) for name in files if name.endswith(_LOG) and name[:-len(_LOG)].isdigit()]
+    bases = [int(name[:-4]) for name in files if name.endswith(".log") and name[:-4].isdigit()]
     if not bases:
         return 0
     if clean:
@@ -84,30 +84,19 @@ def changed_from(files: list[str], clean: bool, recovery_point: int) -> int:
 
 
 def _may_change(files: list[str], writes_from: int) -> list[str]:
-    """The files a load may write or delete: those of the segments from ``writes_from`` on and of a segment a
-    load-time recovery may rewrite (no ``.index``, or a ``.txnindex`` to check), every snapshot from there on or
-    at no segment's base (stray: deleted), and every file that is not a segment's (checkpoints, ``.deleted``,
-    ``.cleaned``, ``.swap``, journals).  Rarer changes (a split of an old segment, every segment deleted for a log
-    start past the end) meet the same refusal when they open the file (``disk.real``)."""
-    offsets: dict[str, int] = {}
-    for name in files:
-        prefix, dot, suffix = name.partition(".")
-        if dot and prefix.isdigit() and suffix in _SEGMENT_SUFFIXES:
-            offsets[name] = int(prefix)
-    bases = {o for name, o in offsets.items() if name.endswith(_LOG)}
-    indexed = {o for name, o in offsets.items() if name.endswith(".index")}
-    rewritten = {o for name, o in offsets.items() if name.endswith(".txnindex")} | (bases - indexed)
-    out = []
-    for name in files:
-        o = offsets.get(name)
-        if (o is None or o >= writes_from or o in rewritten
-                or (name.endswith(".snapshot") and o not in bases)):
-            out.append(name)
-    return out
-
-
-_LOG = ".log"
-_SEGMENT_SUFFIXES = frozenset({"log", "index", "timeindex", "txnindex", "snapshot"})
+    """The files a load may write in place (open, write, cut): those of the segments from ``writes_from`` on, the
+    snapshots from there on, and the files of a segment a load-time recovery rewrites (no ``.index``).  A file a
+    load replaces by a rename (a checkpoint) or deletes (a stray snapshot, ``.deleted``) needs no check of its own:
+    the directory's write permission is checked, and removing a name changes no other name's file.  Rarer changes
+    (a segment whose corrupt ``.txnindex`` a load recovers, a split of an old segment) meet the same refusal when
+    they open the file (``disk.real``).  String sets, not a parse of every name: a clean broker's partition holds
+    thousands of names, and a clean load changes the files of one segment."""
+    logs = {name[:-4] for name in files if name.endswith(".log")}
+    indexed = {name[:-6] for name in files if name.endswith(".index")}
+    chosen = {p for p in logs if p.isdigit() and int(p) >= writes_from} | (logs - indexed)
+    return [name for name in files
+            if (prefix := name.partition(".")[0]) in chosen
+            or (name.endswith(".snapshot") and prefix.isdigit() and int(prefix) >= writes_from)]
 
 
 def open_files_problem(data_dirs: int, recovery_threads: int, workers: int) -> EnvironmentFailure | None:
