@@ -7,15 +7,15 @@ so a partition that recovery leaves alone costs nothing: its log end offset did 
 
 from __future__ import annotations
 
+import mmap
 import struct
-from collections.abc import Iterator
 
 import numpy as np
 
 from mploader.disk.base import Disk
 from mploader.errors import InvalidFileNameError
 from mploader.format import names
-from mploader.recovery.segment import Segment, read_next_offset, walk_from
+from mploader.recovery.segment import Segment, log_view, read_next_offset, walk_from
 from mploader.scan import SegmentScan, SegmentTask, scan_buffer
 
 
@@ -55,51 +55,50 @@ def log_end_as_found(disk: Disk, directory: str, scan: SegmentScan | None = None
 def log_end_past_the_stop(disk: Disk, seg: Segment, scan: SegmentScan) -> int | None:
     """The next offset after the last valid batch in the bytes past ``scan``'s stop (a scan of ``seg`` from byte 0),
     which its recovery cuts: a broken entry (a size field of 2^31-1, a flipped CRC) ends Kafka's walks, but the
-    batches behind it held offsets the cut removes, and the report counts them.  Found by looking for a batch that
-    passes the walk's checks (its CRC too) at every position holding a plausible header, in the first
-    :data:`RESYNC_BYTES` past the stop.  None: nothing past the stop, or no valid batch found there."""
+    batches behind it held offsets the cut removes, and the report counts them.  Past each stop, a batch that passes
+    the walk's checks (its CRC too) is looked for at every position of the next :data:`RESYNC_BYTES` holding a
+    plausible header; from the first found, the walk goes on to its own stop.  The segment is viewed, not read
+    again: a torn tail (the common case) costs a look at one window past it.  None: no valid batch past the stop."""
     if scan.start != 0 or scan.valid_bytes >= scan.end:
         return None
-    end = min(scan.end, scan.valid_bytes + RESYNC_BYTES)
-    buf = disk.read(seg.log_path, 0, end)
     found = None
-    p = scan.valid_bytes + 1
-    for candidate in _plausible_headers(buf, p, end, seg.base_offset):
-        if candidate < p:  # inside a run of batches found already
-            continue
-        run = scan_buffer(buf, SegmentTask(seg.log_path, seg.base_offset, start=candidate, end=end,
-                                           parse_markers=False), end)
-        if len(run.batches):
-            found = int(run.batches["last_offset"][-1]) + 1
-            p = run.valid_bytes
+    with log_view(disk, seg) as (buf, size):
+        end, stop = min(scan.end, size), scan.valid_bytes
+        while stop < end and (run := _next_run(buf, seg, stop + 1, end)) is not None:
+            found, stop = int(run.batches["last_offset"][-1]) + 1, run.valid_bytes
     return found
 
 
-RESYNC_BYTES = 64 << 20  # past it, the offsets a cut removes stay uncounted (a report, not a reason to read 1 GB)
+RESYNC_BYTES = 1 << 20  # how far past a stop a batch is looked for (where the next one starts)
 _HEADER = struct.Struct(">qi")  # base (v2) or wrapper (v0/v1) offset, size: what is checked of a candidate
-
-
-def _plausible_headers(buf: bytes, start: int, end: int, base_offset: int) -> Iterator[int]:
-    """Positions from ``start`` holding a record batch's magic (0, 1 or 2) at byte 16, an offset of this segment
-    and a size that fits before ``end``: the few positions worth a CRC check (found with numpy, a window at a time:
-    a zeroed tail has a candidate magic at every byte)."""
-    data = np.frombuffer(buf, np.uint8, count=end)
-    window = 1 << 22
-    for lo in range(start, max(start, end - 16 - _HEADER.size + 1), window):
-        hi = min(lo + window, end - 16)
-        if not data[lo : hi + 16].any():  # a preallocated zero tail: nothing to look at
-            continue
-        at = np.flatnonzero(data[lo + 16 : hi + 16] <= 2) + lo
-        at = at[at + _HEADER.size <= end]
-        if not len(at):
-            continue
-        heads = data[at[:, None] + np.arange(_HEADER.size)].copy().view(_HEADER_DTYPE).ravel()
-        offsets, sizes = heads["offset"].astype(np.int64), heads["size"].astype(np.int64)
-        ok = (offsets >= base_offset) & (offsets < base_offset + 2**31) & (sizes >= 14) & (sizes <= end - at - 12)
-        yield from at[ok].tolist()
-
-
 _HEADER_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4")])
+
+
+def _next_run(buf: bytes | mmap.mmap, seg: Segment, start: int, end: int) -> SegmentScan | None:
+    """The scan from the first position in [start, start + RESYNC_BYTES) where a valid batch starts, or None."""
+    for candidate in _plausible_headers(buf, start, min(end, start + RESYNC_BYTES), end, seg.base_offset):
+        run = scan_buffer(buf, SegmentTask(seg.log_path, seg.base_offset, start=candidate, end=end,
+                                           parse_markers=False), end)
+        if len(run.batches):
+            return run
+    return None
+
+
+def _plausible_headers(buf: bytes | mmap.mmap, lo: int, hi: int, end: int, base_offset: int) -> list[int]:
+    """Positions in [lo, hi) holding a record batch's magic (0, 1 or 2) at byte 16, an offset of this segment and a
+    size that fits before ``end``: the few positions worth a CRC check (numpy over the window; none in zeros)."""
+    if hi - lo < 1 or lo + 16 + _HEADER.size > end:
+        return []
+    data = np.frombuffer(buf, np.uint8, count=end)
+    window = data[lo : min(hi, end - 16) + 16]
+    if not window.any():  # a preallocated zero tail: nothing to look at
+        return []
+    at = np.flatnonzero(window[16:] <= 2) + lo
+    at = at[at + _HEADER.size <= end]
+    heads = data[at[:, None] + np.arange(_HEADER.size)].copy().view(_HEADER_DTYPE).ravel()
+    offsets, sizes = heads["offset"].astype(np.int64), heads["size"].astype(np.int64)
+    ok = (offsets >= base_offset) & (offsets < base_offset + 2**31) & (sizes >= 14) & (sizes <= end - at - 12)
+    return [int(p) for p in at[ok]]  # a list: no array of the mapping outlives this call (the view is closed after)
 
 
 def log_bytes(disk: Disk, seg: Segment) -> int:

@@ -176,7 +176,7 @@ def walk_from(disk: Disk, seg: Segment, position: int, end: int | None = None) -
 
 
 @contextlib.contextmanager
-def _log_view(disk: Disk, seg: Segment) -> Iterator[tuple[bytes | mmap.mmap, int]]:
+def log_view(disk: Disk, seg: Segment) -> Iterator[tuple[bytes | mmap.mmap, int]]:
     """The ``.log``'s bytes and :func:`log_size`, unmapped (its descriptor closed) when the block ends, also by an
     exception: a StartupFailedError raised from a walk would otherwise keep the mapping until its traceback is
     collected."""
@@ -190,7 +190,7 @@ def _log_view(disk: Disk, seg: Segment) -> Iterator[tuple[bytes | mmap.mmap, int
 
 
 def _entries(buf: bytes | mmap.mmap, seg: Segment, position: int, size: int) -> Iterator[tuple[int, int, int]]:
-    """FileLogInputStream from ``position`` to ``size`` over ``buf`` (:func:`_log_view`): (position, size, magic)
+    """FileLogInputStream from ``position`` to ``size`` over ``buf`` (:func:`log_view`): (position, size, magic)
     of each entry; a size field below 14 in an unrecovered segment is fatal (nothing catches the
     CorruptRecordException there)."""
     if size <= HEADER_SIZE_UP_TO_MAGIC:
@@ -209,7 +209,7 @@ def _unrecovered_corrupt(seg: Segment, e: CorruptRecordError) -> StartupFailedEr
 def translate_offset(disk: Disk, seg: Segment, offset: int, start_position: int = 0) -> tuple[int, int] | None:
     """LogSegment.translateOffset: (position, size) of the first batch with lastOffset >= offset."""
     _, pos = offset_index_lookup(disk, seg, offset)
-    with _log_view(disk, seg) as (buf, size):
+    with log_view(disk, seg) as (buf, size):
         return _search_for_offset(buf, seg, size, offset, max(pos, start_position))
 
 
@@ -250,7 +250,7 @@ def read_next_offset(disk: Disk, seg: Segment, scan: SegmentScan | None = None) 
     entries = read_entries(disk, seg.index_path, OFFSET_ENTRY)
     target = seg.base_offset + int(entries["relative_offset"][-1]) if len(entries) else seg.base_offset
     _, pos = offset_index_lookup(disk, seg, target, entries)
-    with _log_view(disk, seg) as (buf, size):
+    with log_view(disk, seg) as (buf, size):
         hit = _search_for_offset(buf, seg, size, target, max(pos, 0))  # translateOffset's max(position, 0)
         if hit is None:
             return seg.base_offset
