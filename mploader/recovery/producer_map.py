@@ -12,7 +12,7 @@ Each key has a slot, its place in put order: the loaded rows first, then the key
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 
 import numpy as np
 
@@ -44,9 +44,7 @@ class ProducerMap:
 
     def __iter__(self) -> Iterator[int]:
         """The producer ids in put order (what a LinkedHashMap would iterate)."""
-        for start in range(0, len(self._rows), CHUNK):
-            yield from self._rows["producer_id"][start:start + CHUNK].tolist()
-        yield from self._added
+        return _ids_in_put_order(self._rows, self._added)
 
     def __contains__(self, pid: object) -> bool:
         return isinstance(pid, int) and (pid in self._live or self._row_of(pid) >= 0)
@@ -225,9 +223,7 @@ class ProducerInfos(Mapping[int, ProducerInfo]):
         return len(self._rows) + len(self._added)
 
     def __iter__(self) -> Iterator[int]:
-        for start in range(0, len(self._rows), CHUNK):
-            yield from self._rows["producer_id"][start:start + CHUNK].tolist()
-        yield from self._added
+        return _ids_in_put_order(self._rows, self._added)
 
     def __getitem__(self, pid: int) -> ProducerInfo:
         info = self._live.get(pid)
@@ -276,3 +272,10 @@ class _Values(ValuesView[ProducerInfo]):
 
     def __iter__(self) -> Iterator[ProducerInfo]:
         return (info for _, info in self._infos.pairs())
+
+
+def _ids_in_put_order(rows: np.ndarray, added: Iterable[int]) -> Iterator[int]:
+    """The snapshot's rows' producer ids, a chunk at a time (no list of millions), then the ids put after it."""
+    for start in range(0, len(rows), CHUNK):
+        yield from rows["producer_id"][start:start + CHUNK].tolist()
+    yield from added
