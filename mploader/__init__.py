@@ -26,7 +26,7 @@ _ORIGIN = {  # public name -> the module that defines it
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
     "ProducerInfo": "result", "Impact": "result",
     "MetricsRegistry": "metrics", "Progress": "progress", "DirProgress": "progress", "MetricsServer": "prometheus",
-    "ProcessPartitions": "partition_pool",
+    "ProcessPartitions": "runners", "PartitionRunner": "runners", "RunEvents": "runners",
     **{name: "errors" for name in (
         "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
         "MalformedCheckpointError", "CheckpointNumberFormatError", "InvalidPartitionDirError",
@@ -66,9 +66,9 @@ if TYPE_CHECKING:
     )
     from mploader.format.names import DirKind, TopicPartition
     from mploader.metrics import MetricsRegistry
-    from mploader.partition_pool import ProcessPartitions
     from mploader.progress import DirProgress, Progress
     from mploader.prometheus import MetricsServer
     from mploader.result import Impact, LoadedLog, LoadResult, LoadStats, ProducerInfo, SegmentInfo
+    from mploader.runners import PartitionRunner, ProcessPartitions, RunEvents
     from mploader.verify import VerifyReport, verify_logs
     from mploader.verify.background import BackgroundVerification

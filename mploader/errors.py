@@ -119,12 +119,14 @@ class InvalidFileNameError(MploaderError, ValueError):
 class StartupFailedError(MploaderError, RuntimeError):
     """Kafka's own broker would fail to start on this input (docs/loading.md §13).
 
-    ``kafka_exception`` names the exception Kafka would throw.
+    ``kafka_exception`` names the exception Kafka would throw; ``written_dirs``, for a failure found once the load
+    had begun writing, the directories it had changed (sorted; None: found before the first write, or not known).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, kafka_exception: str, reason: str):
         self.path = os.fspath(path) if path is not None else None
         self.kafka_exception = kafka_exception
+        self.written_dirs: list[str] | None = None
         where = f"{self.path}: " if self.path else ""
         super().__init__(f"{where}{reason} (Kafka: {kafka_exception}, broker start-up fails)")
 

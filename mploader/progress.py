@@ -115,8 +115,14 @@ class ProgressTracker(Progress):
         self._lock = threading.Lock()
         self._t0 = clock()
         self._dirs: dict[str, _DirCounts] = {}
+        self._sinks = list(sinks)
         self._calls = {method: [m for s in sinks if callable(m := getattr(s, method, None))]
                        for method in ("start", "partition_done", "segments_scanned", "update", "close")}
+
+    @property
+    def watched(self) -> bool:
+        """Whether anyone hears of the load's progress (a tracker of no sinks keeps figures nobody reads)."""
+        return bool(self._sinks)
 
     def _each(self, method: str) -> list[Callable[..., None]]:
         return self._calls[method]

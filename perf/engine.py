@@ -50,7 +50,7 @@ from mploader.engine import worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.plan import DirPlan, Partition  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from mploader.partition_pool import ProcessPartitions  # noqa: E402
+from mploader.runners import ProcessPartitions  # noqa: E402
 from mploader.scan import (  # noqa: E402
     SegmentScan,
     SegmentTask,
@@ -200,7 +200,7 @@ def warm(paths: list[str]) -> None:
 def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "auto",
                start: str | None = None, whole_partitions: bool = False) -> tuple[float, dict]:
     """One in-process load; ``start``: how a pool's workers start (``LoaderConfig.worker_start``);
-    ``whole_partitions``: ``workers`` processes load whole partitions (``mploader.partition_pool``)."""
+    ``whole_partitions``: ``workers`` processes load whole partitions (``mploader.runners.processes``)."""
     gc.collect()
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead,
                        worker_start=start)

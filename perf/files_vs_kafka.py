@@ -120,8 +120,8 @@ from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHE
 from mploader.format.compression import available_codecs  # noqa: E402
 from mploader.format.snapshot import ProducerSnapshotEntry, parse_snapshot  # noqa: E402
 from mploader.generate import FAULT_KINDS, GeneratorConfig, generate  # noqa: E402
-from mploader.partition_pool import ProcessPartitions  # noqa: E402
 from mploader.result import LoadResult  # noqa: E402
+from mploader.runners import ProcessPartitions  # noqa: E402
 from perf.kafka_compare import compare, find_oracle, parse_kafka, parse_mploader  # noqa: E402
 from perf.trees import scratch_dir  # noqa: E402
 from tests.conftest import _corpus_source, corpus_data_dirs, materialize_corpus  # noqa: E402
@@ -686,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--oracle", help="Kafka oracle launcher (default: $KAFKA_ORACLE, ~/.cache/kafka-oracle/oracle)")
     ap.add_argument("--workers", type=int, default=1, help="mploader's Phase 1 workers per data dir (1: inline)")
     ap.add_argument("--partition-workers", type=int, default=0,
-                    help="load whole partitions in this many worker processes (mploader.partition_pool; 0: in "
+                    help="load whole partitions in this many worker processes (mploader.runners.processes; 0: in "
                          "this process, the default), as `mploader load --partition-workers N` does")
     ap.add_argument("--kafka-threads", type=int, default=1, help="the oracle's num.recovery.threads.per.data.dir")
     ap.add_argument("--start-ms", type=int, default=None,

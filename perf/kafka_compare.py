@@ -9,7 +9,7 @@ whose order changes from round to round, the whole process of:
 
 * ``mploader load --json --workers 1``, ``--workers 2`` and ``--workers auto`` (the console script of the
   interpreter running this file: the working tree as it is), and ``--partition-workers 2`` ("P=2": whole
-  partitions in 2 worker processes, mploader.partition_pool);
+  partitions in 2 worker processes, mploader.runners.processes);
 * Kafka's LogLoader driven like ``LogManager.loadLogs``: ``oracle datadir DIR --threads 1`` and ``--threads 2``
   (Kafka 4.0's default), when ``$KAFKA_ORACLE`` or ``~/.cache/kafka-oracle/oracle`` is there (else skipped).
 

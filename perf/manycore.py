@@ -22,7 +22,7 @@ checked by the correctness pass, which compares every run's offsets with the fir
 Each round times, per set: the compiled walk + CRC-32C (``perf/engine.py``'s ceiling: ``mploader.scan._walk``
 over a mapping of each file, no table kept, no Phase 2) in 1..N processes splitting the files, then
 ``mploader load --json --workers W`` as a fresh process for every W and ``auto``, in an order that changes
-from round to round, and ``--partition-workers N`` ("pN": whole partitions in N processes, mploader.partition_pool)
+from round to round, and ``--partition-workers N`` ("pN": whole partitions in N processes, mploader.runners.processes)
 for each N of ``--partition-workers``. It prints a table per set (medians) and, with ``--json-out``, every run as
 it goes.
 """
@@ -48,10 +48,10 @@ sys.path[:0] = [str(PERF.parent), str(PERF)]
 
 from engine import bare_parallel, bare_walk_compiled  # noqa: E402 - perf/engine.py, beside this script
 
-from mploader.engine.select import usable_cpus  # noqa: E402
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.experiments.run import copy_sparse, make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.host.cpus import usable_cpus  # noqa: E402
 from mploader.scan import walk as walk_mod  # noqa: E402
 from perf.kafka_compare import (  # noqa: E402
     Failed,

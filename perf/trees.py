@@ -51,7 +51,7 @@ def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[
         base = [str(script)] if script.exists() else [sys.executable, "-m", "mploader"]
     else:
         base = ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "mploader"]
-    # "pN": whole partitions in N worker processes (mploader.partition_pool)
+    # "pN": whole partitions in N worker processes (mploader.runners.processes)
     flag = ["--partition-workers", workers[1:]] if workers.startswith("p") else ["--workers", workers]
     return lambda *dirs: [*base, "load", "--json", "--no-progress", *flag, *dirs]
 

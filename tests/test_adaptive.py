@@ -14,8 +14,8 @@ import pytest
 from mploader.config import LoaderConfig
 from mploader.engine import WORKER_STARTS, select
 from mploader.engine.adaptive import AdaptiveController, Gate, Observation
-from mploader.engine.select import auto_pool_min_bytes, usable_cpus, workers_per_dir
 from mploader.generate import GeneratorConfig, generate
+from mploader.load_plan import auto_pool_min_bytes, usable_cpus, workers_per_dir
 from mploader.manager import load_logs
 
 MB = 1e6

@@ -222,7 +222,7 @@ def test_who_scanned_is_what_the_stats_say(tmp_path: Path) -> None:
 
 
 def test_more_workers_than_cpus_is_warned_about(tmp_path: Path) -> None:
-    from mploader.engine.select import usable_cpus
+    from mploader.host.cpus import usable_cpus
 
     d = _lossy_broker(tmp_path)
     n = usable_cpus() + 1

@@ -54,18 +54,22 @@ import mploader.engine.base as base_mod  # noqa: E402
 import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
-import mploader.engine.select as select_mod  # noqa: E402
-import mploader.manager.load as manager_mod  # noqa: E402
+import mploader.load_plan as select_mod  # noqa: E402
+import mploader.runners.threads as threads_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine import ONE_BLAS_THREAD, WORKER_STARTS, worker_start  # noqa: E402
 from mploader.engine.base import Engine  # noqa: E402
 from mploader.engine.chunks import chunk_boundaries  # noqa: E402
 from mploader.engine.inline import InlineEngine  # noqa: E402
 from mploader.engine.pool import PoolEngine  # noqa: E402
-from mploader.engine.select import make_engine, workers_per_dir  # noqa: E402
 from mploader.engine.worker import WORKER_NAME  # noqa: E402
 from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
+from mploader.load_plan import (  # noqa: E402
+    LoadPlan,  # noqa: E402
+    make_engine,
+    workers_per_dir,
+)
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
@@ -404,15 +408,15 @@ class EngineConformance:
         spy = BlockSpy(monkeypatch)
         seen: dict[str, Any] = {"cuts": {}, "chunk_results": 0}
         if ds.chunk_bytes is not None:
-            real_make_engine = manager_mod.make_engine
+            real_engine = LoadPlan.engine
 
             def make(*args: Any, **kwargs: Any) -> Engine:
-                engine = real_make_engine(*args, **kwargs)
+                engine = real_engine(*args, **kwargs)
                 if isinstance(engine, PoolEngine):
                     engine.chunk_bytes = ds.chunk_bytes
                 return engine
 
-            monkeypatch.setattr(manager_mod, "make_engine", make)
+            monkeypatch.setattr(LoadPlan, "engine", make)
         real_cuts = chunks_mod.chunk_boundaries
 
         def cuts(log_path: str, base_offset: int, size: int, chunk_bytes: int = chunks_mod.CHUNK_BYTES) -> list[int]:
@@ -1260,7 +1264,7 @@ def test_keyboard_interrupt_while_the_partitions_are_submitted_stops_the_threads
                 signal.raise_signal(signal.SIGINT)  # Python's own handler: KeyboardInterrupt in this thread
             return super().submit(*args, **kwargs)
 
-    monkeypatch.setattr(manager_mod, "ThreadPoolExecutor", InterruptedAtTheSecondSubmit)
+    monkeypatch.setattr(threads_mod, "ThreadPoolExecutor", InterruptedAtTheSecondSubmit)
     # Python's own handler, also where the test run inherited an ignored SIGINT (a shell starts a background
     # command so, and Python then installs none: the signal would be ignored)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -1747,8 +1751,8 @@ def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> 
 
     planned = {"a": [(None, tasks("a", [4_000_000_000, 4_000_000_000]))], "b": [(None, [])], "c": [],
                "d": [(None, tasks("d", [10, 20, 30]))]}
-    assert select_mod._work(planned, {}) == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
-    assert select_mod._work({}, {}) == (0, 0, 0, 0, 0)
+    assert select_mod._weigh(planned, {})[1:] == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
+    assert select_mod._weigh({}, {})[1:] == (0, 0, 0, 0, 0)
 
 
 def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkeypatch) -> None:
@@ -1911,8 +1915,10 @@ def test_usable_cpus_reads_affinity_and_the_cgroup_quota(monkeypatch, affinity, 
             return io.StringIO(cpu_max)
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(select_mod, "open", fake_open, raising=False)
-    assert select_mod.usable_cpus() == expected
+    import mploader.host.cpus as cpus_mod
+
+    monkeypatch.setattr(cpus_mod, "open", fake_open, raising=False)
+    assert cpus_mod.usable_cpus() == expected
 
 
 GOOD, WRONG_OFFSET, MID_BATCH, NEAR_END = range(4)  # kinds of index entries in the chunk-cut property test

@@ -46,7 +46,7 @@ def test_a_worker_imports_neither_the_loader_nor_the_parents_engine() -> None:
     (loaded,) = _modules_after("import mploader.engine.worker")
     assert "mploader.engine.worker" in loaded and "mploader.scan.walk" in loaded
     heavy = {"mploader.manager", "mploader.recovery.loader", "mploader.engine.pool", "mploader.engine.base",
-             "mploader.recovery.segment_recovery", "mploader.recovery.producer_state", "mploader.engine.select",
+             "mploader.recovery.segment_recovery", "mploader.recovery.producer_state", "mploader.load_plan",
              "mploader.disk", "mploader.generate", "mploader.cli"}
     assert not loaded & heavy, sorted(loaded & heavy)
 

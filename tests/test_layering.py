@@ -15,12 +15,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mploader"
 
 LAYERS: list[set[str]] = [
-    {"errors", "config", "progress", "metrics", "prometheus", "host", "_version"},  # no mploader imports but errors
+    # no mploader imports but errors
+    {"errors", "config", "costs", "progress", "metrics", "prometheus", "host", "_version"},
     {"format"},  # bytes on disk, no policy
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2
-    {"partition_pool"},  # whole partitions loaded in worker processes (Phase 1 and Phase 2 of each)
+    {"runners"},  # where partitions load: loading threads, worker processes (Phase 1 and Phase 2 of each)
+    {"load_plan"},  # one plan a load: the engine, the workers, the runner
     {"manager", "generate"},  # all data dirs (LogManager); the data generator
     {"verify"},  # the read-only audit (uses the manager's dry run)
     {"spark"},  # load and verify on a Spark cluster (the Spark engine; uses the manager and verify)

@@ -337,7 +337,7 @@ def test_a_dir_goes_offline_after_another_partition_failed_the_load(tmp_path: Pa
     after it still takes its dir offline (logged)."""
     import logging
 
-    import mploader.manager.load as manager_mod
+    import mploader.runners.threads as threads_mod
 
     d1, d2 = data_dir(tmp_path / "one", clean=False), data_dir(tmp_path / "two", clean=False)
     PartitionBuilder(d1, topic="a").std3()
@@ -348,7 +348,7 @@ def test_a_dir_goes_offline_after_another_partition_failed_the_load(tmp_path: Pa
             raise RuntimeError("a bug")
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(manager_mod, "load_partition", failing)
+    monkeypatch.setattr(threads_mod, "load_partition", failing)
     with caplog.at_level(logging.ERROR, logger="mploader.manager"), pytest.raises(RuntimeError, match="a bug"):
         load_logs([str(d1), str(d2)], LoaderConfig(num_recovery_threads_per_data_dir=1), now_ms=NOW)
     assert any(f"{d2} goes offline" in r.getMessage() for r in caplog.records), caplog.text

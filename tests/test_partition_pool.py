@@ -1,4 +1,4 @@
-"""Whole partitions loaded in worker processes (:class:`mploader.partition_pool.ProcessPartitions`): the same
+"""Whole partitions loaded in worker processes (:class:`mploader.runners.ProcessPartitions`): the same
 files and result as the inline load, on generated brokers with faults and on the real corpus; a worker that dies
 is not a failed load; errors, log records, progress and the recovery points reach the parent as an inline
 load's do."""
@@ -16,23 +16,29 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-import mploader.partition_pool as pp
+import mploader.load_plan as pp
+import mploader.runners.here as here_mod
+import mploader.runners.processes.groups as groups_mod
+import mploader.runners.processes.pool as pool_mod
+import mploader.runners.processes.worker as worker_mod
 from mploader import LoaderConfig, StartupFailedError, load_logs
 from mploader.engine import worker_start
 from mploader.engine.plan import DirPlan
-from mploader.engine.select import AutoPlans, auto_plans
 from mploader.format.names import DirKind, TopicPartition
 from mploader.generate import GeneratorConfig, generate
+from mploader.load_plan import LoadPlan, plan_scans
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_RECOVER, MetricsRegistry
-from mploader.partition_pool import ProcessPartitions, groups_of
 from mploader.progress import DirProgress, Progress
 from mploader.recovery.job import PartitionJob
+from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, ProcessPartitions, RunEvents
+from mploader.runners.processes import groups_of
 from tests.crashy_worker import result_digest, tree_digest
 from tests.kafkadir import NOW
 from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
@@ -132,7 +138,7 @@ def test_the_real_corpus_is_the_inline_loads(real_corpus_source: Path, tmp_path:
 def _dies_in_workers(parent: int, victims: set[TopicPartition], marker: Path | None) -> Any:
     """A load_partition that kills its worker process (not the parent) at the start of a victim's load: always,
     or (``marker``) only the first time."""
-    real = pp.load_partition
+    real = here_mod.load_partition
 
     def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
         if os.getpid() != parent and job.tp in victims:
@@ -159,10 +165,10 @@ def test_a_worker_that_dies_is_not_a_failed_load(template: Path, tmp_path: Path,
     victims = {TopicPartition("payments.v1", 2)}  # generate's names
     assert any((template / d / "payments.v1-2").is_dir() for d in ("data-0", "data-1"))
     marker = None if always else tmp_path / "died-once"
-    monkeypatch.setattr(pp, "load_partition", _dies_in_workers(os.getpid(), victims, marker))
-    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: the victim's is its own
+    monkeypatch.setattr(here_mod, "load_partition", _dies_in_workers(os.getpid(), victims, marker))
+    monkeypatch.setattr(groups_mod, "GROUPS_PER_WORKER", 64)  # a group a partition: the victim's is its own
     runner = ProcessPartitions(2, start="fork")  # forked: the workers have the patched load_partition
-    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+    with caplog.at_level(logging.WARNING, logger="mploader.runners.processes"):
         ref, got = load_both(template, tmp_path, runner)
     assert got == ref
     assert runner.worker_deaths == (2 if always else 1)
@@ -181,7 +187,7 @@ def test_a_worker_that_cannot_start_is_not_a_failed_load(template: Path, tmp_pat
     """fork() fails (EAGAIN: a process limit) for every worker after the first ``starts``: the workers that
     started load every partition, or, where none did, the parent does; the outcome is the inline load's, and one
     warning says so."""
-    real = pp._Worker.__init__
+    real = pool_mod._Worker.__init__
     tried: list[int] = []
 
     def init(self: Any, start: str, number: int) -> None:
@@ -190,9 +196,9 @@ def test_a_worker_that_cannot_start_is_not_a_failed_load(template: Path, tmp_pat
             raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
         real(self, start, number)
 
-    monkeypatch.setattr(pp._Worker, "__init__", init)
+    monkeypatch.setattr(pool_mod._Worker, "__init__", init)
     runner = ProcessPartitions(3)
-    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+    with caplog.at_level(logging.WARNING, logger="mploader.runners.processes"):
         ref, got = load_both(template, tmp_path, runner)
     assert got == ref
     assert runner.loaded_in_parent == (0 if starts else ref["result"]["stats"]["partitions"])
@@ -231,17 +237,17 @@ def test_a_partition_that_fails_start_up_fails_the_load_as_inline(tmp_path: Path
 
 def test_an_oserror_takes_the_partitions_dir_offline_as_inline(template: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import mploader.manager.load
+    import mploader.runners.threads as threads_mod
 
-    real = pp.load_partition
+    real = here_mod.load_partition
 
     def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
         if job.tp == TopicPartition("orders", 1):
             raise OSError(5, "Input/output error", job.dir)
         return real(job, *args, **kwargs)
 
-    monkeypatch.setattr(pp, "load_partition", load)
-    monkeypatch.setattr(mploader.manager.load, "load_partition", load)
+    monkeypatch.setattr(here_mod, "load_partition", load)
+    monkeypatch.setattr(threads_mod, "load_partition", load)
     offline = []
     for label, runner in (("ref", None), ("got", ProcessPartitions(2, start="fork"))):  # forked: patched
         result = load_logs(fresh(template, tmp_path / label), LoaderConfig(), NOW, partitions=runner)
@@ -280,14 +286,14 @@ def test_log_records_progress_and_metrics_reach_the_parent(tmp_path: Path, caplo
     assert not [k for k in metrics.current() if k[0] == REMAINING_LOGS_TO_RECOVER]  # removed at the end
 
 
-@pytest.mark.parametrize("every", [0.0, pp.SEGMENTS_EVERY_SECONDS])
+@pytest.mark.parametrize("every", [0.0, worker_mod.SEGMENTS_EVERY_SECONDS])
 def test_the_workers_report_kafkas_remaining_segments_as_recovery_threads_do(template: Path, tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch,
                                                                               every: float) -> None:
     """remainingSegmentsToRecover{dir, threadNum}: a gauge per data dir and worker, set as the worker's partitions
     recover and removed at the end.  Sent at every segment, its values are the inline load's recovery thread's;
     at most one each ``SEGMENTS_EVERY_SECONDS``, still each partition's first count and its 0."""
-    monkeypatch.setattr(pp, "SEGMENTS_EVERY_SECONDS", every)  # forked workers inherit it
+    monkeypatch.setattr(worker_mod, "SEGMENTS_EVERY_SECONDS", every)  # forked workers inherit it
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
     values: dict[str, list[int]] = {}
     for label, runner in (("ref", None), ("got", ProcessPartitions(2, "fork"))):
@@ -310,12 +316,12 @@ def test_the_workers_report_kafkas_remaining_segments_as_recovery_threads_do(tem
 def test_an_interrupt_in_the_parent_kills_the_workers_before_it_returns(template: Path, tmp_path: Path) -> None:
     dirs = fresh(template, tmp_path / "int")
 
-    def interrupt(i: int, outcome: object) -> None:
-        raise KeyboardInterrupt
+    class Interrupt(RunEvents):
+        def loaded(self, index: int, outcome: Outcome, seconds: float | None = None) -> None:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        load_logs(dirs, LoaderConfig(), NOW, partitions=lambda jobs, cfg, loaded=None:
-                  ProcessPartitions(2)(jobs, cfg, interrupt))
+        load_logs(dirs, LoaderConfig(), NOW, partitions=_Told(ProcessPartitions(2), lambda events: Interrupt()))
     left = [p for p in psutil.Process().children(recursive=True)  # (multiprocessing's own tracker, once spawned)
             if "resource_tracker" not in " ".join(p.cmdline())]
     assert left == []
@@ -326,7 +332,7 @@ def test_groups_start_with_the_costliest_partitions_and_share_the_cost() -> None
     groups = groups_of(costs, 2)
     assert sorted(i for g in groups for i in g) == list(range(len(costs)))
     assert groups[0][0] == 1 and [costs[i] for g in groups for i in g] == sorted(costs, reverse=True)
-    share = sum(costs) / (2 * pp.GROUPS_PER_WORKER)
+    share = sum(costs) / (2 * groups_mod.GROUPS_PER_WORKER)
     assert all(sum(costs[i] for i in g) <= share or len(g) == 1 for g in groups)
     assert groups_of([], 4) == [] and groups_of([0, 0], 2) == [[0, 1]]
 
@@ -336,7 +342,7 @@ def test_each_worker_takes_its_first_group_as_it_starts(template: Path, tmp_path
     """The first worker loads while the next is forked (16 forks took 90 ms on 2 CPUs): started and given a group,
     one after the other; the load is the inline load's."""
     events: list[str] = []
-    real = pp._Worker
+    real = pool_mod._Worker
 
     class Recorded(real):  # type: ignore[misc, valid-type]
         def __init__(self, start: str, number: int) -> None:
@@ -351,7 +357,7 @@ def test_each_worker_takes_its_first_group_as_it_starts(template: Path, tmp_path
 
             self.conn.send = sent  # type: ignore[method-assign]
 
-    monkeypatch.setattr(pp, "_Worker", Recorded)
+    monkeypatch.setattr(pool_mod, "_Worker", Recorded)
     ref, got = load_both(template, tmp_path, ProcessPartitions(3, "fork"))
     assert got == ref
     assert events[:6] == ["start 0", "group to 0", "start 1", "group to 1", "start 2", "group to 2"], events
@@ -362,7 +368,7 @@ def test_workers_whose_pipe_breaks_before_their_first_group_leave_the_load_to_th
     """A group that cannot be sent (the worker's pipe broken as it starts: it died idle) is not lost: another worker
     is started for it, and once more than twice the count have died so, the parent loads what is left.  The load
     is the inline load's."""
-    real = pp._Worker
+    real = pool_mod._Worker
 
     class Broken(real):  # type: ignore[misc, valid-type]
         def __init__(self, start: str, number: int) -> None:
@@ -376,9 +382,9 @@ def test_workers_whose_pipe_breaks_before_their_first_group_leave_the_load_to_th
 
             self.conn.send = broken  # type: ignore[method-assign]
 
-    monkeypatch.setattr(pp, "_Worker", Broken)
+    monkeypatch.setattr(pool_mod, "_Worker", Broken)
     runner = ProcessPartitions(2, "fork")
-    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+    with caplog.at_level(logging.WARNING, logger="mploader.runners.processes"):
         ref, got = load_both(template, tmp_path, runner)
     assert got == ref
     assert runner.loaded_in_parent == ref["result"]["stats"]["partitions"]
@@ -390,21 +396,24 @@ def test_the_parent_weighs_the_partitions_by_the_preflight_sizes(template: Path,
     listing of its directory would say (the parent lists no partition a second time); a clean one carries none."""
     seen: list[PartitionJob] = []
 
-    def runner(jobs: list[PartitionJob], cfg: LoaderConfig) -> list[Any]:
-        seen.extend(jobs)
-        return ProcessPartitions(2, "fork")(jobs, cfg)
+    class Seen(ProcessPartitions):
+        def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS
+                ) -> list[Outcome]:
+            seen.extend(jobs)
+            return super().run(jobs, cfg, events)
 
     dirs = fresh(template, tmp_path / "got")
-    load_logs(dirs, LoaderConfig(), NOW, partitions=runner)
+    load_logs(dirs, LoaderConfig(), NOW, partitions=Seen(2, "fork"))
     unclean = [j for j in seen if not j.clean_shutdown]
     assert unclean and all(j.logs is not None for j in unclean)
     for job in unclean:  # the listing of the directory as it was (the template: the load changed the copy)
         before = str(template / Path(job.dir).relative_to(tmp_path / "got"))
-        assert pp.partition_cost(job) == pp.partition_cost(dataclasses.replace(job, logs=None, dir=before)) > 0
+        unsized = dataclasses.replace(job, logs=None, dir=before)
+        assert groups_mod.partition_cost(job) == groups_mod.partition_cost(unsized) > 0
     for d in dirs:  # recovered now: shut down cleanly
         Path(d, ".kafka_cleanshutdown").touch()
     seen.clear()
-    load_logs(dirs, LoaderConfig(), NOW, partitions=runner)
+    load_logs(dirs, LoaderConfig(), NOW, partitions=Seen(2, "fork"))
     assert seen and all(j.clean_shutdown and j.logs is None for j in seen)
 
 
@@ -446,35 +455,50 @@ def test_a_resumable_load_interrupted_between_groups_is_completed_by_a_rerun(tmp
     assert len(full.logs) > 3
     reported: list[int] = []
 
-    def three_then_interrupt(jobs: list[PartitionJob], cfg: LoaderConfig, loaded: Any = None) -> Any:
-        def tell(i: int, outcome: Any) -> None:
+    class ThreeThenInterrupt(RunEvents):
+        def __init__(self, events: RunEvents) -> None:
+            self.events = events
+
+        def loaded(self, index: int, outcome: Outcome, seconds: float | None = None) -> None:
             if len(reported) == 3:
                 raise KeyboardInterrupt
-            reported.append(i)
-            loaded(i, outcome)
+            reported.append(index)
+            self.events.loaded(index, outcome, seconds)
 
-        return ProcessPartitions(1)(jobs, cfg, tell)
-
-    monkeypatch.setattr(pp, "GROUPS_PER_WORKER", 64)  # a group a partition: reported one by one
+    monkeypatch.setattr(groups_mod, "GROUPS_PER_WORKER", 64)  # a group a partition: reported one by one
     with pytest.raises(KeyboardInterrupt):
-        load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=three_then_interrupt)
+        load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=_Told(ProcessPartitions(1), ThreeThenInterrupt))
     advanced = {tp for tp, rp in read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT).items() if rp > 0}
     assert len(advanced) == 3
     load_logs([str(data)], cfg, now_ms=GEN_NOW, partitions=ProcessPartitions(2))
     assert tree_digest(data) == tree_digest(tmp_path / "ref" / "data-0")
 
 
-def _plans(tasks: int) -> AutoPlans:
-    """AutoPlans of ``tasks`` planned scans of 1 KB each."""
-    return AutoPlans(planned_bytes=1000 * tasks, planned_tasks=tasks)
+class _Told(PartitionRunner):
+    """``inner``, its events told through ``through`` (made from the manager's events)."""
+
+    def __init__(self, inner: PartitionRunner, through: Callable[[RunEvents], RunEvents]) -> None:
+        self.inner, self.through = inner, through
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
+        return self.inner.run(jobs, cfg, self.through(events))
+
+
+def _plans(tasks: int) -> LoadPlan:
+    """LoadPlan of ``tasks`` planned scans of 1 KB each."""
+    return LoadPlan(planned_bytes=1000 * tasks, planned_segments=tasks)
 
 
 def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_they_can_share_the_cpus() -> None:
     long = _plans(int(pp.AUTO_MIN_SECONDS / pp.SEGMENT_SECONDS) + 1)
     short = _plans(1)
     assert pp.inline_seconds(long, 2) >= pp.AUTO_MIN_SECONDS > pp.inline_seconds(short, 2)
-    def workers(plans: AutoPlans, partitions: int, engine: int, cpus: int, start: str = "fork") -> int:
-        return pp.auto_workers(plans, partitions=partitions, engine_workers=engine, cpus=cpus, start=start)
+    def workers(plans: LoadPlan, partitions: int, engine: int, cpus: int, start: str = "fork") -> int:
+        return pp.auto_partition_workers(plans, partitions=partitions, engine_workers=engine, cpus=cpus, start=start)
 
     assert workers(long, 8, 1, 2) == 2
     assert workers(long, 3, 1, 16) == 3  # no more workers than partitions
@@ -484,7 +508,7 @@ def test_auto_loads_whole_partitions_where_the_inline_load_would_be_long_and_the
     assert workers(long, 8, 1, 1) == 0
     assert workers(short, 8, 1, 2) == 0  # not worth two forks
     assert workers(long, 8, 1, 2, "spawn") == 0  # nor two spawns
-    clean = AutoPlans()  # a clean dir: no scans planned, its partitions' own steps
+    clean = LoadPlan()  # a clean dir: no scans planned, its partitions' own steps
     assert workers(clean, int(pp.AUTO_MIN_SECONDS / pp.PARTITION_SECONDS) + 1, 1, 2) == 2
 
 
@@ -498,14 +522,15 @@ def _unclean_plans(template: Path) -> list[DirPlan]:
 @pytest.mark.parametrize("cpus", [2, 5, 12, 13])
 def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_it(
         template: Path, cpus: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """surely_workers: wherever it answers, auto_workers on the whole plan answers the same; on unclean dirs with
-    as many partitions as CPUs it always answers (the same estimate, counted as it goes), and it plans only as
-    many partitions as the bar needs.  The dirs it planned to their end are the plans auto_plans would make.
+    """early_partition_workers: wherever it answers, auto_partition_workers on the whole plan answers the same; on
+    unclean dirs with as many partitions as CPUs it always answers (the same estimate, counted as it goes), and it
+    plans only as many partitions as the bar needs.
+    The dirs it planned to their end are the plans plan_scans would make.
     The broker: 2 dirs, 12 partitions; bars from none to beyond its estimate."""
     plans = _unclean_plans(template)
     partitions = sum(len(p.partitions) for p in plans)
     cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
-    whole = auto_plans(cfg, plans)
+    whole = plan_scans(cfg, plans)
     estimate = pp.inline_seconds(whole, partitions)
     planned: list[str] = []
     real = pp.partition_scans
@@ -521,8 +546,9 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
     for bar, expected_planned in bars.items():
         monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
         planned.clear()
-        n, done = pp.surely_workers(plans, partitions, cpus=cpus, start="fork")
-        expected = [pp.auto_workers(whole, partitions, engine_workers=w, cpus=cpus, start="fork") for w in (1, cpus)]
+        n, done = pp.early_partition_workers(plans, partitions, cpus=cpus, start="fork")
+        expected = [pp.auto_partition_workers(whole, partitions, engine_workers=w, cpus=cpus, start="fork")
+                    for w in (1, cpus)]
         if partitions < cpus:  # the whole plan decides
             assert (n, planned, done) == (0, [], {})
             continue
@@ -536,27 +562,27 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
             assert scans == whole.planned[d]
     # auto_plans takes the dirs planned to their end as they are, and plans the others
     first = plans[0].data_dir
-    assert auto_plans(cfg, plans, {first: whole.planned[first]}) == whole
+    assert plan_scans(cfg, plans, {first: whole.planned[first]}) == whole
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_auto_knows_it_before_the_whole_plan_beside_a_clean_dir(template: Path, start: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """A clean dir beside an unclean one: surely_workers leaves it out of its count (auto_plans counts its scans
-    only where its bound asks for a pool), so it may not answer where the whole plan takes workers, but wherever it
-    answers, the whole plan answers the same; spawned workers' higher bar as well."""
+    """A clean dir beside an unclean one: early_partition_workers leaves it out of its count (plan_scans counts its
+    scans only where its bound asks for a pool), so it may not answer where the whole plan takes workers, but
+    wherever it answers, the whole plan answers the same; spawned workers' higher bar as well."""
     unclean, other = _unclean_plans(template)
     clean = dataclasses.replace(other, clean=True)
     plans = [clean, unclean]
     partitions = sum(len(p.partitions) for p in plans)
-    whole = auto_plans(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), plans)
+    whole = plan_scans(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), plans)
     spawn_start = pp.POOL_START_SECONDS["spawn"] if start == "spawn" else 0.0
     for bar in (0.0, 0.01, 0.02, 0.05, 0.1, 0.5):
         monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
-        n, done = pp.surely_workers(plans, partitions, cpus=4, start=start)
+        n, done = pp.early_partition_workers(plans, partitions, cpus=4, start=start)
         assert clean.data_dir not in done
         if n:
-            assert pp.auto_workers(whole, partitions, engine_workers=4, cpus=4, start=start) == n == 4
+            assert pp.auto_partition_workers(whole, partitions, engine_workers=4, cpus=4, start=start) == n == 4
         if bar + spawn_start <= partitions * pp.PARTITION_SECONDS:  # the partitions' own term is enough
             assert n == 4
         elif bar + spawn_start > pp.inline_seconds(whole, partitions):
@@ -568,13 +594,11 @@ def test_an_unwatched_default_load_takes_partition_workers_without_planning_ever
     """With no one reading the progress, ``--workers auto`` above the bar plans in the parent only as many
     partitions as it needs to know that it takes partition workers (here: none, the partitions' own term being
     enough); the files and result are the inline load's."""
-    from mploader.engine import select as select_mod
-
     monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", 0.0)
     monkeypatch.setattr(pp, "usable_cpus", lambda: 2)
     planned: list[object] = []
     monkeypatch.setattr(pp, "partition_scans", lambda plan: planned.append(plan) or iter(()))
-    monkeypatch.setattr(select_mod, "plan_segment_scans", lambda *a, **k: planned.append(a) or [])
+    monkeypatch.setattr(pp, "plan_segment_scans", lambda *a, **k: planned.append(a) or [])
     ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
     ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
     got = load_logs(got_dirs, LoaderConfig(worker_start="fork"), NOW)
@@ -639,7 +663,7 @@ def test_a_worker_that_dies_after_its_answer_loses_nothing(template: Path, tmp_p
     takes its place, the load is the inline load (before, the next group's send to it raised BrokenPipeError and
     failed the load)."""
     marker = tmp_path / "died-once"
-    real = pp._serve
+    real = pool_mod.serve
 
     def serve(conn: Any, parent_pid: int, forked: bool) -> None:
         send = conn.send
@@ -653,9 +677,9 @@ def test_a_worker_that_dies_after_its_answer_loses_nothing(template: Path, tmp_p
         conn.send = send_then_die
         real(conn, parent_pid, forked)
 
-    monkeypatch.setattr(pp, "_serve", serve)
+    monkeypatch.setattr(pool_mod, "serve", serve)
     runner = ProcessPartitions(2, start="fork")
-    with caplog.at_level(logging.WARNING, logger="mploader.partition_pool"):
+    with caplog.at_level(logging.WARNING, logger="mploader.runners.processes"):
         ref, got = load_both(template, tmp_path, runner)
     assert got == ref and marker.exists()
     assert runner.worker_deaths == 1 and runner.loaded_in_parent == 0
@@ -670,14 +694,14 @@ class _TwoArguments(Exception):
 
 def test_an_exception_that_does_not_unpickle_comes_back_as_a_runtime_error_with_its_traceback(
         template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = pp.load_partition
+    real = here_mod.load_partition
 
     def load(job: PartitionJob, *args: Any, **kwargs: Any) -> Any:
         if job.tp == TopicPartition("orders", 1):
             raise _TwoArguments("a bug", 7)
         return real(job, *args, **kwargs)
 
-    monkeypatch.setattr(pp, "load_partition", load)
+    monkeypatch.setattr(here_mod, "load_partition", load)
     with pytest.raises(RuntimeError, match="_TwoArguments: a bug at 7") as e:
         load_logs(fresh(template, tmp_path / "bug"), LoaderConfig(), NOW, partitions=ProcessPartitions(2, "fork"))
     assert any("loading partitions:" in n and "raise _TwoArguments" in n for n in e.value.__notes__)
@@ -692,11 +716,11 @@ def test_a_partitions_cost_is_its_log_bytes_and_segments_after_an_unclean_shutdo
     (d / "00000000000000000100.log").write_bytes(b"x" * 500)
     (d / "00000000000000000000.index").write_bytes(b"x" * 4000)
     job = PartitionJob(str(tmp_path), str(d), TopicPartition("orders", 0), DirKind.LIVE, False, 0, 0, None, NOW)
-    assert pp.partition_cost(job) == 1500 + 2 * pp.COST_PER_SEGMENT
+    assert groups_mod.partition_cost(job) == 1500 + 2 * groups_mod.COST_PER_SEGMENT
     gone = dataclasses.replace(job, dir=str(tmp_path / "gone"))
-    assert pp.partition_cost(gone) == 0
-    assert pp.partition_cost(dataclasses.replace(job, clean_shutdown=True)) == pp.COST_PER_SEGMENT
-    assert pp.partition_cost(dataclasses.replace(gone, clean_shutdown=True)) == pp.COST_PER_SEGMENT
+    assert groups_mod.partition_cost(gone) == 0
+    assert groups_mod.partition_cost(dataclasses.replace(job, clean_shutdown=True)) == groups_mod.COST_PER_SEGMENT
+    assert groups_mod.partition_cost(dataclasses.replace(gone, clean_shutdown=True)) == groups_mod.COST_PER_SEGMENT
 
 
 @pytest.mark.parametrize("by", ["runner", "auto"])

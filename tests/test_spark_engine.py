@@ -16,8 +16,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 import mploader.engine.chunks as chunks_mod  # noqa: E402
-import mploader.manager.load as manager_mod  # noqa: E402
 import tests.test_engine as engine_tests  # noqa: E402
+from mploader.load_plan import LoadPlan  # noqa: E402
 from tests.spark_session import spark  # noqa: E402, F401
 from tests.test_engine import DataSet, DataSets, EngineConformance, Outcome, assert_same_outcome, load_copy  # noqa: E402
 
@@ -46,12 +46,13 @@ class TestSparkEngine(EngineConformance):
 
         monkeypatch.setattr(chunks_mod, "chunk_boundaries", cuts)
 
-        def make(cfg: Any, dirs: Any, stats: Any, metrics: Any = None, progress: Any = None, **_: Any) -> SparkEngine:
+        def make(plan: Any, cfg: Any, dirs: Any, stats: Any, metrics: Any = None, progress: Any = None,
+                 **_: Any) -> SparkEngine:
             engine = SparkEngine(session, stats, progress, chunk_bytes=ds.chunk_bytes)
             seen["engines"].append(engine)
             return engine
 
-        monkeypatch.setattr(manager_mod, "make_engine", make)
+        monkeypatch.setattr(LoadPlan, "engine", make)
         got = load_copy(ds, root, groups, self.N)
         assert_same_outcome(got, ref, stats=not defer_stats)
         for r in got.raw:

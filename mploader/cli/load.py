@@ -375,7 +375,7 @@ def _check_dirs(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def workers_warnings(workers: int | str, partition_workers: int | str | None, n_dirs: int) -> list[dict[str, Any]]:
     """More worker processes than usable CPUs, said before the load starts them."""
-    from mploader.engine.select import usable_cpus
+    from mploader.host.cpus import usable_cpus
 
     cpus = usable_cpus()
     out = []
@@ -431,8 +431,8 @@ def run_load(args: argparse.Namespace) -> int:
         if args.max_read_rate is not None:
             return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be kept "
                                                    "with --partition-workers: choose one")
-        from mploader.engine.select import usable_cpus
-        from mploader.partition_pool import ProcessPartitions
+        from mploader.host.cpus import usable_cpus
+        from mploader.runners import ProcessPartitions
 
         n = args.partition_workers
         extra["partitions"] = ProcessPartitions(usable_cpus() if n == "auto" else n)

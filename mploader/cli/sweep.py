@@ -25,12 +25,12 @@ from mploader.cli.experimenting import (
     worker_counts,
 )
 from mploader.cli.units import EXIT_USAGE, EXPERIMENT_EXIT_CODES_HELP, format_bytes
-from mploader.engine.select import usable_cpus
 from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
 from mploader.experiments.report import Report, machine_facts
 from mploader.experiments.run import RunResult
 from mploader.experiments.sweep import SweepPlan, run_sweep
+from mploader.host.cpus import usable_cpus
 
 QUICK = {"size": 600_000_000, "segment_bytes": 32 << 20, "partitions": 16}
 FULL = {"size": 2_000_000_000, "segment_bytes": 128 << 20, "partitions": 16}

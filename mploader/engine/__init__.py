@@ -1,8 +1,8 @@
-"""Where Phase 1 runs, behind one interface (:class:`mploader.engine.base.Engine`).
+"""Where Phase 1 runs, behind one interface (:class:`mploader.engine.base.Engine`); which engine a load gets is
+:mod:`mploader.load_plan`'s choice.
 
 * :mod:`.base`      the interface, and the inline scan source both engines use
 * :mod:`.plan`      a data dir's planned scans (the rule itself is :mod:`mploader.scan.plan`)
-* :mod:`.select`    which engine a load gets (:func:`mploader.engine.select.make_engine`)
 * :mod:`.inline`    Phase 1 in the calling thread (the reference engine)
 * :mod:`.pool`      N loky worker processes per data dir, results through shared memory
 * :mod:`.worker`    what a worker process runs, and the shared-memory block layout

@@ -53,7 +53,7 @@ def plan_segment_scans(plan: DirPlan, bound_only: bool = False) -> PlannedScans:
 
 def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedScans]:
     """:func:`plan_segment_scans`' partitions one at a time, in the data dir's order, each with the bytes of its
-    scans: for a caller that may stop before the last (``partition_pool.surely_workers``)."""
+    scans: for a caller that may stop before the last (``load_plan.early_partition_workers``)."""
     for part in plan.partitions:
         path, tp, kind = part
         kept = None if plan.disk is None else plan.disk.kept_listing(path)

@@ -22,9 +22,9 @@ from typing import Any
 
 import psutil
 
-from mploader.engine.select import usable_cpus
 from mploader.experiments.cache import can_drop_caches
 from mploader.experiments.run import Place, RunResult, best_of
+from mploader.host.cpus import usable_cpus
 
 KNEE_SHARE = 0.95  # the knee: the fewest workers reaching this share of the best speed (1 / seconds)
 HURT_SHARE = 0.90  # more workers "hurt" when the most workers reach less than this share of the best speed

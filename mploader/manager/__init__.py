@@ -6,9 +6,10 @@
       preflight: every data dir read, nothing written (start-up failures,   preflight.py
                  the environment's refusals: docs/loading.md §18)
       per dir:   create, lock, checkpoints, marker (LogManager's constructor) dirs.py
-      partitions: inline threads + a scanning engine, or a PartitionRunner  load.py
-                  (worker processes, Spark tasks); each outcome taken once:
-                  an OSError takes its dir offline, another fails the load  report.py (failed)
+      one LoadPlan (mploader.load_plan), one PartitionRunner (mploader.runners:  load.py
+                  loading threads, worker processes, Spark tasks); each
+                  outcome taken once: an OSError takes its dir offline,
+                  another fails the load                                    report.py (failed)
       flush, commit (the markers go last), recovery points                  dirs.py
       the report: impact warnings, log lines, gauges                        report.py
 
@@ -18,6 +19,6 @@ finished; a :class:`~mploader.errors.StartupFailedError` fails the whole load.  
 """
 
 from mploader.manager.dirs import written_dirs
-from mploader.manager.load import PartitionOutcome, PartitionRunner, load_logs, predict_recovery
+from mploader.manager.load import load_logs, predict_recovery
 
-__all__ = ["PartitionOutcome", "PartitionRunner", "load_logs", "predict_recovery", "written_dirs"]
+__all__ = ["load_logs", "predict_recovery", "written_dirs"]

@@ -20,6 +20,7 @@ from mploader.errors import (
 )
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
+from mploader.manager.channel import LogDirFailureChannel
 from mploader.recovery import journal
 from mploader.recovery.resume import Recovered, RecoveryPointWriter
 from mploader.recovery.segment import Segment, resize_indexes
@@ -38,20 +39,17 @@ class DirState:
     clean: bool = False
     recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)
-    offline_reason: str | None = None
     partitions: list[tuple[str, TopicPartition, DirKind]] = field(default_factory=list)
     lock_fd: int | None = None
     locked: bool = False
     # what the preflight (read-only) found, for the writes that follow it (see inspect_dir)
     missing: bool = False  # the data dir does not exist: created by the writes
     listed: bool = False  # the partition listing is done (and checked)
-    predicted_offline: str | None = None  # a write the preflight foresees failing (an IOException: offline)
     high_watermarks: dict[TopicPartition, int] | None = None  # replication-offset-checkpoint (None: unknown)
     marker_to_delete: str | None = None  # the clean-shutdown marker, deleted when the load is done (commit_clean_dirs)
     loaded: list[LoadedLog] = field(default_factory=list)  # the partitions loaded so far
     resume: RecoveryPointWriter | None = None  # persist_recovery_points: the dir's recovery points, advanced
     recovered: dict[TopicPartition, Recovered] = field(default_factory=dict)  # what a killed --resumable load left
-    keep_marker: bool = False  # an error of the environment took the dir offline: the marker stays (commit_clean_dirs)
     clean_scans: CleanScans | None = None  # what a clean load of it may scan, as the preflight sized it (None: unsized)
     # an unclean dir's partitions: their .log files' bytes and number, as the preflight sized them (PartitionJob.logs)
     sized_logs: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -89,12 +87,12 @@ def can_create(d: str) -> bool:
     return bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
 
 
-def read_dir(state: DirState, skip: str | None = None) -> None:
+def read_dir(state: DirState, channel: LogDirFailureChannel, skip: str | None = None) -> None:
     """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only).
     ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
     d = state.path
-    state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT)
-    state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT)
+    state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT, channel)
+    state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT, channel)
     state.high_watermarks = _read_high_watermarks(d)
     partitions: list[tuple[str, TopicPartition, DirKind]] = []
     for entry in sorted(os.scandir(d), key=lambda e: e.name):
@@ -127,10 +125,10 @@ def _read_high_watermarks(d: str) -> dict[TopicPartition, int] | None:
         return None
 
 
-def create_and_lock(state: DirState, disk: Disk, offline: dict[str, str]) -> None:
+def create_and_lock(state: DirState, disk: Disk, channel: LogDirFailureChannel) -> None:
     """createAndValidateLogDirs and lockLogDirs: a missing data dir is created, a missing ``.lock`` too."""
     d = state.path
-    if d in offline:
+    if d in channel:
         return
     try:
         if state.missing:
@@ -139,16 +137,17 @@ def create_and_lock(state: DirState, disk: Disk, offline: dict[str, str]) -> Non
         if not state.locked:
             state.lock_fd = disk.lock(os.path.join(d, LOCK_FILE))
             state.locked = True
-    except OSError as e:
-        offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
+    except OSError as e:  # offline: nothing of it loads
+        channel.add(d, f"{type(e).__name__}: {e}")
+        state.partitions = []
 
 
-def prepare_dir(state: DirState, disk: Disk, offline: dict[str, str]) -> None:
+def prepare_dir(state: DirState, disk: Disk, channel: LogDirFailureChannel) -> None:
     """The empty checkpoint files (constructing Kafka's checkpoint objects creates them), an empty marker
     directory (Kafka deletes the marker before any partition loads, KAFKA-10471; a marker file is deleted when
     the load is done: :func:`commit_clean_dirs`), and the listing where the preflight did not list."""
     d = state.path
-    if d in offline:
+    if d in channel:
         return
     try:
         for name in CREATED_CHECKPOINTS:
@@ -161,14 +160,14 @@ def prepare_dir(state: DirState, disk: Disk, offline: dict[str, str]) -> None:
                 disk.remove_empty_dir(marker)  # Files.deleteIfExists: a non-empty directory is an IOException
             else:
                 state.marker_to_delete = marker
-        if not state.listed or state.predicted_offline is not None:
-            read_dir(state)
+        if not state.listed or channel.foreseen(d) is not None:
+            read_dir(state, channel)
     except OSError as e:
-        offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
+        channel.add(d, f"{type(e).__name__}: {e}")
         state.partitions = []
 
 
-def flush(states: list[DirState], disk: Disk, offline: dict[str, str]) -> None:
+def flush(states: list[DirState], disk: Disk, channel: LogDirFailureChannel) -> None:
     """The producer snapshots written without an fsync each, made durable (docs/architecture.md, "Durability").
     A sync that fails (an error of the environment: EIO, ENOSPC) leaves what was written maybe not durable: every
     dir still loading goes offline, its marker kept, so that a load after the fix does it all again."""
@@ -177,13 +176,12 @@ def flush(states: list[DirState], disk: Disk, offline: dict[str, str]) -> None:
     except OSError as e:
         failure = environment_failure(e)
         for s in states:
-            if s.path not in offline:
-                offline[s.path] = f"{type(failure).__name__}: {failure}"
-                s.keep_marker = True
+            if s.path not in channel:
+                channel.add(s.path, f"{type(failure).__name__}: {failure}", keep_marker=True)
         log.error("the load's writes could not be made durable: %s; every data dir goes offline", failure)
 
 
-def commit_clean_dirs(states: list[DirState], cfg: LoaderConfig, disk: Disk, offline: dict[str, str]) -> None:
+def commit_clean_dirs(states: list[DirState], cfg: LoaderConfig, disk: Disk, channel: LogDirFailureChannel) -> None:
     """Delete the clean-shutdown markers, last, then grow the active indexes of those dirs' partitions.
 
     Kafka deletes a dir's marker when it reads it, before loading (KAFKA-10471), so a broker killed during a
@@ -195,11 +193,11 @@ def commit_clean_dirs(states: list[DirState], cfg: LoaderConfig, disk: Disk, off
     changes the log end offset a clean reload reads through a damaged index) comes after it, and so does the
     removal of the partitions' journals (:mod:`mploader.recovery.journal`).  A failed start-up commits too
     (Kafka's outcome), and so does a dir taken offline by what its bytes say; one taken offline by an error of the
-    environment does not (``keep_marker``): the load after the fix is a clean load again, whose outcome is the one
-    an undisturbed load would have had (docs/loading.md §18).  A marker that cannot be deleted takes its dir
-    offline, as in Kafka."""
+    environment does not (:meth:`LogDirFailureChannel.keeps_marker`): the load after the fix is a clean load
+    again, whose outcome is the one an undisturbed load would have had (docs/loading.md §18).  A marker that
+    cannot be deleted takes its dir offline, as in Kafka."""
     for s in states:
-        if s.marker_to_delete is None or s.keep_marker:
+        if s.marker_to_delete is None or channel.keeps_marker(s.path):
             continue
         try:
             disk.delete(s.marker_to_delete)
@@ -210,7 +208,7 @@ def commit_clean_dirs(states: list[DirState], cfg: LoaderConfig, disk: Disk, off
                     active = Segment(lg.dir, lg.segments[-1].base_offset)
                     resize_indexes(disk, active, cfg.for_topic(lg.topic).max_index_size)
         except OSError as e:
-            offline.setdefault(s.path, f"{type(e).__name__}: {e}")
+            channel.add(s.path, f"{type(e).__name__}: {e}")
         s.marker_to_delete = None
 
 
@@ -218,7 +216,7 @@ def note_written(error: StartupFailedError, disk: Disk) -> None:
     """Say on a start-up failure found mid-load which directories the load had changed before it: as
     ``error.written_dirs`` (sorted) and in a note (``add_note``) for people."""
     written = disk.changed_dirs()
-    vars(error)["written_dirs"] = written
+    error.written_dirs = written
     if written:
         shown = ", ".join(written[:10]) + (f" and {len(written) - 10} more" if len(written) > 10 else "")
         error.add_note(f"found during recovery, after the load had changed files in {len(written)} "
@@ -231,30 +229,31 @@ def note_written(error: StartupFailedError, disk: Disk) -> None:
 def written_dirs(error: BaseException) -> list[str] | None:
     """The directories a failed load had changed before the failure (None: not known, e.g. a dry run, or a
     failure found before the first write, which changed nothing)."""
-    value = vars(error).get("written_dirs")
-    return list(value) if isinstance(value, list) else None
+    if isinstance(error, StartupFailedError) and error.written_dirs is not None:
+        return list(error.written_dirs)
+    return None
 
 
-def _read_checkpoint(state: DirState, name: str) -> dict[TopicPartition, int]:
+def _read_checkpoint(state: DirState, name: str, channel: LogDirFailureChannel) -> dict[TopicPartition, int]:
     path = os.path.join(state.path, name)
     try:
         return checkpoint.read_offset_checkpoint(path) if os.path.exists(path) else {}
     except MalformedCheckpointError as e:
         log.warning("%s; using an empty map and reporting %s offline", e, state.path)
-        state.offline_reason = state.offline_reason or str(e)
+        channel.add_after_load(state.path, str(e))
         return {}
     except CheckpointNumberFormatError as e:
         log.warning("%s; using an empty map", e)
         return {}
     except OSError as e:
         log.warning("could not read %s: %s; using an empty map and reporting %s offline", path, e, state.path)
-        state.offline_reason = state.offline_reason or f"{path}: {e}"
+        channel.add_after_load(state.path, f"{path}: {e}")
         return {}
 
 
-def write_recovery_points(states: list[DirState], offline: dict[str, str]) -> None:
+def write_recovery_points(states: list[DirState], channel: LogDirFailureChannel) -> None:
     """persist_recovery_points: the entries of the partitions loaded since the last write, written now in the
     dirs still online; the writers end."""
     for s in states:
         if s.resume is not None:
-            s.resume.close(write=s.path not in offline)
+            s.resume.close(write=s.path not in channel)

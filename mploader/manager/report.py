@@ -12,6 +12,7 @@ from mploader.errors import (
     environment_failure,
     of_the_environment,
 )
+from mploader.manager.channel import LogDirFailureChannel
 from mploader.manager.dirs import DirState
 from mploader.metrics import (
     BYTES_RECOVERED,
@@ -123,15 +124,15 @@ def warn_deleted(loaded: LoadedLog) -> None:
                     sum(n for _, n in loaded.deleted_segments))
 
 
-def failed(s: DirState, path: str, error: BaseException, offline: dict[str, str]) -> BaseException | None:
+def failed(s: DirState, path: str, error: BaseException, channel: LogDirFailureChannel) -> BaseException | None:
     """A partition's load ended with ``error``: an ``OSError`` takes its data dir offline (named with the
     partition: a write's error has no file name) and is None here; any other is returned, to fail the load."""
     if not isinstance(error, OSError):
         return error
-    if of_the_environment(error):  # named, with what to fix (a write's error names no file: the partition then)
+    environment = of_the_environment(error)
+    if environment:  # named, with what to fix (a write's error names no file: the partition then)
         error = environment_failure(error, path)
-        s.keep_marker = True
     log.error("%s: %s: %s; the partition is not loaded and %s goes offline", path, type(error).__name__, error,
               s.path)
-    offline.setdefault(s.path, f"{path}: {type(error).__name__}: {error}")
+    channel.add(s.path, f"{path}: {type(error).__name__}: {error}", keep_marker=environment)
     return None

@@ -33,7 +33,7 @@ class PartitionJob:
     high_watermark: int | None  # its replication-offset-checkpoint entry (a live log's; None: unknown)
     now_ms: int
     recovered: Recovered | None = None  # --resumable: what a killed load recorded of it (recovery.resume)
-    # its .log files' bytes and number as the preflight sized them (None: not sized), for partition_pool.partition_cost
+    # its .log files' bytes and number as the preflight sized them (None: not sized), for the runners' cost
     logs: tuple[int, int] | None = None
 
 
@@ -41,7 +41,7 @@ def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: Scan
                    set_remaining_segments: Callable[[int], None] = lambda n: None,
                    cancelled: threading.Event | None = None) -> tuple[LoadedLog, PartitionContext]:
     """``LogLoader.load`` of ``job``'s directory, its scans asked of ``scans`` (a data dir's engine, or scans made
-    where it loads: ``partition_pool.LoadsHere``), with the impact report's fields filled in; the context says what
+    where it loads: ``runners.PartitionsHere``), with the impact report's fields filled in; the context says what
     the load read and did (``bytes_scanned``, ``deleted_segments``)."""
     ctx = PartitionContext(
         disk=disk, data_dir=job.data_dir, dir=job.dir, tp=job.tp, kind=job.kind, cfg=cfg.for_topic(job.tp.topic),

@@ -48,7 +48,7 @@ def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveCon
     holding every partition's listing until its turn to load cost ~120 B of memory per segment on a big clean
     broker.  ``clean_scans``: where what a clean load of the partition may scan is appended, when the preflight
     sized every ``.log`` (:func:`_oversized_log`); ``sized_logs``: where the bytes and the number of its ``.log``
-    files go then, by ``directory`` (``partition_pool.partition_cost``: no second listing)."""
+    files go then, by ``directory`` (``runners.processes.partition_cost``: no second listing)."""
     try:
         return _first_failure(disk, directory, kind, cfg, clean_scans, sized_logs)
     except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first

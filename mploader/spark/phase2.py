@@ -4,7 +4,7 @@ The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the pr
 clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
 The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes,
 what a resumed load recorded of it included), packed into Spark partitions by their cost
-(:func:`mploader.partition_pool.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's pieces are
+(:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's pieces are
 (:func:`mploader.spark.tasks.binned_frame`); each task runs
 :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
 identically mounted file system), scanning in the task
@@ -14,7 +14,7 @@ partition: the loaded log, or the exception Kafka's load would end with, pickled
 (``job`` :data:`TASK_WORK`) with what the task scanned and wrote, for the load's stats, and the mploader log records
 its loads made (truncations, deleted segments, rebuilt indexes: at the driver's level and above).  The driver logs
 them through its own handlers once Spark's job is done, as the process pool's parent logs its workers' records
-(:mod:`mploader.partition_pool`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
+(:mod:`mploader.runners.processes`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
 attempts that failed answer nothing), and the executors print none of them.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
@@ -29,16 +29,18 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
-from mploader.partition_pool import LoadsHere, _Collect, partition_cost
 from mploader.recovery.job import PartitionJob
-from mploader.result import LoadedLog, LoadStats
+from mploader.result import LoadStats
+from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
+from mploader.runners.here import collected, replay
+from mploader.runners.processes import partition_cost
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
@@ -69,21 +71,13 @@ def load_rows(config: bytes, level: int = logging.WARNING
     carries them to the driver with what the task scanned and wrote, for the load's stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        here = LoadsHere(pickle.loads(config))
-        logger = logging.getLogger("mploader")
-        collect = _Collect()
-        saved = logger.level, logger.propagate, logger.handlers
-        logger.setLevel(level)
-        logger.propagate, logger.handlers = False, [collect]
-        try:
+        here = PartitionsHere(pickle.loads(config))
+        with collected(level) as collect:
             for batch in batches:
                 for row in batch.to_pylist():
                     yield _row(row["job"], here.load(pickle.loads(row["spec"])))
             work: TaskWork = (here.finish(), collect.records)  # the partitions durable before the task completes
             yield _row(TASK_WORK, work)
-        finally:  # a reused Python worker, or a caller in the driver, gets its logger back
-            logger.setLevel(saved[0])
-            logger.propagate, logger.handlers = saved[1], saved[2]
 
     return run
 
@@ -93,10 +87,7 @@ def task_work(outcome: bytes) -> LoadStats:
     handlers at its loggers' levels (as the process pool's parent logs its workers'), and what it scanned and
     wrote."""
     work: TaskWork = pickle.loads(outcome)
-    for record in work[1]:
-        logger = logging.getLogger(record.name)
-        if logger.isEnabledFor(record.levelno):
-            logger.handle(record)
+    replay(work[1])
     return work[0]
 
 
@@ -104,7 +95,7 @@ def _row(job: int, outcome: object) -> pa.RecordBatch:
     return pa.record_batch([pa.array([job], pa.int64()), pa.array([pickle.dumps(outcome)])], schema=OUTCOME_SCHEMA)
 
 
-class SparkPartitions:
+class SparkPartitions(PartitionRunner):
     """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks,
     ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`)."""
@@ -119,7 +110,12 @@ class SparkPartitions:
     def description(self) -> str:
         return f"Spark {self.spark.sparkContext.master} ({cores(self.spark)} cores)"
 
-    def __call__(self, jobs: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
+    def account(self, stats: LoadStats) -> None:
+        super().account(stats)
+        stats.add_work(self.work)
+        stats.worker_start = None
+
+    def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
         """Every job's outcome, in order, once Spark's job is done."""
         self.work = LoadStats()
         if not jobs:
@@ -137,7 +133,7 @@ class SparkPartitions:
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
             raise SparkJobFailed(f"the Spark job recovering {len(jobs)} partition(s) failed ({type(e).__name__}); "
                                  f"{what}") from e
-        out: list[tuple[LoadedLog, int] | BaseException | None] = [None] * len(jobs)
+        out: list[Outcome | None] = [None] * len(jobs)
         for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
             if job == TASK_WORK:
                 self.work.add_work(task_work(blob))

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine
-from mploader.engine.select import make_engine
 from mploader.errors import LoadInterrupted
 from mploader.format import names
+from mploader.load_plan import make_engine
 from mploader.progress import DirProgress, Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
 from mploader.scan.audit import AuditTask, SegmentAudit

@@ -35,10 +35,10 @@ from typing import Any
 
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
-from mploader.engine.select import make_engine
 from mploader.errors import InvalidPartitionDirError, StartupFailedError
 from mploader.format import checkpoint, names
 from mploader.format.names import TopicPartition
+from mploader.load_plan import make_engine
 from mploader.manager import predict_recovery
 from mploader.progress import Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
