@@ -148,7 +148,7 @@ def segment_paths(metadata_log_dir: str | os.PathLike[str]) -> list[Path]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Located:
+class LocatedRecord:
     """A decoded record and where it is: its file, its batch's byte position, its offset."""
 
     record: mr.MetadataRecord
@@ -161,7 +161,7 @@ class _Located:
                                                              f"{self.offset}: {reason}")
 
 
-def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Iterator[_Located]:
+def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Iterator[LocatedRecord]:
     header = records.read_batch_header(data, pos, path)
     if header.is_control or header.last_offset < first_offset:
         return
@@ -172,10 +172,10 @@ def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Itera
     for rec in batch:
         offset = header.base_offset + rec.offset_delta
         if offset >= first_offset:
-            yield _Located(mr.decode_or_raise(rec.value, path, pos, offset), path, pos, offset)
+            yield LocatedRecord(mr.decode_or_raise(rec.value, path, pos, offset), path, pos, offset)
 
 
-def read_batches(path: Path, first_offset: int = 0, *, tail_may_be_invalid: bool = False) -> Iterator[_Located]:
+def read_batches(path: Path, first_offset: int = 0, *, tail_may_be_invalid: bool = False) -> Iterator[LocatedRecord]:
     """The metadata records of a record-batch file from ``first_offset`` on. A batch that fails Kafka's checks (size,
     CRC, magic) is an error, unless ``tail_may_be_invalid``: then it ends the file, as recovery would cut it there
     (the caller learns where from the :class:`CorruptRecordError` raised after the valid records)."""
@@ -233,13 +233,13 @@ def _merge(p: PartitionImage, r: mr.PartitionChangeRecord) -> PartitionImage:
         p.last_known_elr if r.last_known_elr is None else r.last_known_elr)
 
 
-def _check_directories(replicas: tuple[int, ...] | None, directories: tuple[bytes, ...] | None, at: _Located) -> None:
+def _check_directories(replicas: tuple[int, ...] | None, directories: tuple[bytes, ...] | None, at: LocatedRecord) -> None:
     """PartitionRegistration.checkDirectories (InvalidReplicaDirectoriesException) and its constructor's check."""
     if replicas is not None and directories and len(directories) != len(replicas):
         raise at.error(f"{len(directories)} directories for {len(replicas)} replicas")
 
 
-def _check_registration(p: PartitionImage, at: _Located) -> PartitionImage:
+def _check_registration(p: PartitionImage, at: LocatedRecord) -> PartitionImage:
     """The checks of PartitionRegistration's constructor and LeaderRecoveryState.of."""
     _check_directories(p.replicas, p.directories, at)
     if p.leader_recovery_state not in (0, 1):
@@ -256,7 +256,7 @@ class _Builder:
         self.features: dict[str, int] = {}
         self.skipped: dict[int, int] = {}
 
-    def replay(self, at: _Located) -> None:
+    def replay(self, at: LocatedRecord) -> None:
         r = at.record
         if isinstance(r, mr.TopicRecord):
             self.topics[r.topic_id] = (r.name, {})  # TopicsDelta.replay(TopicRecord): a new topic, no partitions
@@ -279,7 +279,7 @@ class _Builder:
         else:
             raise at.error("a metadata transaction record where MetadataDelta.replay takes none")
 
-    def _replay_partition(self, r: mr.PartitionRecord | mr.PartitionChangeRecord, at: _Located) -> None:
+    def _replay_partition(self, r: mr.PartitionRecord | mr.PartitionChangeRecord, at: LocatedRecord) -> None:
         topic = self.topics.get(r.topic_id)
         if topic is None:
             raise at.error(f"topic id {r.topic_id.hex()} is not in the image")
@@ -309,9 +309,9 @@ class _Transactions:
 
     def __init__(self, builder: _Builder) -> None:
         self.builder = builder
-        self.pending: list[_Located] | None = None  # None: no transaction open
+        self.pending: list[LocatedRecord] | None = None  # None: no transaction open
 
-    def replay(self, at: _Located) -> None:
+    def replay(self, at: LocatedRecord) -> None:
         r = at.record
         if isinstance(r, mr.BeginTransactionRecord):
             if self.pending is not None:

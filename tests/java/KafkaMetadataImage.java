@@ -128,8 +128,7 @@ public class KafkaMetadataImage {
                     Batch<ApiMessageAndVersion> batch = it.next();
                     if (batch.lastOffset() < nextOffset || batch.records().isEmpty()) continue;
                     int skip = (int) Math.max(0, nextOffset - batch.baseOffset());
-                    List<ApiMessageAndVersion> kept = batch.records().subList(skip, batch.records().size())
-                        .stream().map(KafkaMetadataImage::known).toList();
+                    List<ApiMessageAndVersion> kept = batch.records().subList(skip, batch.records().size());
                     out.add(Batch.data(batch.baseOffset() + skip, batch.epoch(), batch.appendTimestamp(),
                         batch.sizeInBytes(), kept));
                 }
@@ -146,7 +145,9 @@ public class KafkaMetadataImage {
         loader.resetToImage(image);
         LeaderAndEpoch leader = new LeaderAndEpoch(OptionalInt.empty(), 0);
         for (Batch<ApiMessageAndVersion> batch : logBatches(dir, nextOffset)) {
-            loader.loadBatch(batch, leader);
+            List<ApiMessageAndVersion> records = batch.records().stream().map(KafkaMetadataImage::known).toList();
+            loader.loadBatch(Batch.data(batch.baseOffset(), batch.epoch(), batch.appendTimestamp(),
+                batch.sizeInBytes(), records), leader);
             loader.maybeFlushBatches(leader, true);
         }
         return last[0];
