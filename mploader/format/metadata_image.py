@@ -233,7 +233,8 @@ def _merge(p: PartitionImage, r: mr.PartitionChangeRecord) -> PartitionImage:
         p.last_known_elr if r.last_known_elr is None else r.last_known_elr)
 
 
-def _check_directories(replicas: tuple[int, ...] | None, directories: tuple[bytes, ...] | None, at: LocatedRecord) -> None:
+def _check_directories(replicas: tuple[int, ...] | None, directories: tuple[bytes, ...] | None,
+                       at: LocatedRecord) -> None:
     """PartitionRegistration.checkDirectories (InvalidReplicaDirectoriesException) and its constructor's check."""
     if replicas is not None and directories and len(directories) != len(replicas):
         raise at.error(f"{len(directories)} directories for {len(replicas)} replicas")
