@@ -132,6 +132,19 @@ def test_an_invalid_tail_ends_the_log_an_invalid_batch_before_it_is_refused(tmp_
         read_metadata_image(tmp_path)
 
 
+def test_a_size_field_below_the_minimum_is_a_tail_or_an_error(tmp_path: Path) -> None:
+    """Zeros after the last batch (a preallocated or torn tail): the log ends there; in an earlier segment, refused."""
+    first = write_log(tmp_path, [[topic("a", T1)]])
+    end = len(first.read_bytes())
+    first.write_bytes(first.read_bytes() + bytes(20))
+    image = read_metadata_image(tmp_path)
+    assert set(image.topics) == {"a"} and image.log_stopped_at == (str(first), end, "record size 0 is less than "
+                                                                   "the minimum record overhead (14)")
+    write_log(tmp_path, [[topic("b", T2)]], base_offset=1)
+    with pytest.raises(MetadataRecordError, match=rf"^{re.escape(str(first))} at byte {end}: record size 0"):
+        read_metadata_image(tmp_path)
+
+
 def test_malformed_records_name_file_batch_and_offset(tmp_path: Path) -> None:
     path = write_log(tmp_path, [[topic("a", T1)], [partition(T2, 0, (1,)), topic("b", T2)]])
     with pytest.raises(MetadataRecordError, match=rf"^{re.escape(str(path))} at byte {entry_positions(path)[1]}: "

@@ -175,28 +175,30 @@ def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Itera
             yield LocatedRecord(mr.decode_or_raise(rec.value, path, pos, offset), path, pos, offset)
 
 
-def read_batches(path: Path, first_offset: int = 0, *, tail_may_be_invalid: bool = False) -> Iterator[LocatedRecord]:
-    """The metadata records of a record-batch file from ``first_offset`` on. A batch that fails Kafka's checks (size,
-    CRC, magic) is an error, unless ``tail_may_be_invalid``: then it ends the file, as recovery would cut it there
-    (the caller learns where from the :class:`CorruptRecordError` raised after the valid records)."""
-    data = read_file(path)
-    where = os.fspath(path)
-    for pos, _size, magic in log.iter_entries(data, 0, None, where):
-        try:
-            if magic != records.MAGIC_V2:
-                raise CorruptRecordError(where, pos, f"magic {magic} in a metadata log (only v2 batches are written)")
-            records.ensure_valid(data, pos, where)
-        except CorruptRecordError as e:
-            if tail_may_be_invalid:
-                raise _InvalidTail(e) from e
-            raise MetadataRecordError(where, pos, e.reason) from e
-        yield from _batch_records(data, pos, where, first_offset)
+class InvalidTail(Exception):
+    """A batch that fails Kafka's checks where the log may end: :func:`read_batches` stops there."""
 
-
-class _InvalidTail(Exception):
     def __init__(self, error: CorruptRecordError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def read_batches(path: Path, first_offset: int = 0, *, tail_may_be_invalid: bool = False) -> Iterator[LocatedRecord]:
+    """The metadata records of a record-batch file from ``first_offset`` on. A batch that fails Kafka's checks (size,
+    CRC, magic) is a :class:`MetadataRecordError`, unless ``tail_may_be_invalid``: then it ends the file, as recovery
+    would cut it there, and :class:`InvalidTail` follows the valid records."""
+    data = read_file(path)
+    where = os.fspath(path)
+    try:
+        for pos, _size, magic in log.iter_entries(data, 0, None, where):
+            if magic != records.MAGIC_V2:
+                raise CorruptRecordError(where, pos, f"magic {magic} in a metadata log (only v2 batches are written)")
+            records.ensure_valid(data, pos, where)
+            yield from _batch_records(data, pos, where, first_offset)
+    except CorruptRecordError as e:
+        if tail_may_be_invalid:
+            raise InvalidTail(e) from e
+        raise MetadataRecordError(where, e.position, e.reason) from e
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,7 +364,7 @@ def _replay_log(metadata_log_dir: str | os.PathLike[str], first_offset: int,
             for at in read_batches(path, first_offset, tail_may_be_invalid=i == len(segments) - 1):
                 transactions.replay(at)
                 next_offset = at.offset + 1
-        except _InvalidTail as tail:
+        except InvalidTail as tail:
             e = tail.error
             return (e.path or os.fspath(path), e.position or 0, e.reason), next_offset
     return None, next_offset
