@@ -74,6 +74,14 @@ def test_snapshot_then_the_log_after_it(tmp_path: Path) -> None:
     assert image.topic_configs == {"a": {"k": "v"}} and image.features == {"metadata.version": 21}
 
 
+def test_batches_below_the_snapshot_are_not_read(tmp_path: Path) -> None:
+    """Kafka's reader starts at the snapshot's offset: a damaged batch below it is never checked."""
+    write_snapshot(tmp_path, 1, 1, [topic("a", T1)])
+    path = write_log(tmp_path, [[topic("a", T1)], [config("a", "k", "v")]])
+    corrupt(path, entry_positions(path)[1] - 1)
+    assert read_metadata_image(tmp_path).topic_configs == {"a": {"k": "v"}}
+
+
 def test_partition_changes_merge_like_kafka(tmp_path: Path) -> None:
     change = mr.PartitionChangeRecord(0, T1, isr=(2,), leader=2, replicas=(2, 3), directories=(DIR_B, DIR_A))
     same_leader = mr.PartitionChangeRecord(0, T1, removing_replicas=(3,), leader_recovery_state=1)

@@ -163,7 +163,7 @@ class LocatedRecord:
 
 def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Iterator[LocatedRecord]:
     header = records.read_batch_header(data, pos, path)
-    if header.is_control or header.last_offset < first_offset:
+    if header.is_control:
         return
     try:
         batch = records.decode_records(data, pos, path)
@@ -173,6 +173,13 @@ def _batch_records(data: bytes, pos: int, path: str, first_offset: int) -> Itera
         offset = header.base_offset + rec.offset_delta
         if offset >= first_offset:
             yield LocatedRecord(mr.decode_or_raise(rec.value, path, pos, offset), path, pos, offset)
+
+
+def _before(data: bytes, pos: int, size: int, magic: int, first_offset: int) -> bool:
+    """Whether the entry at ``pos`` is a v2 batch whose records all lie below ``first_offset``."""
+    if magic != records.MAGIC_V2 or size < records.RECORD_BATCH_OVERHEAD:
+        return False
+    return records.read_batch_header(data, pos).last_offset < first_offset
 
 
 class InvalidTail(Exception):
@@ -190,7 +197,9 @@ def read_batches(path: Path, first_offset: int = 0, *, tail_may_be_invalid: bool
     data = read_file(path)
     where = os.fspath(path)
     try:
-        for pos, _size, magic in log.iter_entries(data, 0, None, where):
+        for pos, size, magic in log.iter_entries(data, 0, None, where):
+            if _before(data, pos, size, magic, first_offset):
+                continue  # Kafka's reader starts at first_offset: it neither reads nor checks what is below
             if magic != records.MAGIC_V2:
                 raise CorruptRecordError(where, pos, f"magic {magic} in a metadata log (only v2 batches are written)")
             records.ensure_valid(data, pos, where)
