@@ -3,7 +3,8 @@
 # Kafka's own metadata and raft modules, on top of the Kafka oracle build (../shared/kafka-oracle/build.sh).
 #
 #   MIRRORS=<folder of the fetched mirrors> tests/java/metadata_oracle.sh    build, print the launcher path
-#   <launcher> METADATA_LOG_DIR                                               the image as one JSON object
+#   <launcher> image DIR      Kafka's metadata image of the metadata log dir DIR, one JSON object
+#   <launcher> records DIR    every metadata record Kafka reads there, one JSON line each
 #
 # Needs the oracle built first ($KAFKA_ORACLE_HOME, default ~/.cache/kafka-oracle: its sources, generated message
 # classes, message generator and jars) and the bare apache/kafka mirror (`fetch github:apache/kafka`), read at the
@@ -59,7 +60,7 @@ javac -nowarn -encoding UTF-8 -d "$OUT/classes" -cp "$ORACLE/classes/oracle:$RUN
 
 cat > "$LAUNCHER" <<EOF
 #!/bin/sh
-# Kafka's metadata image of a KRaft metadata log dir (Kafka $KAFKA_COMMIT). Usage: metadata-oracle DIR
+# Kafka's metadata image of a KRaft metadata log dir (Kafka $KAFKA_COMMIT). Usage: metadata-oracle image|records DIR
 exec java -Xmx512M -Djava.library.path=/usr/lib/x86_64-linux-gnu/jni:/usr/lib/x86_64-linux-gnu:/usr/lib/jni \\
   -Dorg.slf4j.simpleLogger.defaultLogLevel="\${ORACLE_LOG_LEVEL:-warn}" -Dorg.slf4j.simpleLogger.logFile=System.err \\
   -cp "$OUT/classes:$ORACLE/classes/oracle:$J/slf4j-simple.jar:$RUNCP" KafkaMetadataImage "\$@"
