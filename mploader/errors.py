@@ -63,6 +63,11 @@ class CorruptSnapshotError(CorruptFileError):
     """A producer-state snapshot is unreadable (Kafka deletes it and tries an older one)."""
 
 
+class MetadataRecordError(CorruptFileError):
+    """A KRaft metadata record Kafka cannot read or replay (its MetadataParseException, or what its MetadataDelta
+    refuses); names the file, the byte position of the batch and, in the reason, the record's offset."""
+
+
 class MalformedCheckpointError(MploaderError, OSError):
     """A checkpoint file Kafka rejects with an IOException (bad version, count or line).
 

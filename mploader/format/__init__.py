@@ -8,6 +8,8 @@ One module per file kind, struct layouts written down once in each module's docs
 * :mod:`.index`      ``.index`` / ``.timeindex`` / ``.txnindex`` as numpy views
 * :mod:`.checkpoint` text checkpoints, ``partition.metadata``, the clean-shutdown marker
 * :mod:`.snapshot`   producer-state ``.snapshot`` files
+* :mod:`.metadata_records` KRaft metadata records; :mod:`.metadata_image` a broker's metadata image read from
+  its ``__cluster_metadata-0`` (snapshot + log), and Kafka's stray-replica test against it
 * :mod:`.names`      file and partition-directory names
 * :mod:`.files`      a data dir's file opened safely (never a link or a special file), read with the fewest calls
 * :mod:`.java_hashmap`, :mod:`.hashmap_order`  the order Kafka's ``HashMap<Long, V>`` writes snapshots in
@@ -21,7 +23,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-_MODULES = ("checkpoint", "compression", "files", "index", "legacy", "log", "names", "records", "snapshot")
+_MODULES = ("checkpoint", "compression", "files", "index", "legacy", "log", "metadata_image", "metadata_records",
+            "names", "records", "snapshot")
 
 __all__ = [*_MODULES, "DirKind", "TopicPartition"]
 
@@ -41,5 +44,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot
+    from mploader.format import (
+        checkpoint,
+        compression,
+        index,
+        legacy,
+        log,
+        metadata_image,
+        metadata_records,
+        names,
+        records,
+        snapshot,
+    )
     from mploader.format.names import DirKind, TopicPartition
