@@ -28,7 +28,7 @@ from mploader.broker_config.topic import TOPIC_CONFIG_NAMES
 TopicConfigs = dict[str, dict[str, str]]  # {topic: {topic-level name: value as written}}
 
 _HEADER = re.compile(r"(Dynamic|All) configs for topic (?P<topic>.*) are:")
-_OTHER_HEADER = re.compile(r".* configs for .* are:")
+_ANY_HEADER = re.compile(r"\S.* configs for .* are:")  # brokers', groups', ...: not the topics' this wants
 _ENTRY = re.compile(r"  (?P<name>[^=]+)=(?P<value>.*) sensitive=(true|false) synonyms=\{(?P<synonyms>.*)\}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]+")  # Topic.LEGAL_CHARS
 
@@ -42,7 +42,7 @@ def read_topic_configs(path: str) -> TopicConfigs:
 
 
 def parse_topic_configs(text: str) -> TopicConfigs:
-    if any(_HEADER.fullmatch(line.rstrip("\r")) for line in text.splitlines()):
+    if any(_ANY_HEADER.fullmatch(line.rstrip("\r")) for line in text.splitlines()):
         return parse_describe_output(text)
     return parse_topic_properties(text)
 
@@ -56,7 +56,7 @@ def parse_describe_output(text: str) -> TopicConfigs:
         if (header := _HEADER.fullmatch(line)) is not None:
             topic = header["topic"]
             out.setdefault(topic, {})
-        elif _OTHER_HEADER.fullmatch(line):
+        elif _ANY_HEADER.fullmatch(line):
             raise ConfigException(f"line {number}: {line!r}: not a topic's configs (--entity-type topics)")
         elif (entry := _ENTRY.fullmatch(line)) is not None and topic is not None:
             if entry["synonyms"].startswith("DYNAMIC_TOPIC_CONFIG:"):  # the value is the topic's own
