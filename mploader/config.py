@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
@@ -162,12 +161,3 @@ class LoaderConfig:
 
     def replace(self, **changes: Any) -> LoaderConfig:
         return dataclasses.replace(self, **changes)
-
-    @classmethod
-    def from_properties(cls, path: str | os.PathLike[str], **changes: Any) -> LoaderConfig:
-        """The configuration a broker's ``server.properties`` at ``path`` gives its load (its log defaults,
-        ``num.recovery.threads.per.data.dir``, ...), with ``changes`` (fields) over it: see
-        :func:`mploader.broker_config.loader_setup`, which also gives the data dirs and merges topic configs."""
-        from mploader.broker_config import broker_setup
-
-        return broker_setup(path).config.replace(**changes)

@@ -6,12 +6,19 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mploader.broker_config import ConfigException, PropertiesError, broker_config, loader_setup, topic_config
+from mploader.broker_config import (
+    ConfigException,
+    PropertiesError,
+    broker_config,
+    broker_setup,
+    loader_setup,
+    topic_config,
+)
 from mploader.broker_config.configdef import Type, parse_type
 from mploader.broker_config.properties import dump_properties, load_properties, logical_lines
 from mploader.broker_config.topic_file import parse_topic_configs, split_topic_key
 from mploader.broker_config.versions import from_version_string, record_version
-from mploader.config import LoaderConfig, TopicConfig
+from mploader.config import TopicConfig
 from tests.examples import examples
 
 # --------------------------------------------------------------------------------------------
@@ -245,11 +252,15 @@ def test_a_topic_value_kafka_refuses_fails_with_kafkas_message(raw: dict[str, st
         loader_setup(broker_config({}), {"orders": raw})
 
 
-def test_loader_config_from_properties(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_broker_setup_reads_the_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "server.properties"
-    f.write_bytes(b"log.index.interval.bytes = 512\nnum.recovery.threads.per.data.dir:2\nlog.dirs=/x\n")
-    cfg = LoaderConfig.from_properties(f, dry_run=True)
-    assert (cfg.index_interval_bytes, cfg.num_recovery_threads_per_data_dir, cfg.dry_run) == (512, 2, True)
+    f.write_bytes(b"log.index.interval.bytes = 512\nnum.recovery.threads.per.data.dir:2\nlog.dirs=/x,/y\n")
+    t = tmp_path / "topics.properties"
+    t.write_text("a.index.interval.bytes=1\n")
+    setup = broker_setup(f, [str(t)])
+    cfg = setup.config
+    assert (cfg.index_interval_bytes, cfg.num_recovery_threads_per_data_dir) == (512, 2)
+    assert setup.data_dirs == ["/x", "/y"] and cfg.for_topic("a").index_interval_bytes == 1
 
 
 # --------------------------------------------------------------------------------------------

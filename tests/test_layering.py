@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mploader"
 
 LAYERS: list[set[str]] = [
     {"errors", "config", "progress", "metrics", "prometheus", "host", "_version"},  # no mploader imports but errors
-    {"format"},  # bytes on disk, no policy
+    {"format", "broker_config"},  # bytes on disk, no policy; a broker's server.properties and topic configs
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2
