@@ -52,6 +52,7 @@ def config_setup(args: argparse.Namespace) -> LoaderSetup:
     path = args.config
     broker = _read(f"--config {path}", lambda: broker_config(read_properties(path) if path is not None else {}))
     files = [_read(f"--topic-config {f}", functools.partial(read_topic_configs, f)) for f in args.topic_configs]
+    # the metadata image's topic configs (broker.metadata_log_dir) go in as loader_setup's image_topic_configs
     setup = _read(f"--topic-config {', '.join(args.topic_configs)}",
                   lambda: loader_setup(broker, files_topic_configs=merge_topic_configs(*files)))
     if not args.dirs and args.config is not None:
