@@ -16,7 +16,7 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 # UnifiedLog.isRemoteLogEnabled: never for internal topics (Topic.isInternal), the remote-log metadata
-# topic or the cluster metadata topic (nor for compacted topics: cleanup.policy is not modelled here)
+# topic or the cluster metadata topic (nor for compacted topics: TopicConfig.compact, LoaderConfig.compact)
 NO_REMOTE_STORAGE_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state",
                                       "__remote_log_metadata", "__cluster_metadata"})
 
@@ -30,6 +30,7 @@ class TopicConfig:
     preallocate: bool | None = None
     record_version: int | None = None  # 2 unless an old message.format.version applies
     remote_storage_enable: bool | None = None
+    compact: bool | None = None  # cleanup.policy holds "compact" (no remote storage for the topic then)
 
     def __post_init__(self) -> None:  # a topic's override has the broker default's bounds, as in Kafka
         _check_topic_values(self.index_interval_bytes, self.max_index_size, self.record_version)
@@ -75,6 +76,8 @@ class LoaderConfig:
     ``producer_id_expiration_ms``                producer.id.expiration.ms
     ``remote_log_storage_system_enable``         remote.log.storage.system.enable
     ``topic_overrides``                          {topic: TopicConfig}
+    ``compact``                                  log.cleanup.policy holds "compact" (a compacted topic has no
+                                                 remote storage: UnifiedLog.isRemoteLogEnabled)
     ``dry_run``                                  compute and report everything; change no byte on disk
     ``read_ahead_bytes``                         per data dir, the most bytes of planned scans asked of the
                                                  disk ahead of Phase 1 (:mod:`mploader.engine.readahead`); 0: off;
@@ -111,6 +114,7 @@ class LoaderConfig:
     max_read_bytes_per_sec: int | None = None
     persist_recovery_points: bool = False
     worker_start: Literal["fork", "spawn"] | None = None
+    compact: bool = False
     # what for_topic gives a topic without overrides (the same for every such topic), made once: it is asked twice
     # per partition (the preflight, the load), ~7 us each made anew
     _plain: EffectiveConfig = field(init=False, repr=False, compare=False)
@@ -151,7 +155,7 @@ class LoaderConfig:
             preallocate=bool(pick("preallocate", self.preallocate)),
             record_version=int(pick("record_version", self.record_version)),
             remote_storage=bool(self.remote_log_storage_system_enable and pick("remote_storage_enable", False)
-                                and topic not in NO_REMOTE_STORAGE_TOPICS),
+                                and not pick("compact", self.compact) and topic not in NO_REMOTE_STORAGE_TOPICS),
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 

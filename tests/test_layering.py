@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mploader"
 LAYERS: list[set[str]] = [
     # no mploader imports but errors
     {"errors", "config", "costs", "progress", "metrics", "prometheus", "host", "_version"},
-    {"format"},  # bytes on disk, no policy
+    {"format", "broker_config"},  # bytes on disk, no policy; a broker's server.properties and topic configs
     {"scan"},  # Phase 1: pure, read-only
     {"disk", "result"},  # the only writer; what a load reports
     {"engine", "recovery"},  # where Phase 1 runs; Phase 2

@@ -9,6 +9,7 @@ import sys
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from mploader.cli.broker import add_config_arguments, config_setup, config_warnings, with_flags
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
@@ -22,6 +23,7 @@ from mploader.cli.units import (
     EXIT_OK,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
+    UsageError,
     format_bytes,
     parse_size,
     parse_workers,
@@ -72,7 +74,8 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EXIT_CODES_HELP
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.set_defaults(_after_failure=after_failure)  # mploader.cli.failures.failed
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="data directories (Kafka's log.dirs; default: --config's)")
+    add_config_arguments(p)
     p.add_argument("--dry-run", action="store_true",
                    help="report everything recovery would do, with its impact on the data; change nothing")
     p.add_argument("--json", action="store_true",
@@ -102,7 +105,8 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                    help="per data dir, the most bytes scanned per second (e.g. 200MB), so that recovery on a live "
                         "host leaves its disks to the other tenants; default: no limit")
     p.add_argument("--recovery-threads", type=int, default=None, metavar="N",
-                   help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir, default 1)")
+                   help="partitions loaded at once per data dir (num.recovery.threads.per.data.dir: --config's, "
+                        "else 1)")
     p.add_argument("--read-ahead", type=_read_ahead, default="auto", metavar="SIZE|auto",
                    help="per data dir, how far ahead of the scans the disk is asked to read (e.g. 512MiB); 0: off; "
                         "'auto' (default): 256 MiB beyond what the workers hold, at most a quarter of free memory")
@@ -119,8 +123,10 @@ def add_load_arguments(p: argparse.ArgumentParser) -> None:
                         "Kafka does; 'sanity' runs older brokers' index sanity checks, 'full' mploader verify's "
                         "checks against the batches (it reads every segment); an index that fails is rebuilt from "
                         "its log, the data stays Kafka's")
-    p.add_argument("--index-interval-bytes", type=int, default=4096, metavar="B", help="log.index.interval.bytes")
-    p.add_argument("--max-index-size", type=int, default=10485760, metavar="B", help="log.index.size.max.bytes")
+    p.add_argument("--index-interval-bytes", type=int, default=None, metavar="B",
+                   help="log.index.interval.bytes (--config's, else 4096); a topic's index.interval.bytes wins")
+    p.add_argument("--max-index-size", type=int, default=None, metavar="B",
+                   help="log.index.size.max.bytes (--config's, else 10485760); a topic's segment.index.bytes wins")
     p.add_argument("--now-ms", type=int, default=None, metavar="MS",
                    help="wall clock for producer expiry (default: now)")
     p.add_argument("--no-progress", action="store_true",
@@ -416,15 +422,14 @@ def result_document(result: LoadResult, dry_run: bool, warnings: list[str],
 
 def run_load(args: argparse.Namespace) -> int:
     try:
-        cfg = LoaderConfig(
-            num_recovery_threads_per_data_dir=1 if args.recovery_threads is None else args.recovery_threads,
+        setup = config_setup(args)  # the broker's configuration (--config): the data dirs when none is named
+        cfg = with_flags(setup.config, args).replace(
             num_segment_loading_threads_per_data_dir=args.workers,
-            index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
             max_read_bytes_per_sec=args.max_read_rate, persist_recovery_points=args.resumable,
         )
-        before = _check_dirs(args)
-    except (ValueError, _Refused) as e:
+        before = config_warnings(setup) + _check_dirs(args)
+    except (ValueError, _Refused, UsageError) as e:
         return fail(args, EXIT_USAGE, "usage", str(e))
     extra: dict[str, Any] = {}
     if args.partition_workers is not None:

@@ -14,6 +14,7 @@ import argparse
 import time
 from typing import Any
 
+from mploader.cli.broker import add_config_arguments, config_setup, log_config_warnings
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.failures import interrupted
 from mploader.cli.load import lost_acknowledged, result_document, summary_lines
@@ -21,7 +22,6 @@ from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
 from mploader.cli.units import EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_USAGE, SPARK_EXIT_CODES_HELP
 from mploader.cli.verify import report_lines
-from mploader.config import LoaderConfig
 from mploader.errors import MploaderError
 
 # what verify's predictions (dry-run loads) log: their warnings are in the report already (-v shows them); a load
@@ -39,7 +39,9 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         q.set_defaults(_prog=q.prog)  # "mploader spark verify" in its messages (output.fail)
         q.add_argument("dirs", nargs="*", metavar="DIR", help="data directories of one or more brokers (grouped "
-                       "by their meta.properties' node.id); the executors must see them at the same paths")
+                       "by their meta.properties' node.id); the executors must see them at the same paths "
+                       "(default: --config's log.dirs)")
+        add_config_arguments(q)
         q.add_argument("--master", metavar="URL", default=None,
                        help="Spark master (default: spark-submit's, else local[*])")
         q.add_argument("--out", metavar="PATH", required=True,
@@ -55,6 +57,7 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_spark(args: argparse.Namespace) -> int:
+    setup = config_setup(args)  # every broker is loaded with this configuration
     if (why := data_dirs_problem(args.dirs)) is not None:
         return fail(args, EXIT_USAGE, "usage", why)
     try:
@@ -62,16 +65,17 @@ def run_spark(args: argparse.Namespace) -> int:
         from mploader.spark.session import spark_session
     except ImportError as e:
         return fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
+    log_config_warnings(setup)
     t0 = time.perf_counter()
     try:
         with quiet_unless_verbose(_QUIET_LOGGERS[args.spark_command]):
             spark = spark_session(args.master, f"mploader spark {args.spark_command}",
                                   verbosity=args.verbose + vars(args).get("sub_verbose", 0))
             if args.spark_command == "verify":
-                run = fleet.verify(spark, args.dirs, LoaderConfig(), now_ms=args.now_ms)
+                run = fleet.verify(spark, args.dirs, setup.config, now_ms=args.now_ms)
                 tables = run.tables
             else:
-                loaded = fleet.load(spark, args.dirs, LoaderConfig(), apply=args.apply, now_ms=args.now_ms)
+                loaded = fleet.load(spark, args.dirs, setup.config, apply=args.apply, now_ms=args.now_ms)
                 tables = loaded.tables
             paths = tables.write(args.out)
             master = spark.sparkContext.master

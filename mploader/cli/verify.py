@@ -8,6 +8,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from mploader.cli.broker import add_config_arguments, config_setup, log_config_warnings
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
 from mploader.cli.failures import failed
@@ -15,7 +16,6 @@ from mploader.cli.filters import filter_problem
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
 from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP, format_bytes, parse_workers
-from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
 from mploader.verify.report import Finding, segment_healthy
@@ -26,7 +26,8 @@ AFTER_FAILURE = "verify changes nothing: run it again"
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = VERIFY_EXIT_CODES_HELP
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="data directories (Kafka's log.dirs)")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="data directories (Kafka's log.dirs; default: --config's)")
+    add_config_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (docs/verify-output.md) instead of the report")
     p.add_argument("--workers", type=parse_workers, default="auto", metavar="N|auto",
@@ -49,17 +50,18 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-
+    setup = config_setup(args)  # a usage error raises: main answers it (exit 2)
     why = data_dirs_problem(args.dirs)
     if why is None and (args.topics or args.partitions):
         why = filter_problem(args.dirs, args.topics, args.partitions)
     if why is not None:
         return fail(args, EXIT_USAGE, "usage", why)
+    log_config_warnings(setup)
     display = terminal_display(args)
     extra: dict[str, Any] = {} if display is None else {"progress": display}
     try:
         with quiet_unless_verbose(CHANGE_LOGGERS):  # the dry run's warnings (no -v: the report says them)
-            cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
+            cfg = setup.config.replace(num_segment_loading_threads_per_data_dir=args.workers)
             report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
     except (KeyboardInterrupt, OSError) as e:  # Ctrl-C or SIGTERM; an I/O error, its file and what to do
         return failed(args, e)

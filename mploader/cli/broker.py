@@ -1,0 +1,90 @@
+"""``--config server.properties`` and ``--topic-config FILE`` (``load``, ``verify``, ``spark load|verify``): the
+broker's own configuration, read as the broker reads it (:mod:`mploader.broker_config`).
+
+The data dirs are the DIRs named on the command line, else the file's ``log.dirs`` (``log.dir``); a flag given
+(``--recovery-threads``, ``--index-interval-bytes``, ``--max-index-size``) overrides the file's value; a value a
+broker refuses is a usage error (exit 2, Kafka's message); what a broker would warn about (an unknown ``log.*`` key)
+is a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mploader.broker_config import (
+    ConfigException,
+    LoaderSetup,
+    PropertiesError,
+    broker_config,
+    loader_setup,
+    merge_topic_configs,
+    read_properties,
+    read_topic_configs,
+)
+from mploader.cli.units import UsageError
+from mploader.config import LoaderConfig
+
+log = logging.getLogger("mploader.cli")
+_T = TypeVar("_T")
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="the broker's server.properties: its data dirs (log.dirs, when no DIR is given), "
+                        "num.recovery.threads.per.data.dir and its log defaults (log.index.interval.bytes, "
+                        "log.index.size.max.bytes, log.segment.bytes, log.preallocate, ...: docs/cli.md); a flag "
+                        "given overrides the file's value")
+    p.add_argument("--topic-config", action="append", default=[], dest="topic_configs", metavar="FILE",
+                   help="topics' own configs (index.interval.bytes, segment.index.bytes, ...), over the broker's "
+                        "defaults: kafka-configs.sh --describe --entity-type topics output (--all or not), or "
+                        "TOPIC.NAME=value lines (TOPIC/NAME=value where a topic name ends like a config name); "
+                        "repeat for more files, a later file's value winning")
+
+
+def config_setup(args: argparse.Namespace) -> LoaderSetup:
+    """The broker's configuration the command was given (Kafka's defaults without ``--config``); the data dirs from
+    it when none was named (``args.dirs`` set).  :class:`UsageError` for a file that cannot be read or a value a
+    broker refuses, naming the file."""
+    path = args.config
+    broker = _read(f"--config {path}", lambda: broker_config(read_properties(path) if path is not None else {}))
+    files = [_read(f"--topic-config {f}", functools.partial(read_topic_configs, f)) for f in args.topic_configs]
+    # the metadata image's topic configs (broker.metadata_log_dir) go in as loader_setup's image_topic_configs
+    setup = _read(f"--topic-config {', '.join(args.topic_configs)}",
+                  lambda: loader_setup(broker, files_topic_configs=merge_topic_configs(*files)))
+    if not args.dirs and args.config is not None:
+        args.dirs = setup.data_dirs
+    return setup
+
+
+def _read(source: str, read: Callable[[], _T]) -> _T:
+    """``read()``; what a broker refuses, or a file that cannot be read, as a usage error naming ``source``."""
+    try:
+        return read()
+    except (ConfigException, PropertiesError) as e:
+        raise UsageError(f"{source}: {e}") from None
+    except OSError as e:
+        raise UsageError(f"{source}: cannot read {e.filename}: {e.strerror}") from None
+
+
+def with_flags(cfg: LoaderConfig, args: argparse.Namespace) -> LoaderConfig:
+    """The flags given over the file's values (None: not given)."""
+    given = {"num_recovery_threads_per_data_dir": vars(args).get("recovery_threads"),
+             "index_interval_bytes": vars(args).get("index_interval_bytes"),
+             "max_index_size": vars(args).get("max_index_size")}
+    return cfg.replace(**{k: v for k, v in given.items() if v is not None})
+
+
+def config_warnings(setup: LoaderSetup) -> list[dict[str, Any]]:
+    """What a broker would warn about in its configuration, as the command's structured warnings (``option``: the
+    file's)."""
+    return [{"kind": "config", "option": "--config" if w in setup.broker.warnings else "--topic-config", "message": w}
+            for w in setup.warnings]
+
+
+def log_config_warnings(setup: LoaderSetup) -> None:
+    for w in setup.warnings:
+        log.warning("%s", w)
