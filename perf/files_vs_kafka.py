@@ -525,7 +525,7 @@ def run_mploader(data: Path, workers: int, settings: dict[str, Any],
     """mploader on ``data`` (real clock); its result and outcome in the oracle's words, or None and the error.
     ``partition_workers``: whole partitions loaded in that many worker processes (0: in this one)."""
     config = LoaderConfig(num_recovery_threads_per_data_dir=1,
-                          num_segment_loading_threads_per_data_dir=workers).replace(**settings)
+                          segment_scan_workers_per_data_dir=workers).replace(**settings)
     runner = ProcessPartitions(partition_workers) if partition_workers else None
     try:
         result = load_logs([str(data)], config, partitions=runner)

@@ -418,7 +418,7 @@ def run_load(args: argparse.Namespace) -> int:
     try:
         cfg = LoaderConfig(
             num_recovery_threads_per_data_dir=1 if args.recovery_threads is None else args.recovery_threads,
-            num_segment_loading_threads_per_data_dir=args.workers,
+            segment_scan_workers_per_data_dir=args.workers,
             index_interval_bytes=args.index_interval_bytes, max_index_size=args.max_index_size,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
             max_read_bytes_per_sec=args.max_read_rate, persist_recovery_points=args.resumable,

@@ -59,7 +59,7 @@ def run_verify(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {} if display is None else {"progress": display}
     try:
         with quiet_unless_verbose(CHANGE_LOGGERS):  # the dry run's warnings (no -v: the report says them)
-            cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)
+            cfg = LoaderConfig(segment_scan_workers_per_data_dir=args.workers)
             report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
     except (KeyboardInterrupt, OSError) as e:  # Ctrl-C or SIGTERM; an I/O error, its file and what to do
         return failed(args, e)
