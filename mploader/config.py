@@ -125,11 +125,14 @@ class LoaderConfig:
                                                  its log end offset once its recovered files are durable, so that a
                                                  killed load or the broker's next start does not recover it again
                                                  (:mod:`mploader.recovery.resume`); False (default): as Kafka's load
-    ``worker_start``                             how a pool's worker processes start: "fork" (copies of the loading
-                                                 process, nothing to import; a caller that writes much of a big heap
-                                                 while the load runs pays copy-on-write for it), "spawn" (loky's
-                                                 fresh interpreters); None (default): ``MPLOADER_WORKER_START``, else
-                                                 "fork" on Linux (:func:`mploader.engine.worker_start`)
+    ``worker_start``                             the start method asked for a pool's worker processes: "fork"
+                                                 (copies of the loading process, nothing to import; a caller that
+                                                 writes much of a big heap while the load runs pays copy-on-write for
+                                                 it), "spawn" (loky's fresh interpreters); None (default): the
+                                                 environment variable ``MPLOADER_WORKER_START``, else "fork" on Linux.
+                                                 The function :func:`mploader.engine.worker_start` resolves this
+                                                 choice; :attr:`mploader.result.LoadStats.worker_start` reports the
+                                                 method a load's pool did use (None: no pool)
     """
 
     num_recovery_threads_per_data_dir: int = 1
