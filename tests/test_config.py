@@ -11,14 +11,15 @@ from mploader.config import NO_REMOTE_STORAGE_TOPICS, EffectiveConfig, LoaderCon
 
 
 def _fresh(cfg: LoaderConfig, topic: str) -> EffectiveConfig:
-    """for_topic's values made anew, without the one kept for topics without overrides."""
+    """for_topic's values made anew, without the one cached for topics without overrides."""
     return cfg._effective(cfg.topic_overrides.get(topic) or TopicConfig(), topic)
 
 
 @pytest.mark.parametrize("remote", [False, True])
 def test_a_topic_without_overrides_gets_the_values_made_for_it(remote: bool) -> None:
-    """The values of a topic without overrides are kept once (they do not depend on its name: remote storage needs
-    a topic's own remote.storage.enable); a topic with overrides, a copy, a replaced config get theirs."""
+    """The values of a topic without overrides are made once and cached (they do not depend on its name: remote
+    storage needs a topic's own remote.storage.enable); a topic with overrides, a copy, a replaced config get
+    theirs."""
     overrides = {"t": TopicConfig(index_interval_bytes=100, remote_storage_enable=True), "u": TopicConfig()}
     cfg = LoaderConfig(index_interval_bytes=8192, remote_log_storage_system_enable=remote, topic_overrides=overrides)
     topics = ["t", "u", "plain", *sorted(NO_REMOTE_STORAGE_TOPICS)]

@@ -429,7 +429,7 @@ def run_load(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if args.partition_workers is not None:
         if args.max_read_rate is not None:
-            return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be kept "
+            return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be honoured "
                                                    "with --partition-workers: choose one")
         from mploader.engine.select import usable_cpus
         from mploader.partition_pool import ProcessPartitions
@@ -447,7 +447,7 @@ def run_load(args: argparse.Namespace) -> int:
                                       f"once as there are workers"})
     server = None
     if args.metrics_port is not None:
-        registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
+        registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, no history stored
         try:
             server = MetricsServer(registry, args.metrics_port, args.metrics_address).start()
         except OSError as e:

@@ -79,7 +79,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(report_lines(report, show_all=args.all)))
         if args.topics or args.partitions:
             print(f"filtered (--topic/--partition): {len(report.partitions)} of the {audited} partitions audited "
-                  f"are shown and judged; the data dirs' own findings are kept")
+                  f"are shown and judged; the data dirs' own findings still count")
     return EXIT_OK if report.healthy else EXIT_FAILURE
 
 

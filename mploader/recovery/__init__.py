@@ -6,7 +6,7 @@
   epochs, producer state, truncation
 * :mod:`.segment`          index lookups and the segment helpers the loader needs
 * :mod:`.producer_state`   Kafka's ``ProducerStateManager``; :mod:`.producer_apply` a segment's batches at once;
-  :mod:`.producer_map` its producer map, kept in its snapshot's rows; :mod:`.producer_entry` one producer
+  :mod:`.producer_map` its producer map, held in its snapshot's rows; :mod:`.producer_entry` one producer
 * :mod:`.snapshot_files`   a partition's producer snapshot files, by offset (the manager's ``snapshots`` map)
 * :mod:`.epoch_cache`      Kafka's ``LeaderEpochFileCache``
 * :mod:`.split`            the offset-overflow split of legacy segments (``LogLoader.retryOnOffsetOverflow``)
