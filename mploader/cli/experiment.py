@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mploader.cli.experimenting import (
+from mploader.cli.experiment_common import (
     add_common_arguments,
     add_throttle_arguments,
     broker_for,

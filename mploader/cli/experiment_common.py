@@ -1,7 +1,7 @@
-"""What ``mploader sweep`` and ``mploader experiment`` share: the data and output options, the scratch
-directory, a line per run on stderr, the report at the end, and SIGTERM handled as a Ctrl-C, SIGINT taken even
-where a shell started the command with it ignored (so that every device, mount and cgroup an experiment made
-is removed when it is stopped either way)."""
+"""What the commands ``mploader sweep`` (:mod:`.sweep`) and ``mploader experiment`` (:mod:`.experiment`)
+share: the data and output options, the scratch directory, a line per run on stderr, the report at the end, and
+SIGTERM handled as a Ctrl-C, SIGINT taken even where a shell started the command with it ignored (so that every
+device, mount and cgroup an experiment made is removed when it is stopped either way)."""
 
 from __future__ import annotations
 
