@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mploader.cli.units import EXIT_OK
+from mploader.cli.exit_codes import EXIT_OK
 from mploader.engine.cleanup import remove_orphaned_blocks
 
 

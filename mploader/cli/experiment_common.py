@@ -19,8 +19,9 @@ from types import FrameType
 from typing import Any
 
 from mploader.cli.dirs import data_dirs_problem
+from mploader.cli.exit_codes import UsageError
 from mploader.cli.output import SCHEMA_VERSION, print_document, tool
-from mploader.cli.units import UsageError, format_bytes, parse_size
+from mploader.cli.units import format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
 from mploader.experiments.cache import METHODS
 from mploader.experiments.places import HDD_LIKE

@@ -11,21 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
+from mploader.cli.exit_codes import EXIT_CODES_HELP, EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
 from mploader.cli.filters import filter_problem, filtered_result
 from mploader.cli.logs import WarningCollector
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
-from mploader.cli.units import (
-    EXIT_CODES_HELP,
-    EXIT_FAILURE,
-    EXIT_LOST,
-    EXIT_OK,
-    EXIT_UNVERIFIED,
-    EXIT_USAGE,
-    format_bytes,
-    parse_size,
-    parse_workers,
-)
+from mploader.cli.units import format_bytes, parse_size, parse_workers
 from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format.names import DirKind

@@ -1,5 +1,5 @@
 """``mploader verify DIR...``: is this data dir healthy?  Read-only; exit 0 healthy, 1 not, 2 usage
-(:data:`mploader.cli.units.VERIFY_EXIT_CODES_HELP`)."""
+(:data:`mploader.cli.exit_codes.VERIFY_EXIT_CODES_HELP`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import Any
 
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
+from mploader.cli.exit_codes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP
 from mploader.cli.failures import failed
 from mploader.cli.filters import filter_problem
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
-from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP, format_bytes, parse_workers
+from mploader.cli.units import format_bytes, parse_workers
 from mploader.config import LoaderConfig
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
