@@ -595,8 +595,8 @@ def compare_dir(data: Path, root: Path, oracle: str, settings: dict[str, Any], r
 SCENARIO_ENV = "FILES_VS_KAFKA_SCENARIOS"
 SCENARIOS = "scenarios"  # the family of the scenario tests' loads
 #: The tests that load through tests/kafkadir.py's ``load``: docs/scenarios.md's, the review findings, splits.
-SCENARIO_TESTS = ("tests/scenarios tests/test_review_divergences.py tests/test_review2.py tests/test_snappy.py "
-                  "tests/test_split.py")
+SCENARIO_TESTS = ("tests/scenarios tests/test_review_divergences.py tests/test_snapshot_tree_bin_order.py "
+                  "tests/test_snappy.py tests/test_split.py")
 #: kafkadir.load's own keywords: not broker settings.
 _LOAD_KEYWORDS = ("now_ms", "metrics", "dry_run_first")
 
