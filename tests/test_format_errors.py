@@ -557,7 +557,8 @@ def _entry(pid: int, **kw: int) -> snapshot.ProducerSnapshotEntry:
     return snapshot.ProducerSnapshotEntry(pid, **values)
 
 
-def test_snapshot_layout_scenario_73() -> None:
+def test_a_snapshot_is_its_header_crc_and_entries_in_hashmap_order() -> None:
+    """docs/scenarios.md #73: the byte layout of a snapshot, empty and with three producers."""
     data = snapshot.snapshot_bytes([_entry(p) for p in snapshot.java_hashmap_order([4003, 4001, 4002])])
     assert len(data) == 148 and snapshot.snapshot_bytes([]) == bytes.fromhex("000148674bc700000000")
     assert struct.unpack_from(">hIi", data) == (1, crc32c(data[6:]), 3)
@@ -640,7 +641,8 @@ def test_java_hashmap_order_matches_a_real_jvm(case: dict[str, Any]) -> None:
         assert snapshot.java_hashmap_order(reinserted, case["table_length"]) == case["iteration_order"]
 
 
-def test_scenario_71_order() -> None:
+def test_snapshot_entries_come_in_hashmap_bucket_order() -> None:
+    """docs/scenarios.md #71: pids 3, 2, 17 in a 16-bucket HashMap iterate by bucket (17 in 1, 2 in 2, 3 in 3)."""
     assert snapshot.java_hashmap_order([3, 2, 17]) == [17, 2, 3]
 
 
@@ -715,7 +717,9 @@ def _index_file(tmp_path: Path, name: str, data: bytes, size: int | None = None)
     return p
 
 
-def test_preallocated_indexes_scenario_25(tmp_path: Path) -> None:
+def test_untrimmed_preallocated_indexes_count_every_slot_and_fail_the_time_index_check(tmp_path: Path) -> None:
+    """docs/scenarios.md #25: a crash leaves the active segment's indexes at their preallocated length, zeros
+    after the entries; every slot is an entry, the offset index passes its sanity check, the time index fails it."""
     off = _index_file(tmp_path, "00000000000000000020.index", index.offset_index_bytes(20, [22, 24, 26, 28],
                                                                                       [144, 288, 432, 576]), 10485760)
     tim = _index_file(tmp_path, "00000000000000000020.timeindex",
@@ -728,7 +732,8 @@ def test_preallocated_indexes_scenario_25(tmp_path: Path) -> None:
     assert problem is not None and "timestamp" in problem.reason
 
 
-def test_index_sanity_checks_scenarios_81_83(tmp_path: Path) -> None:
+def test_offset_and_time_index_sanity_checks(tmp_path: Path) -> None:
+    """docs/scenarios.md #81 and #83: what each index's sanity check accepts and refuses."""
     one = _index_file(tmp_path, "00000000000000000020.index", index.offset_index_bytes(20, [20], [0]))
     assert index.offset_index_problem(str(one), 20, 8, index.map_entries(one, index.OFFSET_ENTRY)) is None
     below = _index_file(tmp_path, "00000000000000000021.index", index.offset_index_bytes(21, [25, 20], [0, 9]))
