@@ -1,5 +1,6 @@
-"""Phase 2, one partition at a time (in the parent, or in the worker that loads the partition with
-``--partition-workers``): the only code that decides what changes on disk.
+"""Phase 2, one partition at a time (in the loading process, in the worker process that loads the partition
+with ``--partition-workers``, or in the Spark task that does with ``mploader spark load``): the only code that
+decides what changes on disk.
 
 * :mod:`.loader`           one partition directory (Kafka's ``UnifiedLog.apply`` + ``LogLoader.load``)
 * :mod:`.segment_recovery` one segment (``LogSegment.recover``): indexes (as Phase 1 prepared them, else here),
