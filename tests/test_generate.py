@@ -487,7 +487,8 @@ def test_refuses_foreign_non_empty_dirs(tmp_path):
     (tmp_path / "x" / "precious").write_text("keep me")
     with pytest.raises(FileExistsError):
         generate(tmp_path / "x", SMALL, overwrite=True)
-    assert (tmp_path / "x" / "precious").exists()
+    assert [p.name for p in (tmp_path / "x").iterdir()] == ["precious"]  # nothing written there, nothing removed
+    assert (tmp_path / "x" / "precious").read_text() == "keep me"
     cfg = SMALL.replace(total_bytes=50_000)
     generate(tmp_path / "y", cfg)
     with pytest.raises(FileExistsError):

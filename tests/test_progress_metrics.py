@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pty
 import re
@@ -242,7 +243,8 @@ def test_a_scrape_during_a_load_sees_kafkas_gauges_bytes_and_eta_and_the_port_cl
     assert figures.partitions_done == 1  # partition_done comes before the figures that count it
     assert scraped[("totalBytesToRecover", tags)] == figures.bytes_total == out["result"].stats.bytes_read  # type: ignore[attr-defined]
     assert 0 < scraped[("bytesRecovered", tags)] == figures.bytes_done < figures.bytes_total  # type: ignore[operator]
-    assert scraped[("recoveryEtaSeconds", tags)] >= 0
+    assert figures.eta_seconds is not None  # bytes done, the dir not finished: the pace so far, whole seconds up
+    assert scraped[("recoveryEtaSeconds", tags)] == math.ceil(figures.eta_seconds) >= 1
     assert not any(name in ("remainingLogsToRecover", "bytesRecovered") for name, _ in after)
 
 
