@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
 _T = TypeVar("_T")
+_C = TypeVar("_C")
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 IndexCheck = Literal["kafka", "sanity", "full"]  # LoaderConfig.index_check (mploader.recovery.index_check)
@@ -60,15 +63,49 @@ class EffectiveConfig:
     producer_id_expiration_ms: int
 
 
+# LoaderConfig's former field names, still accepted with a DeprecationWarning: {old: new}
+RENAMED_FIELDS = {"num_segment_loading_threads_per_data_dir": "segment_scan_workers_per_data_dir"}
+
+
+def _current_names(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with each former field name (:data:`RENAMED_FIELDS`) replaced by its current one."""
+    for old, new in RENAMED_FIELDS.items():
+        if old in changes:
+            warnings.warn(f"LoaderConfig.{old} is now {new}", DeprecationWarning, stacklevel=3)
+            if new in changes:
+                raise TypeError(f"LoaderConfig: {old} and {new} are the same field; give one")
+            changes[new] = changes.pop(old)
+    return changes
+
+
+def _accepting_former_names(cls: type[_C]) -> type[_C]:
+    """``cls`` whose constructor also takes the former field names (the dataclass's own ``__init__``, wrapped)."""
+    init: Callable[..., None] = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: _C, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **_current_names(kwargs))
+
+    # mypy goes on checking calls against the dataclass's own signature: the current names only
+    cls.__init__ = __init__  # type: ignore[method-assign, assignment]
+    return cls
+
+
+@_accepting_former_names
 @dataclass(frozen=True, slots=True)
 class LoaderConfig:
     """Configuration of :func:`mploader.load_logs`; field names follow Kafka's config names.
 
     ``num_recovery_threads_per_data_dir``       num.recovery.threads.per.data.dir
-    ``num_segment_loading_threads_per_data_dir`` Phase 1 workers per data dir: N, or "auto" (default; see
-                                                 :func:`mploader.engine.base.workers_per_dir`), or "adaptive"
+    ``segment_scan_workers_per_data_dir``        ``--workers``: how many worker processes per data dir scan its
+                                                 segments in Phase 1 (1: the scans run in the loading process, no
+                                                 worker), or "auto" (default; see
+                                                 :func:`mploader.engine.select.workers_per_dir`), or "adaptive"
                                                  (:mod:`mploader.engine.adaptive`: as many as pay, from the
-                                                 measured throughput and the device's %util)
+                                                 measured throughput and the device's %util).  Processes, not
+                                                 threads: formerly ``num_segment_loading_threads_per_data_dir``,
+                                                 a name still accepted (constructor, :meth:`replace`, attribute)
+                                                 with a DeprecationWarning
     ``index_interval_bytes``                     log.index.interval.bytes
     ``max_index_size``                           log.index.size.max.bytes / segment.index.bytes
     ``segment_bytes``                            log.segment.bytes
@@ -91,15 +128,18 @@ class LoaderConfig:
                                                  its log end offset once its recovered files are durable, so that a
                                                  killed load or the broker's next start does not recover it again
                                                  (:mod:`mploader.recovery.resume`); False (default): as Kafka's load
-    ``worker_start``                             how a pool's worker processes start: "fork" (copies of the loading
-                                                 process, nothing to import; a caller that writes much of a big heap
-                                                 while the load runs pays copy-on-write for it), "spawn" (loky's
-                                                 fresh interpreters); None (default): ``MPLOADER_WORKER_START``, else
-                                                 "fork" on Linux (:func:`mploader.engine.worker_start`)
+    ``worker_start``                             the start method asked for a pool's worker processes: "fork"
+                                                 (copies of the loading process, nothing to import; a caller that
+                                                 writes much of a big heap while the load runs pays copy-on-write for
+                                                 it), "spawn" (loky's fresh interpreters); None (default): the
+                                                 environment variable ``MPLOADER_WORKER_START``, else "fork" on Linux.
+                                                 The function :func:`mploader.engine.worker_start` resolves this
+                                                 choice; :attr:`mploader.result.LoadStats.worker_start` reports the
+                                                 method a load's pool did use (None: no pool)
     """
 
     num_recovery_threads_per_data_dir: int = 1
-    num_segment_loading_threads_per_data_dir: int | Literal["auto", "adaptive"] = "auto"
+    segment_scan_workers_per_data_dir: int | Literal["auto", "adaptive"] = "auto"
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     max_index_size: int = DEFAULT_MAX_INDEX_SIZE
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
@@ -122,9 +162,9 @@ class LoaderConfig:
     def __post_init__(self) -> None:
         if self.num_recovery_threads_per_data_dir < 1:
             raise ValueError("num_recovery_threads_per_data_dir must be >= 1")
-        n = self.num_segment_loading_threads_per_data_dir
+        n = self.segment_scan_workers_per_data_dir
         if n not in ("auto", "adaptive") and (not isinstance(n, int) or n < 1):
-            raise ValueError('num_segment_loading_threads_per_data_dir must be "auto", "adaptive" or an int >= 1')
+            raise ValueError('segment_scan_workers_per_data_dir must be "auto", "adaptive" or an int >= 1')
         if self.max_read_bytes_per_sec is not None and self.max_read_bytes_per_sec < 1:
             raise ValueError("max_read_bytes_per_sec must be >= 1 (None: no limit)")
         r = self.read_ahead_bytes
@@ -159,5 +199,12 @@ class LoaderConfig:
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
+    @property
+    def num_segment_loading_threads_per_data_dir(self) -> int | Literal["auto", "adaptive"]:
+        """Deprecated: :attr:`segment_scan_workers_per_data_dir` (they are worker processes, not threads)."""
+        warnings.warn("LoaderConfig.num_segment_loading_threads_per_data_dir is now "
+                      "segment_scan_workers_per_data_dir", DeprecationWarning, stacklevel=2)
+        return self.segment_scan_workers_per_data_dir
+
     def replace(self, **changes: Any) -> LoaderConfig:
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **_current_names(changes))

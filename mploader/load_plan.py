@@ -3,7 +3,7 @@ workers, whether whole partitions load in worker processes, and the bytes planne
 made once by :func:`plan_load`).  The engine and the runner are built from it, fully configured.  Every figure it
 weighs is in :mod:`mploader.costs`.
 
-``num_segment_loading_threads_per_data_dir`` ("--workers"):
+``segment_scan_workers_per_data_dir`` ("--workers"):
 
 * a number: that many scanning workers per data dir (1: scans in the loading threads), always;
 * "auto": the usable CPUs shared among the data dirs where the busiest dir has enough to scan for a pool to pay
@@ -81,7 +81,7 @@ def plan_load(cfg: LoaderConfig, plans: Sequence[DirPlan], watched: bool = True)
     bytes; unwatched, the choice of partition workers may be made before the whole plan
     (:func:`early_partition_workers`), the plans then left to the workers."""
     partitions = sum(len(p.partitions) for p in plans)
-    auto = cfg.num_segment_loading_threads_per_data_dir == "auto" and cfg.max_read_bytes_per_sec is None
+    auto = cfg.segment_scan_workers_per_data_dir == "auto" and cfg.max_read_bytes_per_sec is None
     done: dict[str, PlannedScans] = {}
     if auto and not watched:
         n, done = early_partition_workers(plans, partitions, start=cfg.worker_start)
@@ -100,7 +100,7 @@ def plan_scans(cfg: LoaderConfig, plans: Sequence[DirPlan], done: Mapping[str, P
                ) -> LoadPlan:
     """The scanning engine's part of the plan: its workers per dir, and the plans "auto" or "adaptive" needs to
     choose them (none for an explicit count).  ``done``: dirs already planned, by path."""
-    n = cfg.num_segment_loading_threads_per_data_dir
+    n = cfg.segment_scan_workers_per_data_dir
     adaptive = n == "adaptive"
     if not isinstance(n, int) and plans:
         work = _auto_work(cfg, plans, done or {})
@@ -119,7 +119,7 @@ def make_engine(cfg: LoaderConfig, data_dirs: Sequence[str] | Sequence[DirPlan],
     if plans:
         plan = plan_scans(cfg, plans)
     else:
-        n = cfg.num_segment_loading_threads_per_data_dir
+        n = cfg.segment_scan_workers_per_data_dir
         plan = LoadPlan(workers_per_dir(cfg, len(paths), scan_bytes), n == "adaptive")
     return plan.engine(cfg, paths, stats, metrics, progress)
 
@@ -143,7 +143,7 @@ def workers_per_dir(cfg: LoaderConfig, n_dirs: int, scan_bytes: int | None = Non
     share, but 1 where the busiest dir (``scan_bytes`` in ``scan_tasks`` segments; ``scanning_dirs`` dirs scanning
     anything, default all) has too little for :func:`auto_pool_min_bytes`; "adaptive" twice that share, at least 2
     (its pool starts workers only as its count grows), 1 where "auto" would be."""
-    n = cfg.num_segment_loading_threads_per_data_dir
+    n = cfg.segment_scan_workers_per_data_dir
     if isinstance(n, int):
         return n
     share = usable_cpus() // max(1, n_dirs)

@@ -168,8 +168,11 @@ class LoadStats:
     pickled_bytes: int = 0  # bytes of Phase 1 descriptors pickled back to the parent
     scans_in_parent: int = 0  # planned scans the parent made: its head of the order, or no worker had started them
     unplanned_scans: int = 0  # whole-segment scans Phase 2 asked for that the engine had not planned (0 expected)
-    workers_per_dir: int = 1
-    worker_start: str | None = None  # how the pool's workers started: "fork" or "spawn"; None: no pool here
+    workers_per_dir: int = 1  # Phase 1's scan workers per data dir (LoaderConfig.segment_scan_workers_per_data_dir)
+    # The start method this load's worker processes (the scan pool's, or the partition-loading workers') did use,
+    # "fork" or "spawn", as the function mploader.engine.worker_start resolved it from LoaderConfig.worker_start,
+    # else MPLOADER_WORKER_START, else the platform; None: none started (inline, or loaded by Spark: loaded_by)
+    worker_start: str | None = None
     scan_seconds: float = 0.0  # Phase 1 time spent scanning, summed over threads and workers
     draft_seconds: float = 0.0  # ... of which drafting recovery's index entries, producer order, epochs
     wait_seconds: float = 0.0  # Phase 2 time spent waiting for Phase 1 results

@@ -42,7 +42,7 @@ from tests.crash_points import (  # noqa: E402
     small_broker,
 )
 
-INLINE = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+INLINE = LoaderConfig(segment_scan_workers_per_data_dir=1)
 SHAPES = {
     "unclean": {"clean": False, "faults": 8},
     "unclean, every segment unflushed": {"clean": False, "faults": 8, "everything_unflushed": True},

@@ -202,7 +202,7 @@ def timed_load(dirs: list[str], workers: int | str, read_ahead: int | str = "aut
     """One in-process load; ``start``: how a pool's workers start (``LoaderConfig.worker_start``);
     ``whole_partitions``: ``workers`` processes load whole partitions (``mploader.runners.processes``)."""
     gc.collect()
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers, read_ahead_bytes=read_ahead,
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=workers, read_ahead_bytes=read_ahead,
                        worker_start=start)
     runner = ProcessPartitions(int(workers), start) if whole_partitions else None
     t0 = time.perf_counter()
@@ -438,7 +438,7 @@ def clean_load(out: Path, args: argparse.Namespace, workers: list[int], say) -> 
         gc.collect()
         rss0 = psutil.Process().memory_info().rss
         t = time.perf_counter()
-        r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=w))
+        r = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=w))
         dt = time.perf_counter() - t
         rss = psutil.Process().memory_info().rss - rss0
         segs = sum(len(lg.segments) for lg in r.logs.values())

@@ -525,7 +525,7 @@ def run_mploader(data: Path, workers: int, settings: dict[str, Any],
     """mploader on ``data`` (real clock); its result and outcome in the oracle's words, or None and the error.
     ``partition_workers``: whole partitions loaded in that many worker processes (0: in this one)."""
     config = LoaderConfig(num_recovery_threads_per_data_dir=1,
-                          num_segment_loading_threads_per_data_dir=workers).replace(**settings)
+                          segment_scan_workers_per_data_dir=workers).replace(**settings)
     runner = ProcessPartitions(partition_workers) if partition_workers else None
     try:
         result = load_logs([str(data)], config, partitions=runner)
@@ -595,8 +595,8 @@ def compare_dir(data: Path, root: Path, oracle: str, settings: dict[str, Any], r
 SCENARIO_ENV = "FILES_VS_KAFKA_SCENARIOS"
 SCENARIOS = "scenarios"  # the family of the scenario tests' loads
 #: The tests that load through tests/kafkadir.py's ``load``: docs/scenarios.md's, the review findings, splits.
-SCENARIO_TESTS = ("tests/scenarios tests/test_review_divergences.py tests/test_review2.py tests/test_snappy.py "
-                  "tests/test_split.py")
+SCENARIO_TESTS = ("tests/scenarios tests/test_review_divergences.py tests/test_snapshot_tree_bin_order.py "
+                  "tests/test_snappy.py tests/test_split.py")
 #: kafkadir.load's own keywords: not broker settings.
 _LOAD_KEYWORDS = ("now_ms", "metrics", "dry_run_first")
 

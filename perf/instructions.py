@@ -10,8 +10,8 @@ less than 0.1% from run to run: a change to the Python of Phase 2 shows there, h
     python perf/instructions.py DATA_DIR [--base REV] [--unclean] [--workers 1|N|auto]
 
 Per tree, two processes under ``valgrind --tool=callgrind --cache-sim=no`` (``PYTHONHASHSEED=0``, one BLAS thread):
-one imports mploader and loads a fresh copy of ``DATA_DIR`` in process (``load_logs``, ``--workers`` loading
-threads' worth of Phase 1 inline: ``num_segment_loading_threads_per_data_dir``), the other only imports it; the
+one imports mploader and loads a fresh copy of ``DATA_DIR`` in process (``load_logs``, ``--workers``:
+``segment_scan_workers_per_data_dir``, 1 scanning in the loading process), the other only imports it; the
 load's instructions are the difference.  The copy is made outside valgrind (sparse, as ``perf/ab.py`` makes it;
 ``--unclean``: every segment recovered).  Reported: the load's instructions, per recovered segment, and this tree
 against the base.  What it does not count: the kernel's work (system calls: the file system's time, most of writing
@@ -44,7 +44,7 @@ sys.path.insert(0, sys.argv[1])
 from mploader import LoaderConfig, load_logs
 if len(sys.argv) > 2:
     workers = sys.argv[3]
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=int(workers) if workers.isdigit() else workers)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=int(workers) if workers.isdigit() else workers)
     result = load_logs([sys.argv[2]], cfg)
     print(result.stats.segments_recovered)
 """
@@ -87,7 +87,7 @@ def main() -> int:
     ap.add_argument("data_dir", type=Path)
     ap.add_argument("--base", help="a git revision to count beside this tree")
     ap.add_argument("--unclean", action="store_true", help="each copy made unclean: every segment recovered")
-    ap.add_argument("--workers", default="1", help="num_segment_loading_threads_per_data_dir (default 1; 'auto': "
+    ap.add_argument("--workers", default="1", help="segment_scan_workers_per_data_dir (default 1; 'auto': "
                     "the parent's instructions only, where it takes workers)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:

@@ -60,7 +60,7 @@ from mploader import LoaderConfig, load_logs
 from mploader.engine.pool import PoolEngine
 PoolEngine.parent_head_bytes = 0  # the workers scan from the first segment on, whatever the broker's size
 t0 = time.perf_counter()
-r = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers), now_ms=0)
+r = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=workers), now_ms=0)
 print(json.dumps({"seconds": time.perf_counter() - t0, "offline": r.offline_dirs,
                   "segments": sum(len(lg.segments) for lg in r.logs.values()),
                   "recovered": sum(len(lg.recovered_segments) for lg in r.logs.values()),

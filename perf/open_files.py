@@ -31,7 +31,7 @@ import mploader.disk.environment as environment
 if sys.argv[5] == "unchecked":
     environment.open_files_problem = lambda *a: None
 try:
-    r = load_logs([sys.argv[4]], LoaderConfig(num_segment_loading_threads_per_data_dir=int(sys.argv[2]),
+    r = load_logs([sys.argv[4]], LoaderConfig(segment_scan_workers_per_data_dir=int(sys.argv[2]),
                                              num_recovery_threads_per_data_dir=int(sys.argv[3])), now_ms=0)
     print(json.dumps(r.offline_dirs == {}))
 except Exception:

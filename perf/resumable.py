@@ -62,7 +62,7 @@ CHILD = """if True:
             with open(tmp, "w") as out:
                 json.dump([sum(d for d, _ in self.dirs.values()), sum(t for _, t in self.dirs.values())], out)
             os.replace(tmp, spec["progress"])
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["workers"],
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=spec["workers"],
                        persist_recovery_points=spec["resumable"])
     t0 = time.perf_counter()
     r = load_logs(spec["dirs"], cfg, now_ms=spec["now"], progress=Figures())

@@ -54,7 +54,7 @@ def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
                                          segment_bytes=1 << 20, faults=0, seed=7))
     dirs = [str(d) for d in sorted(broker.glob("data-*"))]
     make_warm([broker])
-    pool = LoaderConfig(num_segment_loading_threads_per_data_dir=2, dry_run=True)
+    pool = LoaderConfig(segment_scan_workers_per_data_dir=2, dry_run=True)
     spark_engine = lambda st, pr: SparkEngine(spark, st, pr)  # noqa: E731
     runs: dict[str, Any] = {
         "verify, pool 2/dir": lambda: verify_logs(dirs, pool, predict=False),

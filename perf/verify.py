@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> int:
             "audit_segment (verify's walk + checks), 1 core":
                 lambda: [audit_segment(AuditTask(p, b)) for p, b in segments],
             "verify_logs, 1 worker, no dry run": lambda: verify_logs(
-                [data_dir], LoaderConfig(num_segment_loading_threads_per_data_dir=1), predict=False),
+                [data_dir], LoaderConfig(segment_scan_workers_per_data_dir=1), predict=False),
             f"verify_logs, {args.workers} workers, no dry run": lambda: verify_logs(
-                [data_dir], LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers), predict=False),
+                [data_dir], LoaderConfig(segment_scan_workers_per_data_dir=args.workers), predict=False),
             f"verify_logs, {args.workers} workers, with the dry run": lambda: verify_logs(
-                [data_dir], LoaderConfig(num_segment_loading_threads_per_data_dir=args.workers)),
+                [data_dir], LoaderConfig(segment_scan_workers_per_data_dir=args.workers)),
             "kafka-python reader, serial per file (kafka-dump-log's approach)":
                 lambda: _kafka_python_loop(segments),
         }

@@ -326,7 +326,7 @@ def main(spec_path: str) -> None:
             return real_load(self)
 
         mploader.recovery.loader.LogLoader.load = load
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=spec["n"],
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=spec["n"],
                        num_recovery_threads_per_data_dir=spec.get("recovery_threads", 1))
     calling = spec.get("calling")
     if calling:

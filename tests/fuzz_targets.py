@@ -304,7 +304,7 @@ def partition_load(data: bytes) -> None:
         if data[0] & 1:
             with open(os.path.join(part, names.segment_file_name(0, ".index")), "wb"):
                 pass
-        if quietly(load_logs, [top], LoaderConfig(num_segment_loading_threads_per_data_dir=1), 0) is None:
+        if quietly(load_logs, [top], LoaderConfig(segment_scan_workers_per_data_dir=1), 0) is None:
             return
         if os.path.exists(log_path):
             with open(log_path, "rb") as f:

@@ -60,7 +60,7 @@ def random_config(rng: random.Random, seed: int) -> GeneratorConfig:
 
 
 def random_loader(rng: random.Random) -> LoaderConfig:
-    return LoaderConfig(num_segment_loading_threads_per_data_dir=rng.choice([1, 1, 2, 3]),
+    return LoaderConfig(segment_scan_workers_per_data_dir=rng.choice([1, 1, 2, 3]),
                         num_recovery_threads_per_data_dir=rng.randint(1, 2))
 
 
@@ -160,7 +160,7 @@ def soak_one(seed: int, work: Path) -> Round:
         r = Round(seed, summary.segments, len(summary.faults), summary.log_bytes)
         dirs = list(summary.data_dirs)
         first_cfg, verify_cfg, second_cfg = random_loader(rng), random_loader(rng), random_loader(rng)
-        r.workers = [int(c.num_segment_loading_threads_per_data_dir) for c in (first_cfg, verify_cfg, second_cfg)]
+        r.workers = [int(c.segment_scan_workers_per_data_dir) for c in (first_cfg, verify_cfg, second_cfg)]
         where = f"seed {seed} (workers {r.workers})"
 
         before = Footprint.now()

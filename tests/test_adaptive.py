@@ -135,12 +135,12 @@ def test_an_interval_straddling_a_change_is_not_counted() -> None:
 
 
 def test_adaptive_means_at_least_two_workers_to_choose_from_where_a_pool_pays() -> None:
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive")
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir="adaptive")
     enough = math.ceil(auto_pool_min_bytes(max(2, usable_cpus())))
     assert workers_per_dir(cfg, 1) >= 2 and workers_per_dir(cfg, 1, enough) >= 2
     assert workers_per_dir(cfg, 1, enough - 1) == 1  # as "auto": the pool's start would not pay
     with pytest.raises(ValueError):
-        LoaderConfig(num_segment_loading_threads_per_data_dir="sometimes")  # type: ignore[arg-type]
+        LoaderConfig(segment_scan_workers_per_data_dir="sometimes")  # type: ignore[arg-type]
 
 
 def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
@@ -171,8 +171,8 @@ def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(out.data_dirs[0], a)
     shutil.copytree(out.data_dirs[0], b)
-    inline = load_logs([str(a)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=1_800_000_000_000)
-    adaptive = load_logs([str(b)], LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive"),
+    inline = load_logs([str(a)], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=1_800_000_000_000)
+    adaptive = load_logs([str(b)], LoaderConfig(segment_scan_workers_per_data_dir="adaptive"),
                          now_ms=1_800_000_000_000)
     assert adaptive.stats.workers_per_dir >= 2 and adaptive.stats.segments_scanned > 0
 

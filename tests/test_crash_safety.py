@@ -42,7 +42,7 @@ from tests.crashy_worker import scan_workers
 from tests.fingerprint import changed, tree_state
 
 _ROOT = Path(__file__).resolve().parents[1]
-INLINE = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+INLINE = LoaderConfig(segment_scan_workers_per_data_dir=1)
 
 
 def _assert_every_point_safe(report, minimum: int) -> None:  # type: ignore[no-untyped-def]
@@ -285,7 +285,7 @@ CHILD = """if True:
     PoolEngine.parent_head_bytes = 0  # a small broker: the workers scan everything (as tests/conftest.py does)
     spec = json.loads(sys.argv[1])
     open(spec["started"], "w").close()
-    load_logs(spec["dirs"], LoaderConfig(num_segment_loading_threads_per_data_dir=2,
+    load_logs(spec["dirs"], LoaderConfig(segment_scan_workers_per_data_dir=2,
                                          persist_recovery_points=spec["resumable"]), now_ms=spec["now"])
 """
 

@@ -91,12 +91,12 @@ def test_the_indexes_phase1_prepares_are_the_ones_phase2_writes_and_the_same_byt
     prepare = segment_recovery.prepare_indexes
     monkeypatch.setattr(segment_recovery, "prepare_indexes",
                         lambda *a, **k: in_phase2.append(a[1]) or prepare(*a, **k))
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=1)
     first = load_logs([copies[0]], cfg, now_ms=1_730_000_000_000)
     assert first.stats.segments_recovered >= 20
     assert in_phase2 == []  # every recovered segment's indexes came from its scan
     # the same from worker processes: the indexes' bytes come back in the shared-memory block
-    pool = load_logs([copies[2]], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=1_730_000_000_000)
+    pool = load_logs([copies[2]], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=1_730_000_000_000)
     assert pool.stats.workers_per_dir == 2 and pool.stats.scans_in_parent == 0
     assert in_phase2 == []
     assert tree_state(copies[0]) == tree_state(copies[2])
@@ -122,7 +122,7 @@ def test_a_scan_made_only_to_check_the_indexes_prepares_none(tmp_path, monkeypat
     prepared: list[int] = []
     prepare = draft_mod.prepare_indexes
     monkeypatch.setattr(draft_mod, "prepare_indexes", lambda *a, **k: prepared.append(a[1]) or prepare(*a, **k))
-    result = load_logs([tmp_path / "gen" / "data-0"], LoaderConfig(num_segment_loading_threads_per_data_dir=1,
+    result = load_logs([tmp_path / "gen" / "data-0"], LoaderConfig(segment_scan_workers_per_data_dir=1,
                                                                    index_check="full"), now_ms=1_730_000_000_000)
     assert result.stats.segments_scanned >= 8 and result.stats.segments_recovered == 0
     assert prepared == []

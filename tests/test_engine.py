@@ -1,6 +1,6 @@
 """The many-core engine: the same outcome for every N, and nothing left behind.
 
-``num_segment_loading_threads_per_data_dir = N`` moves Phase 1 (read-only segment scans) into N
+``segment_scan_workers_per_data_dir = N`` moves Phase 1 (read-only segment scans) into N
 loky workers per data dir; Phase 2 (everything that writes) stays in the parent.  What a load
 decides and writes must not depend on N:
 
@@ -262,7 +262,7 @@ class Outcome:
 
 def load_copy(ds: DataSet, root: Path, groups: list[list[str]], n: int | str) -> Outcome:
     results, raw = [], []
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=n,  # type: ignore[arg-type]
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=n,  # type: ignore[arg-type]
                        num_recovery_threads_per_data_dir=ds.recovery_threads)
     for group in groups:
         try:
@@ -396,7 +396,7 @@ def assert_no_new_blocks(before: set[str], created: list[str], owners: set[int])
 class EngineConformance:
     """Every data set loads to the same result and the same bytes as the inline engine.
     Subclasses set ``N``; each test builds a fresh copy of the data set and loads it with
-    ``num_segment_loading_threads_per_data_dir=N``; the reference is an inline load of another
+    ``segment_scan_workers_per_data_dir=N``; the reference is an inline load of another
     copy (computed once per data set and session)."""
 
     N: int = 1
@@ -697,7 +697,7 @@ from mploader import LoaderConfig, load_logs
 from mploader.engine.pool import PoolEngine
 from tests.crashy_worker import result_digest
 PoolEngine.parent_head_bytes = 0  # every scan to the workers
-r = load_logs([sys.argv[1]], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=int(sys.argv[2]))
+r = load_logs([sys.argv[1]], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=int(sys.argv[2]))
 print(json.dumps({"digest": result_digest(r, sys.argv[3]), "stats": r.stats.to_json()}))
 """
 
@@ -799,10 +799,10 @@ def test_the_parent_scans_the_head_of_the_order_itself(tmp_path, monkeypatch) ->
 
     monkeypatch.setattr(PoolEngine, "_submit", submit)
     shutil.copytree(tmp_path / "pool", tmp_path / "inline")
-    pooled = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    pooled = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=NOW)
     assert sorted(submitted) == ["00000000000000000300.log", "00000000000000000600.log"]  # the first is kept
     assert pooled.stats.scans_in_parent >= 1
-    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(segment_scan_workers_per_data_dir=1),
                        now_ms=NOW)
     lg_p, lg_i = pooled.logs[next(iter(pooled.logs))], inline.logs[next(iter(inline.logs))]
     assert ((lg_p.log_end_offset, lg_p.recovered_segments) == (lg_i.log_end_offset, lg_i.recovered_segments)
@@ -893,20 +893,20 @@ def test_the_configs_start_wins_over_the_environment(tmp_path, monkeypatch, star
     other = next(s for s in WORKER_STARTS if s != start)
     monkeypatch.setenv("MPLOADER_WORKER_START", other)
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 2)
-    engine = make_engine(LoaderConfig(num_segment_loading_threads_per_data_dir=2, worker_start=start),
+    engine = make_engine(LoaderConfig(segment_scan_workers_per_data_dir=2, worker_start=start),
                          [str(tmp_path)], LoadStats())
     try:
         assert isinstance(engine, PoolEngine) and engine.start == start
     finally:
         engine.close()
     # 1 GB in 16 segments: a forked pool of 2 pays there, a spawned one does not (perf/README.md)
-    auto = LoaderConfig(num_segment_loading_threads_per_data_dir="auto", worker_start=start)
+    auto = LoaderConfig(segment_scan_workers_per_data_dir="auto", worker_start=start)
     assert workers_per_dir(auto, 1, 1_000_000_000, 16) == (2 if start == "fork" else 1)
     with pytest.raises(ValueError, match="worker_start"):
         LoaderConfig(worker_start="forkserver")  # type: ignore[arg-type]
     # the load's stats say how its workers started (none: inline)
     for n, expected in ((2, start), (1, None)):
-        got = load_logs([str(tmp_path)], LoaderConfig(num_segment_loading_threads_per_data_dir=n, worker_start=start))
+        got = load_logs([str(tmp_path)], LoaderConfig(segment_scan_workers_per_data_dir=n, worker_start=start))
         assert (got.stats.workers_per_dir, got.stats.worker_start) == (n, expected)
 
 
@@ -989,7 +989,7 @@ def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monke
     for batches in (100, 10_000):
         d = _one_segment_dir(tmp_path / str(batches), batches)
         calls["n"] = 0
-        r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+        r = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=NOW)
         lg = r.logs[next(iter(r.logs))]
         assert lg.log_end_offset == batches and lg.recovered_segments == [0]
         assert calls["n"] >= 1 and r.stats.pickled_bytes > 0
@@ -1012,9 +1012,9 @@ def test_a_block_too_small_for_the_rows_is_never_overrun_and_the_parent_scans_in
         return block, 10  # room for 10 of the 300 rows
 
     monkeypatch.setattr(PoolEngine, "_new_block", small_block)
-    pooled = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+    pooled = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=NOW)
     assert capacities and pooled.stats.scans_in_parent >= 1 and pooled.stats.worker_restarts == 0
-    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+    inline = load_logs([str(tmp_path / "inline" / "d1")], LoaderConfig(segment_scan_workers_per_data_dir=1),
                        now_ms=NOW)
     assert result_digest(pooled, tmp_path / "pool") == result_digest(inline, tmp_path / "inline")
     assert tree_digest(tmp_path / "pool") == tree_digest(tmp_path / "inline")
@@ -1072,7 +1072,7 @@ def test_no_block_outlives_a_failed_load(tmp_path, monkeypatch) -> None:
     spy = BlockSpy(monkeypatch)
     before = shm_blocks()
     with pytest.raises(StartupFailedError) as e:
-        load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW)
+        load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=NOW)
     assert e.value.kafka_exception == "KafkaException"
     assert spy.names
     assert_no_new_blocks(before, spy.names, spy.owners)
@@ -1270,7 +1270,7 @@ def test_keyboard_interrupt_while_the_partitions_are_submitted_stops_the_threads
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+            load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1))
     finally:
         signal.signal(signal.SIGINT, previous)
     assert made and all(pool._shutdown for pool in made), "a loading-thread pool was left running"
@@ -1619,7 +1619,7 @@ def test_remaining_segments_to_load_exists_only_while_a_pool_load_runs(datasets,
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "metrics-2")
     metrics = MetricsRegistry()
     dirs = [str(root / d) for d in groups[0]]
-    result = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=GEN_NOW,
+    result = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=GEN_NOW,
                        metrics=metrics)
     events = [(i, e) for i, e in enumerate(metrics.history) if e.name == REMAINING_SEGMENTS_TO_LOAD]
     registered = {e.tags for _, e in events if e.kind == "register"}
@@ -1664,12 +1664,12 @@ def test_segments_are_cut_only_as_small_as_keeps_every_worker_busy(total, worker
 ])
 def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs, expected) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
-    assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), dirs) == expected
-    assert workers_per_dir(LoaderConfig(num_segment_loading_threads_per_data_dir=3), dirs) == 3  # explicit N wins
+    assert workers_per_dir(LoaderConfig(segment_scan_workers_per_data_dir="auto"), dirs) == expected
+    assert workers_per_dir(LoaderConfig(segment_scan_workers_per_data_dir=3), dirs) == 3  # explicit N wins
 
 
 def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, tmp_path) -> None:
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 8)
     engine = make_engine(cfg, dirs, LoadStats())
@@ -1713,7 +1713,7 @@ def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) ->
 def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, start, cpus, dirs, scan_bytes, tasks, expected) -> None:
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
     monkeypatch.setenv("MPLOADER_WORKER_START", start)
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     assert workers_per_dir(cfg, dirs, scan_bytes, tasks) == expected
     assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
     assert select_mod.auto_pool_min_bytes(4, tasks=1_000) > select_mod.auto_pool_min_bytes(4, tasks=10)
@@ -1729,7 +1729,7 @@ def test_auto_counts_only_the_dirs_that_scan(monkeypatch) -> None:
     pays as it would for that dir alone.  Spawned workers, the start those 16-CPU figures were measured with."""
     monkeypatch.setattr(select_mod, "usable_cpus", lambda: 16)
     monkeypatch.setenv("MPLOADER_WORKER_START", "spawn")
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 4) == workers_per_dir(cfg, 4, 8_000_000_000, 160) == 1
     assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 1) == 4
 
@@ -1861,9 +1861,9 @@ def test_a_pool_plans_a_clean_dir_only_where_the_preflight_found_something_to_sc
     real_plan = base_mod.plan_segment_scans
     monkeypatch.setattr(base_mod, "plan_segment_scans", lambda p, *a: plans.append(p.data_dir) or real_plan(p, *a))
     nothing = build(tmp_path / "nothing")
-    ref = load_logs([str(build(tmp_path / "ref"))], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    ref = load_logs([str(build(tmp_path / "ref"))], LoaderConfig(segment_scan_workers_per_data_dir=1))
     plans.clear()
-    got = load_logs([str(nothing)], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    got = load_logs([str(nothing)], LoaderConfig(segment_scan_workers_per_data_dir=2))
     assert plans == [] and got.stats.segments_scanned == 0 and got.stats.unplanned_scans == 0
     ends = [lg.log_end_offset for lg in got.logs.values()]
     assert ends == [lg.log_end_offset for lg in ref.logs.values()] == [30] * 3
@@ -1871,7 +1871,7 @@ def test_a_pool_plans_a_clean_dir_only_where_the_preflight_found_something_to_sc
     rebuilt = build(tmp_path / "rebuilt")
     index = Path("orders-1") / file_name(10, ".index")
     (rebuilt / index).unlink()
-    got = load_logs([str(rebuilt)], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    got = load_logs([str(rebuilt)], LoaderConfig(segment_scan_workers_per_data_dir=2))
     assert plans == [str(rebuilt)] and got.stats.segments_scanned == 1 and got.stats.unplanned_scans == 0
     assert (rebuilt / index).read_bytes() == (nothing / index).read_bytes()
 
@@ -1882,8 +1882,8 @@ def test_a_pool_plans_a_clean_dir_only_where_the_preflight_found_something_to_sc
         return d
 
     plans.clear()
-    ref = load_logs([str(corrupt(tmp_path / "txn-ref"))], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
-    got = load_logs([str(corrupt(tmp_path / "txn"))], LoaderConfig(num_segment_loading_threads_per_data_dir=2))
+    ref = load_logs([str(corrupt(tmp_path / "txn-ref"))], LoaderConfig(segment_scan_workers_per_data_dir=1))
+    got = load_logs([str(corrupt(tmp_path / "txn"))], LoaderConfig(segment_scan_workers_per_data_dir=2))
     assert plans == [] and got.stats.segments_scanned == ref.stats.segments_scanned == 1
     assert tree_digest(tmp_path / "txn") == tree_digest(tmp_path / "txn-ref")
 

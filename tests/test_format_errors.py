@@ -557,7 +557,8 @@ def _entry(pid: int, **kw: int) -> snapshot.ProducerSnapshotEntry:
     return snapshot.ProducerSnapshotEntry(pid, **values)
 
 
-def test_snapshot_layout_scenario_73() -> None:
+def test_a_snapshot_is_its_header_crc_and_entries_in_hashmap_order() -> None:
+    """docs/scenarios.md #73: the byte layout of a snapshot, empty and with three producers."""
     data = snapshot.snapshot_bytes([_entry(p) for p in snapshot.java_hashmap_order([4003, 4001, 4002])])
     assert len(data) == 148 and snapshot.snapshot_bytes([]) == bytes.fromhex("000148674bc700000000")
     assert struct.unpack_from(">hIi", data) == (1, crc32c(data[6:]), 3)
@@ -640,7 +641,8 @@ def test_java_hashmap_order_matches_a_real_jvm(case: dict[str, Any]) -> None:
         assert snapshot.java_hashmap_order(reinserted, case["table_length"]) == case["iteration_order"]
 
 
-def test_scenario_71_order() -> None:
+def test_snapshot_entries_come_in_hashmap_bucket_order() -> None:
+    """docs/scenarios.md #71: pids 3, 2, 17 in a 16-bucket HashMap iterate by bucket (17 in 1, 2 in 2, 3 in 3)."""
     assert snapshot.java_hashmap_order([3, 2, 17]) == [17, 2, 3]
 
 
@@ -715,7 +717,9 @@ def _index_file(tmp_path: Path, name: str, data: bytes, size: int | None = None)
     return p
 
 
-def test_preallocated_indexes_scenario_25(tmp_path: Path) -> None:
+def test_untrimmed_preallocated_indexes_count_every_slot_and_fail_the_time_index_check(tmp_path: Path) -> None:
+    """docs/scenarios.md #25: a crash leaves the active segment's indexes at their preallocated length, zeros
+    after the entries; every slot is an entry, the offset index passes its sanity check, the time index fails it."""
     off = _index_file(tmp_path, "00000000000000000020.index", index.offset_index_bytes(20, [22, 24, 26, 28],
                                                                                       [144, 288, 432, 576]), 10485760)
     tim = _index_file(tmp_path, "00000000000000000020.timeindex",
@@ -725,26 +729,32 @@ def test_preallocated_indexes_scenario_25(tmp_path: Path) -> None:
     assert (len(oe), len(te)) == (1310720, 873813)  # every slot counts
     assert index.offset_index_problem(str(off), 20, 10485760, oe) is None
     problem = index.time_index_problem(str(tim), 20, 10485756, te)
-    assert problem is not None and "timestamp" in problem.reason
+    # the last slot, a zero, is the "last" entry: its timestamp 0 is below the first entry's
+    assert problem == index.IndexProblem(str(tim), f"last timestamp 0 is less than the first timestamp {T0 + 22}")
 
 
-def test_index_sanity_checks_scenarios_81_83(tmp_path: Path) -> None:
+def test_offset_and_time_index_sanity_checks(tmp_path: Path) -> None:
+    """docs/scenarios.md #81 and #83: what each index's sanity check accepts and refuses."""
     one = _index_file(tmp_path, "00000000000000000020.index", index.offset_index_bytes(20, [20], [0]))
     assert index.offset_index_problem(str(one), 20, 8, index.map_entries(one, index.OFFSET_ENTRY)) is None
     below = _index_file(tmp_path, "00000000000000000021.index", index.offset_index_bytes(21, [25, 20], [0, 9]))
-    assert index.offset_index_problem(str(below), 21, 16, index.map_entries(below, index.OFFSET_ENTRY)) is not None
+    assert index.offset_index_problem(str(below), 21, 16, index.map_entries(below, index.OFFSET_ENTRY)) == \
+        index.IndexProblem(str(below), "last offset 20 is less than the base offset 21")
     odd = _index_file(tmp_path, "00000000000000000022.index", bytes(12))
-    assert index.offset_index_problem(str(odd), 22, 12, index.map_entries(odd, index.OFFSET_ENTRY)) is not None
+    assert index.offset_index_problem(str(odd), 22, 12, index.map_entries(odd, index.OFFSET_ENTRY)) == \
+        index.IndexProblem(str(odd), "length 12 is not a multiple of 8")
     empty = _index_file(tmp_path, "00000000000000000023.timeindex", b"")
     assert index.time_index_problem(str(empty), 23, 0, index.map_entries(empty, index.TIME_ENTRY)) is None
     five = index.time_index_bytes(45, [10, 20, 30, 40, 50], [46, 47, 48, 49, 50])
     good = _index_file(tmp_path, "00000000000000000045.timeindex", five)
     assert index.time_index_problem(str(good), 45, 60, index.map_entries(good, index.TIME_ENTRY)) is None
-    for data, length in [(five + index.time_index_bytes(45, [5], [51]), 72),  # last timestamp below the first
-                         (five + index.time_index_bytes(45, [60], [44]), 72),  # last offset below the base
-                         (five + b"\x00", 61)]:  # length not a multiple of 12
+    for data, length, reason in [
+            (five + index.time_index_bytes(45, [5], [51]), 72, "last timestamp 5 is less than the first timestamp 10"),
+            (five + index.time_index_bytes(45, [60], [44]), 72, "last offset 44 is less than the base offset 45"),
+            (five + b"\x00", 61, "length 61 is not a multiple of 12")]:
         bad = _index_file(tmp_path, "00000000000000000045.timeindex", data)
-        assert index.time_index_problem(str(bad), 45, length, index.map_entries(bad, index.TIME_ENTRY)) is not None
+        assert index.time_index_problem(str(bad), 45, length, index.map_entries(bad, index.TIME_ENTRY)) == \
+            index.IndexProblem(str(bad), reason)
 
 
 # --------------------------------------------------------------------------------------------

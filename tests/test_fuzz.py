@@ -171,7 +171,7 @@ def load_segment(data: bytes) -> None:
     os.makedirs(os.path.join(top, "t-0"))
     with open(os.path.join(top, "t-0", "00000000000000000000.log"), "wb") as f:
         f.write(data)
-    load_logs([top], LoaderConfig(num_segment_loading_threads_per_data_dir=1), 0)
+    load_logs([top], LoaderConfig(segment_scan_workers_per_data_dir=1), 0)
 
 
 def _scan(data: bytes) -> None:

@@ -27,7 +27,6 @@ from mploader.generate import (
     generate,
     iter_manifest,
     read_manifest,
-    writer as gen_writer,
 )
 from tests.log_readout import read_log
 
@@ -449,12 +448,15 @@ def test_same_seed_same_bytes(tmp_path):
     assert digest(tmp_path / "a") != digest(tmp_path / "c")
 
 
-def test_manifest_streams_in_chunks(tmp_path, monkeypatch):
-    monkeypatch.setattr(gen_writer, "_MANIFEST_ROWS", 3)  # read by the partition writer, per batch
-    cfg = SMALL.replace(total_bytes=150_000, topics=1, partitions_per_topic=2)
+def test_manifest_streams_in_chunks(tmp_path):
+    """A partition of more batches than one manifest line holds (4096 rows) is written in several lines, the full
+    ones of exactly 4096, and read back whole."""
+    cfg = SMALL.replace(total_bytes=450_000, topics=1, partitions_per_topic=1, data_dirs=1, segment_bytes=1 << 20,
+                        batch_bytes=69, records_per_batch=1)  # ~5,900 batches in one segment
     generate(tmp_path / "b", cfg)
     lines = list(iter_manifest(tmp_path / "b"))
-    assert max(len(x["rows"]) for x in lines if x["type"] == "batches") == 3
+    rows = [len(x["rows"]) for x in lines if x["type"] == "batches"]
+    assert len(rows) >= 2 and max(rows) == 4096 and sum(rows) > 4096
     m = read_manifest(tmp_path / "b")
     for p in all_partitions(m):
         for s in p["segments"]:
@@ -485,7 +487,8 @@ def test_refuses_foreign_non_empty_dirs(tmp_path):
     (tmp_path / "x" / "precious").write_text("keep me")
     with pytest.raises(FileExistsError):
         generate(tmp_path / "x", SMALL, overwrite=True)
-    assert (tmp_path / "x" / "precious").exists()
+    assert [p.name for p in (tmp_path / "x").iterdir()] == ["precious"]  # nothing written there, nothing removed
+    assert (tmp_path / "x" / "precious").read_text() == "keep me"
     cfg = SMALL.replace(total_bytes=50_000)
     generate(tmp_path / "y", cfg)
     with pytest.raises(FileExistsError):

@@ -33,7 +33,7 @@ from tests.fingerprint import changed, tree_state
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mknod, chattr and mounts need root")
-CONFIG = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+CONFIG = LoaderConfig(segment_scan_workers_per_data_dir=1)
 BOUND_S = 60  # a load of the small broker takes well under a second; a hang is what this bounds
 
 
@@ -306,7 +306,7 @@ def test_a_hard_linked_checkpoint_tmp_never_writes_the_outside_file(pristine: Pa
     outside = tmp_path / "precious"
     outside.write_bytes(b"not mploader's")
     os.link(outside, data / "recovery-point-offset-checkpoint.tmp")
-    result = load_logs([str(data)], LoaderConfig(num_segment_loading_threads_per_data_dir=1,
+    result = load_logs([str(data)], LoaderConfig(segment_scan_workers_per_data_dir=1,
                                                  persist_recovery_points=True), now_ms=GEN_NOW)
     assert result.offline_dirs == {}
     assert outside.read_bytes() == b"not mploader's"

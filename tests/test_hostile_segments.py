@@ -232,7 +232,7 @@ def load_damaged(brokers: dict[str, Path], tmp_path: Path, seed: int, workers: i
     what = damaged_copy(brokers[name], root, rng)
     expected = {p: expect(p) for p in partitions(root)}
     dirs = sorted(str(d) for d in root.glob("data-*"))
-    config = LoaderConfig(num_segment_loading_threads_per_data_dir=workers)
+    config = LoaderConfig(segment_scan_workers_per_data_dir=workers)
     try:
         load_logs(dirs, config, now_ms=0)
     except MploaderError:

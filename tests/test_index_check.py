@@ -42,7 +42,7 @@ def _copies(src: Path, tmp_path: Path, names_: tuple[str, ...] = MODES) -> dict[
 
 
 def _load(d: Path, mode: Any, workers: int = 1, dry_run: bool = False) -> LoadResult:
-    cfg = LoaderConfig(index_check=mode, num_segment_loading_threads_per_data_dir=workers, dry_run=dry_run)
+    cfg = LoaderConfig(index_check=mode, segment_scan_workers_per_data_dir=workers, dry_run=dry_run)
     return load_logs([d], cfg, now_ms=1_800_000_000_000)
 
 

@@ -47,7 +47,7 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), hard))
 import logging
 logging.disable(logging.WARNING)
 from mploader import LoaderConfig, load_logs
-r = load_logs([sys.argv[3]], LoaderConfig(num_segment_loading_threads_per_data_dir=int(sys.argv[2])), now_ms=0)
+r = load_logs([sys.argv[3]], LoaderConfig(segment_scan_workers_per_data_dir=int(sys.argv[2])), now_ms=0)
 print(json.dumps({"offline": r.offline_dirs, "segments": sum(len(lg.segments) for lg in r.logs.values()),
                   "recovered": sum(len(lg.recovered_segments) for lg in r.logs.values()),
                   "limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}))
@@ -150,7 +150,7 @@ def test_a_full_disk_fails_the_partition_and_keeps_its_data(tmp_path: Path, smal
     full, other = small_file_system / "data-0", tmp_path / "data-1"
     subprocess.run(["cp", "-a", "--sparse=always", str(source / "data-0"), str(full)], check=True)
     shutil.copytree(source / "data-1", other)
-    config = LoaderConfig(index_interval_bytes=1, num_segment_loading_threads_per_data_dir=1)
+    config = LoaderConfig(index_interval_bytes=1, segment_scan_workers_per_data_dir=1)
     before = logs_of(full)
     filler = fill(small_file_system)
 
@@ -184,7 +184,7 @@ def test_a_full_disk_that_tears_a_rebuilt_index_leaves_its_segment_to_recover_ag
     The full disk is a mutation hook raising ENOSPC at the write's torn point (mploader.disk.mutations)."""
     pristine, work = tmp_path / "pristine", tmp_path / "work"
     small_broker(pristine, seed=5, clean=clean, faults=10)
-    config = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    config = LoaderConfig(segment_scan_workers_per_data_dir=1)
     copy_tree(pristine, work)
     reference, points = recorded_load([str(work / "data-0")], config, GEN_NOW)
     expected = final_outcome(reference)

@@ -118,7 +118,7 @@ def test_dry_run_on_a_corrupt_unclean_log_matches_the_real_load(tmp_path: Path, 
     d, pb = _corrupt_broker(tmp_path)
     (pb.path / "00000000000000000000.index").unlink()  # a load-time recovery too (its writes stay in memory)
     before = tree_state(d)
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=workers)
     dry = load_logs([str(d)], cfg.replace(dry_run=True), now_ms=NOW)
     assert changed(before, tree_state(d)) == []
     real = load_logs([str(d)], cfg, now_ms=NOW)
@@ -144,7 +144,7 @@ def test_cli_load_passes_its_options_to_the_loader(tmp_path: Path, monkeypatch) 
         main(["load", "--workers", "3", "--recovery-threads", "2", "--read-ahead", "64MiB", "--dry-run",
               "--create-missing", str(tmp_path)])  # an empty dir is a new data dir only with --create-missing
     (cfg,) = seen
-    assert (cfg.num_segment_loading_threads_per_data_dir, cfg.num_recovery_threads_per_data_dir,
+    assert (cfg.segment_scan_workers_per_data_dir, cfg.num_recovery_threads_per_data_dir,
             cfg.read_ahead_bytes, cfg.dry_run) == (3, 2, 64 << 20, True)
 
 
@@ -274,7 +274,7 @@ def test_scans_kept_for_recover_log_are_only_those_it_recovers_again(tmp_path: P
         held.append(len(self._scans))
 
     monkeypatch.setattr(loader_mod._ScanCache, "put", put)
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW)
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=NOW)
     (log,) = result.logs.values()
     assert log.log_end_offset == 200 and log.recovered_segments == list(range(0, 200, 10))
     assert result.stats.segments_scanned == 20  # the floor segment was read once, for both recoveries
@@ -388,7 +388,7 @@ def test_a_segment_kafka_recovers_twice_is_read_once(tmp_path: Path, workers: in
     (pb.path / "00000000000000000010.index").unlink()
     sizes = {b: len(pb.segments[b]) for b in (0, 10, 20)}
     counter = _CountScans()
-    r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=workers), now_ms=NOW,
+    r = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=workers), now_ms=NOW,
                   progress=counter)  # type: ignore[arg-type]
     log = r.logs[TopicPartition("t", 0)]
     assert [s.base_offset for s in log.segments] == [0, 10, 20] and log.log_end_offset == 30
@@ -432,7 +432,7 @@ def test_many_recovered_segments_are_each_read_once_with_a_bounded_scan_cache(tm
         pb.segment(base, *(B(o) for o in range(base, base + 10)))
     (pb.path / "00000000000000000060.index").unlink()
     counter = _CountScans()
-    r = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW,
+    r = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=NOW,
                   progress=counter)  # type: ignore[arg-type]
     assert sorted(r.logs[TopicPartition("t", 0)].recovered_segments) == list(range(0, 80, 10))
     assert counter.scans == 8 and counter.bytes == 8 * 720

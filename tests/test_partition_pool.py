@@ -62,7 +62,7 @@ def fresh(template: Path, dest: Path) -> list[str]:
 def load_both(template: Path, tmp_path: Path, runner: ProcessPartitions,
               cfg: LoaderConfig | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The inline load's and the runner's (result, files), each on its own copy."""
-    cfg = cfg or LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = cfg or LoaderConfig(segment_scan_workers_per_data_dir=1)
     ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
     ref = load_logs(ref_dirs, cfg, NOW)
     got = load_logs(got_dirs, cfg, NOW, partitions=runner)
@@ -80,7 +80,7 @@ def test_the_files_and_the_result_are_the_inline_loads(template: Path, tmp_path:
 
 def test_the_stats_count_the_workers_scans_and_writes(template: Path, tmp_path: Path) -> None:
     """What the workers scanned and wrote is in the load's stats, as an inline load's is (not zeros)."""
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=1)
     ref = load_logs(fresh(template, tmp_path / "ref"), cfg, NOW).stats
     runner = ProcessPartitions(2)
     got = load_logs(fresh(template, tmp_path / "got"), cfg, NOW, partitions=runner).stats
@@ -92,7 +92,7 @@ def test_the_stats_count_the_workers_scans_and_writes(template: Path, tmp_path: 
 
 def test_the_cpu_seconds_are_the_parents_own(template: Path, tmp_path: Path) -> None:
     """``seconds["cpu"]`` is the loading process's own CPU, not its workers'."""
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=1)
     inline = load_logs(fresh(template, tmp_path / "ref"), cfg, NOW).stats
     runner = ProcessPartitions(2)
     dirs = fresh(template, tmp_path / "got")
@@ -294,7 +294,7 @@ def test_the_workers_report_kafkas_remaining_segments_as_recovery_threads_do(tem
     recover and removed at the end.  Sent at every segment, its values are the inline load's recovery thread's;
     at most one each ``SEGMENTS_EVERY_SECONDS``, still each partition's first count and its 0."""
     monkeypatch.setattr(worker_mod, "SEGMENTS_EVERY_SECONDS", every)  # forked workers inherit it
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=1)
     values: dict[str, list[int]] = {}
     for label, runner in (("ref", None), ("got", ProcessPartitions(2, "fork"))):
         metrics = MetricsRegistry()
@@ -529,7 +529,7 @@ def test_auto_knows_it_takes_workers_before_the_whole_plan_and_answers_as_with_i
     The broker: 2 dirs, 12 partitions; bars from none to beyond its estimate."""
     plans = _unclean_plans(template)
     partitions = sum(len(p.partitions) for p in plans)
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir="auto")
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     whole = plan_scans(cfg, plans)
     estimate = pp.inline_seconds(whole, partitions)
     planned: list[str] = []
@@ -575,7 +575,7 @@ def test_auto_knows_it_before_the_whole_plan_beside_a_clean_dir(template: Path, 
     clean = dataclasses.replace(other, clean=True)
     plans = [clean, unclean]
     partitions = sum(len(p.partitions) for p in plans)
-    whole = plan_scans(LoaderConfig(num_segment_loading_threads_per_data_dir="auto"), plans)
+    whole = plan_scans(LoaderConfig(segment_scan_workers_per_data_dir="auto"), plans)
     spawn_start = pp.POOL_START_SECONDS["spawn"] if start == "spawn" else 0.0
     for bar in (0.0, 0.01, 0.02, 0.05, 0.1, 0.5):
         monkeypatch.setattr(pp, "AUTO_MIN_SECONDS", bar)
@@ -600,7 +600,7 @@ def test_an_unwatched_default_load_takes_partition_workers_without_planning_ever
     monkeypatch.setattr(pp, "partition_scans", lambda plan: planned.append(plan) or iter(()))
     monkeypatch.setattr(pp, "plan_segment_scans", lambda *a, **k: planned.append(a) or [])
     ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
-    ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
+    ref = load_logs(ref_dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), NOW)
     got = load_logs(got_dirs, LoaderConfig(worker_start="fork"), NOW)
     assert got.stats.loaded_by == ProcessPartitions(2, "fork").description
     assert planned == []
@@ -621,15 +621,15 @@ def test_the_default_load_takes_whole_partitions_in_workers_where_auto_says(temp
             seen.append(figures)
 
     ref_dirs, got_dirs = fresh(template, tmp_path / "ref"), fresh(template, tmp_path / "got")
-    ref = load_logs(ref_dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
+    ref = load_logs(ref_dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), NOW)
     got = load_logs(got_dirs, LoaderConfig(worker_start="fork"), NOW, progress=Watch())  # (spawned: a higher bar)
     assert got.stats.loaded_by == ProcessPartitions(2, "fork").description
     assert result_digest(got, tmp_path / "got") == result_digest(ref, tmp_path / "ref")
     assert tree_digest(tmp_path / "got") == tree_digest(tmp_path / "ref")
     last = {f.data_dir: f for f in seen}
     assert all(f.bytes_total is not None and f.bytes_done == f.bytes_total > 0 for f in last.values()), last
-    for cfg in (LoaderConfig(max_read_bytes_per_sec=10**12), LoaderConfig(num_segment_loading_threads_per_data_dir=2),
-                LoaderConfig(num_segment_loading_threads_per_data_dir="adaptive")):
+    for cfg in (LoaderConfig(max_read_bytes_per_sec=10**12), LoaderConfig(segment_scan_workers_per_data_dir=2),
+                LoaderConfig(segment_scan_workers_per_data_dir="adaptive")):
         other = load_logs(fresh(template, tmp_path / f"other-{len(seen)}-{id(cfg)}"), cfg.replace(dry_run=True), NOW)
         assert other.stats.loaded_by is None
 
@@ -737,7 +737,7 @@ def test_the_journal_a_worker_wrote_for_kafkas_clean_shortcut_is_removed_as_inli
         part = sorted(p for p in (root / "data-0").iterdir() if p.is_dir())[0]
         for snapshot in part.glob("*.snapshot"):
             snapshot.unlink()
-        cfg, runner = LoaderConfig(num_segment_loading_threads_per_data_dir=1), None
+        cfg, runner = LoaderConfig(segment_scan_workers_per_data_dir=1), None
         if label == "got" and by == "runner":
             runner = ProcessPartitions(2)
         elif label == "got":

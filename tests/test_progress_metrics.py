@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pty
 import re
@@ -68,7 +69,7 @@ class _Recorder(Progress):
 def test_update_gives_bytes_to_recover_percentage_rate_and_eta_per_data_dir(tmp_path: Path, workers: int) -> None:
     dirs = _broker(tmp_path / "b")
     rec = _Recorder()
-    result = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=workers), progress=rec)
+    result = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=workers), progress=rec)
     kinds = [k for k, _ in rec.events]
     assert kinds[0] == "start" and kinds[-1] == "close"
     total_planned = 0
@@ -109,7 +110,7 @@ def test_bytes_the_plan_held_but_recovery_did_not_read_count_as_done(tmp_path: P
     log0[72 * 5 + 65] ^= 0x01  # the CRC-covered part of the sixth batch
     a.write("00000000000000000000.log", bytes(log0))
     rec = _Recorder()
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW,
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=NOW,
                        progress=rec)
     assert result.logs[next(tp for tp in result.logs if tp.topic == "a")].log_end_offset == 5
     ups = rec.updates(str(d))
@@ -124,7 +125,7 @@ def test_bytes_the_plan_held_but_recovery_did_not_read_count_as_done(tmp_path: P
 def test_a_clean_dir_loaded_inline_counts_by_partitions(tmp_path: Path) -> None:
     dirs = _broker(tmp_path / "b", dirs=1, clean=True)
     rec = _Recorder()
-    load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), progress=rec)
+    load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), progress=rec)
     ups = rec.updates(dirs[0])
     assert ups[0].planned and ups[0].bytes_total is None and ups[0].percent == 0
     assert [u.partitions_done for u in ups[1:]] == list(range(1, 7))
@@ -148,14 +149,14 @@ def test_a_progress_without_update_still_gets_its_events(tmp_path: Path) -> None
             self.nbytes += nbytes
 
     old = Old()
-    result = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), progress=old)  # type: ignore[arg-type]
+    result = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), progress=old)  # type: ignore[arg-type]
     assert len(old.done) == 6 and old.nbytes == result.stats.bytes_read > 0
 
 
 def test_the_metrics_registry_gets_bytes_and_eta_gauges_while_the_load_runs(tmp_path: Path) -> None:
     dirs = _broker(tmp_path / "b")
     metrics = MetricsRegistry()
-    result = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), metrics=metrics)
+    result = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), metrics=metrics)
     for d in dirs:
         total = metrics.values_of(TOTAL_BYTES_TO_RECOVER, dir=d)
         done = metrics.values_of(BYTES_RECOVERED, dir=d)
@@ -211,7 +212,7 @@ def test_a_scrape_during_a_load_sees_kafkas_gauges_bytes_and_eta_and_the_port_cl
 
         def run() -> None:
             try:
-                out["result"] = load_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+                out["result"] = load_logs([d], LoaderConfig(segment_scan_workers_per_data_dir=1),
                                           metrics=registry, progress=pause)
             except BaseException as e:  # noqa: BLE001 - reported by the test thread
                 out["error"] = e
@@ -242,7 +243,8 @@ def test_a_scrape_during_a_load_sees_kafkas_gauges_bytes_and_eta_and_the_port_cl
     assert figures.partitions_done == 1  # partition_done comes before the figures that count it
     assert scraped[("totalBytesToRecover", tags)] == figures.bytes_total == out["result"].stats.bytes_read  # type: ignore[attr-defined]
     assert 0 < scraped[("bytesRecovered", tags)] == figures.bytes_done < figures.bytes_total  # type: ignore[operator]
-    assert scraped[("recoveryEtaSeconds", tags)] >= 0
+    assert figures.eta_seconds is not None  # bytes done, the dir not finished: the pace so far, whole seconds up
+    assert scraped[("recoveryEtaSeconds", tags)] == math.ceil(figures.eta_seconds) >= 1
     assert not any(name in ("remainingLogsToRecover", "bytesRecovered") for name, _ in after)
 
 

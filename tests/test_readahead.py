@@ -189,7 +189,7 @@ def test_a_load_leaves_no_read_ahead_thread_behind(tmp_path, monkeypatch) -> Non
     scan) until the load ends: closing the engine must end it."""
     d, _ = _unclean_dir(tmp_path)
     monkeypatch.setattr(ReadAhead, "done", lambda self, nbytes: None)
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=2, read_ahead_bytes=1),
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=2, read_ahead_bytes=1),
                        now_ms=NOW)
     assert result.stats.segments_recovered == 6 and result.stats.scans_in_parent == 0
     assert eventually(lambda: not [t for t in threading.enumerate() if t.name == "mploader-readahead"], 1.0)

@@ -23,7 +23,7 @@ from tests.crash_points import GEN_NOW, copy_tree, enumerate_kill_points, load_k
 from tests.fingerprint import changed, tree_state
 
 _ROOT = Path(__file__).resolve().parents[1]
-INLINE = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+INLINE = LoaderConfig(segment_scan_workers_per_data_dir=1)
 RESUMABLE = INLINE.replace(persist_recovery_points=True)
 
 

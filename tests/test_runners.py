@@ -136,7 +136,7 @@ class RunnerConformance:
         ref_dir, _ = _broker(tmp_path / "ref")
         got_dir = tmp_path / "got" / "d1"
         shutil.copytree(ref_dir, got_dir)
-        ref = load_logs([str(ref_dir)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), NOW)
+        ref = load_logs([str(ref_dir)], LoaderConfig(segment_scan_workers_per_data_dir=1), NOW)
         got = load_logs([str(got_dir)], LoaderConfig(), NOW, partitions=self.runner(tmp_path / "got"))
         assert result_digest(got, tmp_path / "got") == result_digest(ref, tmp_path / "ref")
         assert tree_digest(tmp_path / "got") == tree_digest(tmp_path / "ref")

@@ -129,7 +129,7 @@ def test_recovery_reads_back_no_snapshot_it_wrote(tmp_path: Path, monkeypatch) -
     original = RealDisk.read
     monkeypatch.setattr(RealDisk, "read", lambda self, p, *a: read.append(p) or original(self, p, *a))
 
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1))
 
     (log,) = result.all_logs()
     assert len(log.recovered_segments) > 30 and log.producers
@@ -145,7 +145,7 @@ def test_a_recovered_segments_manager_copies_no_snapshot_set(tmp_path: Path, mon
     original = SnapshotFiles.copy
     monkeypatch.setattr(SnapshotFiles, "copy", lambda self: copies.append(len(self)) or original(self))
 
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1))
 
     (log,) = result.all_logs()
     assert len(log.recovered_segments) > 30
@@ -188,7 +188,7 @@ def test_recovering_a_partition_parses_each_snapshot_name_a_bounded_number_of_ti
     original = names.offset_from_file_name
     monkeypatch.setattr(names, "offset_from_file_name", lambda n: parsed.append(n) or original(n))
 
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1))
 
     (log,) = result.all_logs()
     recovered = len(log.recovered_segments)
@@ -250,7 +250,7 @@ def test_the_shared_snapshot_set_loads_as_kafkas_listing_per_manager(tmp_path: P
     from tests.crash_points import copy_tree, final_outcome, tree_state
 
     pristine = make(tmp_path / "pristine")
-    config = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    config = LoaderConfig(segment_scan_workers_per_data_dir=1)
     results, trees = [], []
     work = tmp_path / "work"  # one path: the outcome names the directories
     for literal in (False, True):
@@ -294,7 +294,7 @@ def _deletes_and_tree(pristine: Path, work: Path, monkeypatch: pytest.MonkeyPatc
         m.setattr(RealDisk, "write", failing_write)
         if not defer:
             m.setattr(SnapshotFiles, "defer_deletes", lambda self: None)
-        result = load_logs([str(work)], LoaderConfig(num_segment_loading_threads_per_data_dir=1),
+        result = load_logs([str(work)], LoaderConfig(segment_scan_workers_per_data_dir=1),
                            now_ms=1_730_000_600_000)
     return deleted, tree_state(work), (final_outcome(result), result.offline_dirs)
 

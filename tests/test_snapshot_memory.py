@@ -153,7 +153,7 @@ CHILD = textwrap.dedent("""
     from mploader import LoaderConfig, load_logs
     import mploader.recovery.loader, mploader.recovery.producer_apply, mploader.recovery.producer_map  # noqa: F401
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = load_logs([sys.argv[1]], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=int(sys.argv[2]))
+    result = load_logs([sys.argv[1]], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=int(sys.argv[2]))
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     log = next(iter(result.logs.values()))
     print(json.dumps({"extra": (after - before) * 1024, "producers": len(log.producers),

@@ -89,7 +89,7 @@ def test_a_failed_start_keeps_no_segment_open(tmp_path: Path) -> None:
     try:
         before = set(os.listdir("/proc/self/fd"))
         with pytest.raises(StartupFailedError) as info:
-            load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=0)
+            load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=0)
         assert info.value.kafka_exception == "CorruptRecordException"
         opened = {os.readlink(f"/proc/self/fd/{fd}") for fd in set(os.listdir("/proc/self/fd")) - before
                   if os.path.exists(f"/proc/self/fd/{fd}")}

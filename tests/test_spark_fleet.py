@@ -96,7 +96,7 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
     refs, ref_stats = {}, {}
     for b in sorted(FLEET):
         dirs = [str(d) for d in sorted((ref_root / b).glob("data-*"))]
-        ref = load_logs(dirs, LoaderConfig(num_segment_loading_threads_per_data_dir=1), now_ms=NOW)
+        ref = load_logs(dirs, LoaderConfig(segment_scan_workers_per_data_dir=1), now_ms=NOW)
         refs[b] = result_digest(ref, ref_root)
         ref_stats[b] = (ref.stats.segments_scanned, ref.stats.bytes_read)
     dry = fleet.load(spark, data_dirs(got_root), LoaderConfig(), now_ms=NOW)

@@ -98,7 +98,7 @@ def test_a_real_load_is_held_to_its_budget(broker: Path, tmp_path: Path, workers
     d = tmp_path / "d"
     shutil.copytree(broker, d)
     rate = 4 * MB
-    result = load_logs([str(d)], LoaderConfig(num_segment_loading_threads_per_data_dir=workers,
+    result = load_logs([str(d)], LoaderConfig(segment_scan_workers_per_data_dir=workers,
                                               max_read_bytes_per_sec=rate))
     seconds = result.stats.seconds["total"] - result.stats.seconds["flush"]
     scanned = result.stats.bytes_read

@@ -55,12 +55,12 @@ def _verify(d: Path, workers: int = 1) -> VerifyReport:
     """verify_logs, holding it to what every run must do: change no byte, give the same answer on 1 and 2
     workers, and a document that holds to the schema."""
     before = tree_state(d)
-    report = verify_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=workers))
+    report = verify_logs([d], LoaderConfig(segment_scan_workers_per_data_dir=workers))
     assert changed(before, tree_state(d)) == []
     doc = report.to_json()
     _validate({**doc, "command": "verify"})
     if workers == 1:
-        other = verify_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=2)).to_json()
+        other = verify_logs([d], LoaderConfig(segment_scan_workers_per_data_dir=2)).to_json()
         assert other["stats"]["workers_per_dir"] == 2
         assert {k: v for k, v in other.items() if k != "stats"} == {k: v for k, v in doc.items() if k != "stats"}
     return report
@@ -126,7 +126,7 @@ def test_the_real_corpus_is_healthy_but_for_the_files_github_lost(real_corpus: P
     assert lost
     seen = 0
     for d in corpus_data_dirs(real_corpus):
-        report = verify_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+        report = verify_logs([d], LoaderConfig(segment_scan_workers_per_data_dir=1))
         for name, field, _pos, text in _problems(report):
             seen += 1
             if field == "finding":  # an index file whose .log is the one lost
@@ -348,7 +348,7 @@ def test_verify_takes_no_lock_and_reads_a_locked_dir(broker: Path) -> None:
 
 def test_startup_failure_is_reported_not_raised(broker: Path) -> None:
     (broker / "not a partition").mkdir()
-    report = verify_logs([broker], LoaderConfig(num_segment_loading_threads_per_data_dir=1))
+    report = verify_logs([broker], LoaderConfig(segment_scan_workers_per_data_dir=1))
     assert not report.healthy and report.startup_failure is not None
     assert all(p.recovery is None for p in report.partitions)
     assert any("not a partition" in f.file for f in report.data_dirs[0].findings)

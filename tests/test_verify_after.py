@@ -64,7 +64,7 @@ def test_background_audits_what_the_load_left_unread(unclean_source: Path, tmp_p
     plain = mploader.load_logs([_copy(unclean_source, tmp_path / "plain")], LoaderConfig(), now_ms=NOW)
     d = _copy(unclean_source, tmp_path / "lazy")
     log, _ = _flip_below_recovery_point(d)
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=workers)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=workers)
     result = mploader.load_logs([d], cfg, now_ms=NOW, verify_in_background=True)
     assert result.background is not None
     after_load = tree_state(d)
@@ -93,7 +93,7 @@ def test_the_callers_order_decides_what_is_audited_and_when(unclean_source: Path
     """The order function's list is what the background audits, in that order (here: the oldest segment of each
     partition only, and the partitions backwards); the default puts the most recently written .log first."""
     d = _copy(unclean_source, tmp_path)
-    cfg = LoaderConfig(num_segment_loading_threads_per_data_dir=1)
+    cfg = LoaderConfig(segment_scan_workers_per_data_dir=1)
     result = mploader.load_logs([d], cfg, now_ms=NOW)
     everything = inactive_segments(result)
     assert len({s.log.dir for s in everything}) > 1 and len(everything) > len({s.log.dir for s in everything})
@@ -125,7 +125,7 @@ def test_the_callers_order_decides_what_is_audited_and_when(unclean_source: Path
 
 def test_cancel_stops_it_and_leaves_nothing(unclean_source: Path, tmp_path: Path) -> None:
     d = _copy(unclean_source, tmp_path)
-    result = mploader.load_logs([d], LoaderConfig(num_segment_loading_threads_per_data_dir=2), now_ms=NOW,
+    result = mploader.load_logs([d], LoaderConfig(segment_scan_workers_per_data_dir=2), now_ms=NOW,
                                 verify_in_background=True)
     assert result.background is not None
     result.background.cancel()
@@ -143,7 +143,7 @@ def test_a_caller_that_exits_early_leaves_no_process_or_shared_memory(unclean_so
     d = _copy(unclean_source, tmp_path)
     script = textwrap.dedent(f"""
         import os, mploader
-        r = mploader.load_logs([{str(d)!r}], mploader.LoaderConfig(num_segment_loading_threads_per_data_dir=2),
+        r = mploader.load_logs([{str(d)!r}], mploader.LoaderConfig(segment_scan_workers_per_data_dir=2),
                                verify_in_background=True)
         print(os.getpid(), flush=True)
     """)  # exits at once: the background is still starting or auditing

@@ -25,7 +25,7 @@ from mploader.broker_config import (
     read_properties,
     read_topic_configs,
 )
-from mploader.cli.units import UsageError
+from mploader.cli.exit_codes import UsageError
 from mploader.config import LoaderConfig
 
 log = logging.getLogger("mploader.cli")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mploader.cli.units import EXIT_OK
+from mploader.cli.exit_codes import EXIT_OK
 from mploader.engine.cleanup import remove_orphaned_blocks
 
 
@@ -19,6 +19,6 @@ def run_cleanup(args: argparse.Namespace) -> int:
     for name in [*removed.blocks, *removed.semaphores]:
         print(f"  /dev/shm/{name}")
     if removed.locked:
-        print(f"kept {len(removed.locked)} that look dead but are still locked by a running load: "
+        print(f"left {len(removed.locked)} that look dead but are still locked by a running load: "
               + ", ".join(removed.locked))
     return EXIT_OK

@@ -28,9 +28,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from mploader.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from mploader.cli.failures import failed
 from mploader.cli.output import fail, print_document, tool
-from mploader.cli.units import EXIT_OK, EXIT_USAGE
 from mploader.errors import (
     CheckpointNumberFormatError,
     CorruptFileError,

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mploader.cli.experimenting import (
+from mploader.cli.exit_codes import EXPERIMENT_EXIT_CODES_HELP
+from mploader.cli.experiment_common import (
     add_common_arguments,
     add_throttle_arguments,
     broker_for,
@@ -23,7 +24,7 @@ from mploader.cli.experimenting import (
     scratch,
     worker_counts,
 )
-from mploader.cli.units import EXPERIMENT_EXIT_CODES_HELP, format_bytes
+from mploader.cli.units import format_bytes
 from mploader.experiments.hdd_vs_ssd import RESTARTS, HddVsSsdPlan, run_hdd_vs_ssd
 from mploader.experiments.places import DEVICE_CLASSES, THROTTLED_LABEL
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline

@@ -26,8 +26,9 @@ import traceback
 from collections.abc import Iterator
 from types import FrameType
 
+from mploader.cli.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TERMINATED
 from mploader.cli.output import fail
-from mploader.cli.units import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_TERMINATED, format_bytes
+from mploader.cli.units import format_bytes
 from mploader.errors import MploaderError, fix_for
 
 _stopped_by: list[int] = []  # the signal that stopped the command (empty: none, or Ctrl-C's KeyboardInterrupt)

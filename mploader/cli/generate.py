@@ -8,7 +8,8 @@ import sys
 import time
 from typing import TextIO
 
-from mploader.cli.units import EXIT_OK, UsageError, format_bytes, parse_size
+from mploader.cli.exit_codes import EXIT_OK, UsageError
+from mploader.cli.units import format_bytes, parse_size
 from mploader.format.compression import CODEC_NAMES, UnsupportedCodecError, available_codecs
 from mploader.generate import FAULT_KINDS, Callback, GenerateSummary, GeneratorConfig, generate
 

@@ -12,11 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mploader.cli.broker import add_config_arguments, config_setup, config_warnings, with_flags
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
-from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
-from mploader.cli.filters import filter_problem, filtered_result
-from mploader.cli.logs import WarningCollector
-from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
-from mploader.cli.units import (
+from mploader.cli.exit_codes import (
     EXIT_CODES_HELP,
     EXIT_FAILURE,
     EXIT_LOST,
@@ -24,10 +20,12 @@ from mploader.cli.units import (
     EXIT_UNVERIFIED,
     EXIT_USAGE,
     UsageError,
-    format_bytes,
-    parse_size,
-    parse_workers,
 )
+from mploader.cli.failures import describe, failed, interrupt_exit_code, stop_reason
+from mploader.cli.filters import filter_problem, filtered_result
+from mploader.cli.logs import WarningCollector
+from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
+from mploader.cli.units import format_bytes, parse_size, parse_workers
 from mploader.config import INDEX_CHECKS, LoaderConfig
 from mploader.errors import CorruptFileError, MploaderError, StartupFailedError
 from mploader.format.names import DirKind
@@ -424,7 +422,7 @@ def run_load(args: argparse.Namespace) -> int:
     try:
         setup = config_setup(args)  # the broker's configuration (--config): the data dirs when none is named
         cfg = with_flags(setup.config, args).replace(
-            num_segment_loading_threads_per_data_dir=args.workers,
+            segment_scan_workers_per_data_dir=args.workers,
             dry_run=args.dry_run, read_ahead_bytes=args.read_ahead, index_check=args.index_check,
             max_read_bytes_per_sec=args.max_read_rate, persist_recovery_points=args.resumable,
         )
@@ -434,7 +432,7 @@ def run_load(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if args.partition_workers is not None:
         if args.max_read_rate is not None:
-            return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be kept "
+            return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be honoured "
                                                    "with --partition-workers: choose one")
         from mploader.host.cpus import usable_cpus
         from mploader.runners import ProcessPartitions
@@ -452,7 +450,7 @@ def run_load(args: argparse.Namespace) -> int:
                                       f"once as there are workers"})
     server = None
     if args.metrics_port is not None:
-        registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, not kept
+        registry = extra["metrics"] = MetricsRegistry(keep_history=False)  # served, no history stored
         try:
             server = MetricsServer(registry, args.metrics_port, args.metrics_address).start()
         except OSError as e:

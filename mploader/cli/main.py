@@ -5,7 +5,7 @@ function that adds the subcommand's arguments and one that runs it and returns t
 means a module beside :mod:`.load` and :mod:`.generate` with those two functions, and one table entry;
 :func:`main` needs no change.  Only the ``cli`` package prints.
 
-Exit codes (:data:`mploader.cli.units.ALL_EXIT_CODES_HELP`; each command's own table in its ``--help``): 0 success,
+Exit codes (:data:`mploader.cli.exit_codes.ALL_EXIT_CODES_HELP`; each command's own table in its ``--help``): 0 success,
 1 failure while running, 2 usage error (bad arguments or configuration, a DIR that is not a data dir:
 :mod:`.dirs`), 3 ``load --verify-after``'s check could not run, 4 acknowledged records lost (``load``, a dry run's
 prediction, ``spark load``), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (handled as Ctrl-C,
@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mploader.cli.exit_codes import ALL_EXIT_CODES_HELP, EXIT_USAGE, UsageError
 from mploader.cli.failures import failed, interrupt_exit_code, sigterm_as_interrupt, stop_reason
 from mploader.cli.logs import setup_logging
 from mploader.cli.output import error_document, fail, new_command, print_document, tool_version
-from mploader.cli.units import ALL_EXIT_CODES_HELP, EXIT_USAGE, UsageError
 from mploader.engine import ONE_BLAS_THREAD, worker_start
 
 # --------------------------------------------------------------------------------------------

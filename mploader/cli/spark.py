@@ -3,7 +3,7 @@
 Prints what the single-host command prints, broker by broker (``verify``: one report; ``--json``: the same
 document as ``mploader verify --json``, plus a ``"spark"`` member), and writes the segment inventory and the
 per-partition summary as Parquet under ``--out``.  ``load`` is a dry run unless ``--apply``.
-Exit codes (:data:`mploader.cli.units.SPARK_EXIT_CODES_HELP`): 0 healthy / loaded, 1 something is wrong (verify) or
+Exit codes (:data:`mploader.cli.exit_codes.SPARK_EXIT_CODES_HELP`): 0 healthy / loaded, 1 something is wrong (verify) or
 a broker would not start (load), 2 usage (the data dirs are checked as ``mploader load`` checks them, before Spark
 starts), 4 a load lost (would lose) acknowledged records.
 """
@@ -16,11 +16,11 @@ from typing import Any
 
 from mploader.cli.broker import add_config_arguments, config_setup, log_config_warnings
 from mploader.cli.dirs import data_dirs_problem
+from mploader.cli.exit_codes import EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_USAGE, SPARK_EXIT_CODES_HELP
 from mploader.cli.failures import interrupted
 from mploader.cli.load import lost_acknowledged, result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
-from mploader.cli.units import EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_USAGE, SPARK_EXIT_CODES_HELP
 from mploader.cli.verify import report_lines
 from mploader.errors import MploaderError
 

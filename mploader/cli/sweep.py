@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mploader.cli.experimenting import (
+from mploader.cli.exit_codes import EXIT_USAGE, EXPERIMENT_EXIT_CODES_HELP
+from mploader.cli.experiment_common import (
     add_common_arguments,
     add_throttle_arguments,
     broker_for,
@@ -24,7 +25,7 @@ from mploader.cli.experimenting import (
     sizes,
     worker_counts,
 )
-from mploader.cli.units import EXIT_USAGE, EXPERIMENT_EXIT_CODES_HELP, format_bytes
+from mploader.cli.units import format_bytes
 from mploader.experiments.places import DEVICE_CLASSES, PlaceUnavailable, make_place
 from mploader.experiments.plots import Panel, plot_against_workers, plot_timeline
 from mploader.experiments.report import Report, machine_facts

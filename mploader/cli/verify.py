@@ -1,5 +1,5 @@
 """``mploader verify DIR...``: is this data dir healthy?  Read-only; exit 0 healthy, 1 not, 2 usage
-(:data:`mploader.cli.units.VERIFY_EXIT_CODES_HELP`)."""
+(:data:`mploader.cli.exit_codes.VERIFY_EXIT_CODES_HELP`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any
 from mploader.cli.broker import add_config_arguments, config_setup, log_config_warnings
 from mploader.cli.dirs import data_dirs_problem
 from mploader.cli.display import terminal_display
+from mploader.cli.exit_codes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP
 from mploader.cli.failures import failed
 from mploader.cli.filters import filter_problem
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
 from mploader.cli.output import fail, print_document, tool_version
-from mploader.cli.units import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, VERIFY_EXIT_CODES_HELP, format_bytes, parse_workers
+from mploader.cli.units import format_bytes, parse_workers
 from mploader.scan.audit import SegmentAudit
 from mploader.verify import PartitionReport, VerifyReport, verify_logs
 from mploader.verify.report import Finding, segment_healthy
@@ -61,7 +62,7 @@ def run_verify(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {} if display is None else {"progress": display}
     try:
         with quiet_unless_verbose(CHANGE_LOGGERS):  # the dry run's warnings (no -v: the report says them)
-            cfg = setup.config.replace(num_segment_loading_threads_per_data_dir=args.workers)
+            cfg = setup.config.replace(segment_scan_workers_per_data_dir=args.workers)
             report = verify_logs(args.dirs, cfg, now_ms=args.now_ms, predict=not args.no_predict, **extra)
     except (KeyboardInterrupt, OSError) as e:  # Ctrl-C or SIGTERM; an I/O error, its file and what to do
         return failed(args, e)
@@ -81,7 +82,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print("\n".join(report_lines(report, show_all=args.all)))
         if args.topics or args.partitions:
             print(f"filtered (--topic/--partition): {len(report.partitions)} of the {audited} partitions audited "
-                  f"are shown and judged; the data dirs' own findings are kept")
+                  f"are shown and judged; the data dirs' own findings still count")
     return EXIT_OK if report.healthy else EXIT_FAILURE
 
 

@@ -1,4 +1,4 @@
-"""Adaptive workers (``num_segment_loading_threads_per_data_dir="adaptive"``): as many scans at once per data
+"""Adaptive workers (``segment_scan_workers_per_data_dir="adaptive"``): as many scans at once per data
 dir as pay, from the measured throughput and the utilisation of the dir's device.
 
 Seed 002's lesson: after an unclean shutdown a broker's HDDs sat at ~90% utilisation, and more recovery

@@ -213,7 +213,7 @@ class Report:
             lines += ["## The adaptive runs' decisions", ""]
             for r in adaptive:
                 lines.append(f"* run {r.id} ({r.place}, {r.spec.restart}, {r.spec.cache} cache): "
-                             + ("; ".join(r.adaptive) if r.adaptive else "kept its first count throughout"))
+                             + ("; ".join(r.adaptive) if r.adaptive else "held its first count throughout"))
             lines.append("")
         for caption, name in images:
             lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]

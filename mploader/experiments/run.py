@@ -45,7 +45,7 @@ class Place:
 class RunSpec:
     """What one run does."""
 
-    workers: int | str  # num_segment_loading_threads_per_data_dir: N or "adaptive"
+    workers: int | str  # segment_scan_workers_per_data_dir: N or "adaptive"
     recovery_threads: int = 1
     dry_run: bool = False
     cache: str = "cold"  # "cold" or "warm"
@@ -53,7 +53,7 @@ class RunSpec:
     max_read_bytes_per_sec: int | None = None
 
     def config(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"num_segment_loading_threads_per_data_dir": self.workers,
+        out: dict[str, Any] = {"segment_scan_workers_per_data_dir": self.workers,
                                "num_recovery_threads_per_data_dir": self.recovery_threads, "dry_run": self.dry_run}
         if self.max_read_bytes_per_sec is not None:
             out["max_read_bytes_per_sec"] = self.max_read_bytes_per_sec

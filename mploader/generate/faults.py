@@ -82,7 +82,7 @@ class _FaultInjector:
                 f.seek(pos)
                 f.write(bytes(seg.size - pos))
             return self.fault(kind, file=file, segment_base=seg.base, batch=k, position=pos, valid_end=pos,
-                              detail=f"bytes {pos}..{seg.size} zeroed (lost pages), file length kept")
+                              detail=f"bytes {pos}..{seg.size} zeroed (lost pages), file length unchanged")
         k = rng.randrange(seg.batches)
         pos, size = self._batch_at(seg, k)
         at = pos + rng.randrange(records.ATTRIBUTES_OFFSET, size)  # inside the CRC-covered range

@@ -486,7 +486,7 @@ def _truncate_epochs_from_start(entries: list[tuple[int, int]], start: int) -> l
     """LeaderEpochFileCache.truncateFromStart: entries starting at or before ``start`` go; the
     latest of them comes back starting at ``start``."""
     removed = [e for e in entries if e[1] <= start]
-    kept = [e for e in entries if e[1] > start]
+    remaining = [e for e in entries if e[1] > start]
     if removed:
-        kept.insert(0, (removed[-1][0], start))
-    return kept
+        remaining.insert(0, (removed[-1][0], start))
+    return remaining

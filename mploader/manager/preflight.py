@@ -37,7 +37,7 @@ def preflight(states: list[DirState], cfg: LoaderConfig, disk: Disk, channel: Lo
     and the same partition in two directories.  Raises the first certain StartupFailedError; reads only
     (an existing ``.lock`` is locked here: that changes no byte).  A data dir whose files the environment keeps
     a load from (:mod:`mploader.disk.environment`; ``check_writes``: also what it may not write) goes offline."""
-    n = cfg.num_segment_loading_threads_per_data_dir
+    n = cfg.segment_scan_workers_per_data_dir
     workers = n if isinstance(n, int) else usable_cpus()
     if (problem := environment.open_files_problem(len(states), cfg.num_recovery_threads_per_data_dir,
                                                   workers)) is not None:

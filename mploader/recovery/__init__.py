@@ -1,12 +1,13 @@
-"""Phase 2, one partition at a time (in the parent, or in the worker that loads the partition with
-``--partition-workers``): the only code that decides what changes on disk.
+"""Phase 2, one partition at a time (in the loading process, in the worker process that loads the partition
+with ``--partition-workers``, or in the Spark task that does with ``mploader spark load``): the only code that
+decides what changes on disk.
 
 * :mod:`.loader`           one partition directory (Kafka's ``UnifiedLog.apply`` + ``LogLoader.load``)
 * :mod:`.segment_recovery` one segment (``LogSegment.recover``): indexes (as Phase 1 prepared them, else here),
   epochs, producer state, truncation
 * :mod:`.segment`          index lookups and the segment helpers the loader needs
 * :mod:`.producer_state`   Kafka's ``ProducerStateManager``; :mod:`.producer_apply` a segment's batches at once;
-  :mod:`.producer_map` its producer map, kept in its snapshot's rows; :mod:`.producer_entry` one producer
+  :mod:`.producer_map` its producer map, held in its snapshot's rows; :mod:`.producer_entry` one producer
 * :mod:`.snapshot_files`   a partition's producer snapshot files, by offset (the manager's ``snapshots`` map)
 * :mod:`.epoch_cache`      Kafka's ``LeaderEpochFileCache``
 * :mod:`.split`            the offset-overflow split of legacy segments (``LogLoader.retryOnOffsetOverflow``)

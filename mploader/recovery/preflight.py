@@ -34,7 +34,7 @@ from mploader.scan.plan import CleanScans
 
 MAX_SEGMENT_BYTES = 2**31 - 1  # the loader's limit (FileRecords refuses to open a larger .log)
 # file names the preflight leaves listed for the loader, over all partitions (~100 B each: ~10 MB at most); a
-# partition's listing kept saves the loader a second listing of the directory (~20-30 us a partition)
+# partition's cached listing saves the loader a second listing of the directory (~20-30 us a partition)
 KEPT_NAMES = 100_000
 
 
@@ -133,7 +133,7 @@ def _oversized_log(disk: Disk, directory: str, logs: list[str], files: list[str]
     for name in logs:
         padded = os.path.join(directory, name)
         try:
-            size = disk.size(padded)  # one stat, kept with a kept listing (a missing padded .log: created empty)
+            size = disk.size(padded)  # one stat, cached with a cached listing (a missing padded .log: created empty)
         except FileNotFoundError:
             continue
         if size > MAX_SEGMENT_BYTES:

@@ -6,7 +6,7 @@ offset, a ``.txnindex`` entry if it aborts, and completeTxn.  The same end state
 numpy over the segment's batch table::
 
     batch table (log order) --sort by producer id--> one run of rows per producer
-        |  per producer: last epoch, data batches since its last change (5 kept), last timestamp,
+        |  per producer: last epoch, data batches since its last change (5 retained), last timestamp,
         |                last marker's coordinator epoch, transaction open at the end or not
         |  per transaction: a producer's rows between two of its markers form a span; the span's
         |                first transactional batch opens it (unless the segment began with one
@@ -213,9 +213,9 @@ def _update_entries(entries: list[ProducerEntry], rows: BatchColumns, row: np.nd
     change = np.zeros(n, bool)
     change[1:] = (epoch[1:] != epoch[:-1]) & ~head[1:]
     last_change = np.maximum.reduceat(np.where(change, k, -1), lo)
-    kept = ~ctrl & (k >= np.maximum(last_change, lo)[gid])  # data batches since the last epoch change
-    count = np.cumsum(kept)
-    retained = np.flatnonzero(kept & (count[hi][gid] - count < NUM_BATCHES_TO_RETAIN))  # at most 5 per producer
+    since_change = ~ctrl & (k >= np.maximum(last_change, lo)[gid])  # data batches since the last epoch change
+    count = np.cumsum(since_change)
+    retained = np.flatnonzero(since_change & (count[hi][gid] - count < NUM_BATCHES_TO_RETAIN))  # at most 5 per producer
     at = row[retained]
     last_ctrl = np.maximum.reduceat(np.where(ctrl, k, -1), lo)
     last = row[hi]

@@ -98,7 +98,7 @@ class SnapshotFiles:
         self._forget_written(offset)
 
     def wrote(self, offset: int, name: str, entries: Sequence[ProducerSnapshotEntry]) -> None:
-        """A manager wrote ``entries`` as the snapshot ``name`` at ``offset``.  They are kept (the latest
+        """A manager wrote ``entries`` as the snapshot ``name`` at ``offset``.  They are cached (the latest
         only) when no file was there: an older, longer file keeps its tail under the new bytes (Kafka's write
         does not truncate), so its content is only known by reading it."""
         new = offset not in self._names
@@ -106,7 +106,7 @@ class SnapshotFiles:
         self._written = (offset, name, entries) if new else None
 
     def written(self, offset: int, name: str) -> Sequence[ProducerSnapshotEntry] | None:
-        """The entries the file ``name`` at ``offset`` holds, when :meth:`wrote` kept them and nothing changed
+        """The entries the file ``name`` at ``offset`` holds, when :meth:`wrote` cached them and nothing changed
         it since; else None."""
         if self._written is not None and self._written[:2] == (offset, name):
             return self._written[2]

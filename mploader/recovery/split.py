@@ -12,7 +12,7 @@ with the same decisions Kafka takes:
 * batches are framed the way ``FileLogInputStream`` frames them (no CRC check,
   no minimum batch size beyond the 14-byte size field) and each new segment is
   filled by ``LogSegment.appendFromFile``: chunks bounded by the copy buffer
-  (1 MiB, grown to one larger batch and kept), one ``append`` per chunk, hence
+  (1 MiB, grown to one larger batch and reused), one ``append`` per chunk, hence
   the append-time offset/time index entries;
 * the new segments are written as ``*.cleaned``, renamed ``*.swap`` (highest
   base first), the old segment's files go (only when the old segment is in the
@@ -331,7 +331,7 @@ def _append_from_file(old: _Log, first: int, idx: _Indexes) -> int:
         chunk = int(csum[e] - csum[j])
         a = j + int(np.argmax(old.ts[j:e]))  # the first batch with the largest timestamp
         if capacity < chunk:
-            capacity = chunk  # one batch larger than the buffer: a buffer of its size, kept for later chunks
+            capacity = chunk  # one batch larger than the buffer: a buffer of its size, reused for later chunks
         idx.append_chunk(int(old.last[e - 1]), int(old.ts[a]), int(old.last[a]), chunk)
         j = e
     return j

@@ -5,10 +5,10 @@ audits there too, and the scans of its prediction (a dry-run load), whose Phase 
 * :mod:`.tasks`    pieces of work (segments, chunks of big ones) packed into Spark partitions by bytes
 * :mod:`.arrow`    a scan's batch table, its recovery draft and a segment audit as Arrow rows, both ways
 * :mod:`.phase1`   what the executors run: ``mapInArrow`` over pieces, reading the files through their paths
-* :mod:`.engine`   :class:`SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits and the
-                   scans of its prediction)
+* :mod:`.engine`   :class:`.engine.SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits
+                   and the scans of its prediction)
 * :mod:`.phase2`   a load's partitions recovered by Spark tasks (the manager's ``partitions=`` runner)
-* :mod:`.fleet`    :func:`load` and :func:`verify` over many brokers' data dirs
+* :mod:`.fleet`    :func:`.fleet.load` and :func:`.fleet.verify` over many brokers' data dirs
 * :mod:`.output`   the Parquet segment inventory and per-partition summary
 
 Needs the ``spark`` extra (pyspark 4, pandas, pyarrow) and Java 17; importing this package imports none of

@@ -17,8 +17,9 @@ them through its own handlers once Spark's job is done, as the process pool's pa
 (:mod:`mploader.runners.processes`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
 attempts that failed answer nothing), and the executors print none of them.
 
-A dry run (``apply=False``) keeps each partition's changes in the task's memory (:class:`DryRunDisk`); an
-applied load writes through :class:`RealDisk` and syncs each task's file systems before the task completes, so
+A dry run (``apply=False``) keeps each partition's changes in the task's memory
+(:class:`mploader.disk.dry_run.DryRunDisk`); an applied load writes through :class:`mploader.disk.real.RealDisk`
+and syncs each task's file systems before the task completes, so
 that what the driver reports as loaded is durable.  Speculative execution must be off (:func:`check_session`):
 two copies of one task would recover the same partition.  A task that dies is retried by Spark: recovery
 is idempotent, a rerun completes what a killed one left (docs/architecture.md, "Durability").

@@ -56,7 +56,7 @@ def newest_first(segments: list[SegmentRef]) -> list[SegmentRef]:
 
 
 def inactive_segments(result: LoadResult) -> list[SegmentRef]:
-    """The segments a load left unread: not recovered, not the active one, in a log it kept."""
+    """The segments a load left unread: not recovered, not the active one, in a log it did not delete."""
     out = []
     for lg in result.all_logs():
         recovered = set(lg.recovered_segments)
@@ -150,7 +150,7 @@ class BackgroundVerification:
                 raise self._error
             if self._cancelled.is_set():
                 raise LoadInterrupted("the background verification was cancelled")
-        except BaseException as e:  # kept for wait(); a daemon thread has no one else to tell
+        except BaseException as e:  # stored for wait(); a daemon thread has no one else to tell
             self._error = e
         finally:
             if self._engine is not None:
@@ -169,7 +169,7 @@ class BackgroundVerification:
                 self._tracker.segments_scanned(data_dir, 1, audit.size_bytes)
                 if self._cancelled.is_set():
                     return
-        except BaseException as e:  # a thread of its own: kept for wait() (a cancel's LoadInterrupted is expected)
+        except BaseException as e:  # a thread of its own: stored for wait() (a cancel's LoadInterrupted is expected)
             if not self._cancelled.is_set():
                 self._error = self._error or e
 

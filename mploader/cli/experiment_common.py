@@ -1,7 +1,7 @@
-"""What ``mploader sweep`` and ``mploader experiment`` share: the data and output options, the scratch
-directory, a line per run on stderr, the report at the end, and SIGTERM handled as a Ctrl-C, SIGINT taken even
-where a shell started the command with it ignored (so that every device, mount and cgroup an experiment made
-is removed when it is stopped either way)."""
+"""What the commands ``mploader sweep`` (:mod:`.sweep`) and ``mploader experiment`` (:mod:`.experiment`)
+share: the data and output options, the scratch directory, a line per run on stderr, the report at the end, and
+SIGTERM handled as a Ctrl-C, SIGINT taken even where a shell started the command with it ignored (so that every
+device, mount and cgroup an experiment made is removed when it is stopped either way)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from types import FrameType
 from typing import Any
 
 from mploader.cli.dirs import data_dirs_problem
+from mploader.cli.exit_codes import UsageError
 from mploader.cli.output import SCHEMA_VERSION, print_document, tool
-from mploader.cli.units import UsageError, format_bytes, parse_size
+from mploader.cli.units import format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
 from mploader.experiments.cache import METHODS
 from mploader.experiments.places import HDD_LIKE

@@ -1,7 +1,8 @@
-"""Second review pass (split, snapshot sequence, producer state, -future/-stray, index garbage).
+"""A producer snapshot's entry order when producer ids collide in one bucket of Kafka's producers map (a
+java.util.HashMap bin grown into a red-black tree bin): the partition loads as Kafka loads it, and the snapshot
+lists the entries in the JVM's order (mploader/format/java_hashmap.py).
 
-Each test cites the Kafka 4.x source (1eb7644349cb) that decides the expected outcome.  Every test here
-passes: the divergences found were fixed.
+The test cites the Kafka 4.x source (1eb7644349cb) that decides the expected outcome.
 """
 
 from __future__ import annotations
