@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mploader.config import LoaderConfig
-from mploader.disk import open_disk
+from mploader.disk import NO_HOOK, MutationHook, open_disk
 from mploader.engine import worker_start
 from mploader.engine.base import InlineSource
 from mploader.engine.plan import DirPlan, PlannedScans, ordered, partition_scans
@@ -200,9 +200,9 @@ class LoadsHere:
     2 is: no batch table crosses a process) and counted with the disk's file changes: a worker's group, a Spark
     task's rows (:mod:`mploader.spark.phase2`), the groups the parent loads itself."""
 
-    def __init__(self, cfg: LoaderConfig) -> None:
+    def __init__(self, cfg: LoaderConfig, mutations: MutationHook = NO_HOOK) -> None:
         self.cfg = cfg
-        self.disk = open_disk(cfg.dry_run)
+        self.disk = open_disk(cfg.dry_run, mutations=mutations)
         self.work = LoadStats()
         self._scans = InlineSource(self.work, threading.Lock())
 
@@ -229,19 +229,20 @@ Group = tuple[list[Outcome], list[logging.LogRecord], list[str], OSError | None,
 
 
 def load_group(jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
-               segments: Callable[[int, int], None] = lambda i, n: None) -> Group:
+               segments: Callable[[int, int], None] = lambda i, n: None, mutations: MutationHook = NO_HOOK) -> Group:
     """A worker's task: each job's load, in order (:class:`LoadsHere`), synced at the end; the mploader log records
     at ``level`` and above go back with the outcomes instead of to this process's handlers, with the directories
     the disk changed, the error of the sync, if it failed (the group's partitions then fail with it, their dirs
     offline, as an inline load's last sync takes them), and the scans' and the file changes' counts and seconds.
-    ``segments``: told of the segments left to recover in job ``i`` (its position in ``jobs``) as its load goes."""
+    ``segments``: told of the segments left to recover in job ``i`` (its position in ``jobs``) as its load goes;
+    ``mutations``: the disk's hook."""
     logger = logging.getLogger("mploader")
     collect = _Collect()
     saved = logger.level, logger.propagate, logger.handlers
     logger.setLevel(level)
     logger.propagate, logger.handlers = False, [collect]
     try:
-        here = LoadsHere(cfg)
+        here = LoadsHere(cfg, mutations)
         outcomes = [here.load(job, functools.partial(segments, i)) for i, job in enumerate(jobs)]
         try:
             here.finish()  # durable before the parent hears of them (its --resumable recovery points)
@@ -304,7 +305,7 @@ def _died(process: BaseProcess) -> str:
 DONE, SEGMENTS = "done", "segments"
 
 
-def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
+def _serve(conn: Connection, parent_pid: int, forked: bool, mutations: MutationHook) -> None:
     """A worker's loop: a group in, its outcomes and log records out, until the parent says ``None`` or goes."""
     from mploader.engine.worker import init_worker  # the scanning pool's: not imported by a load that starts none
 
@@ -317,7 +318,7 @@ def _serve(conn: Connection, parent_pid: int, forked: bool) -> None:
         if task is None:
             return
         group, jobs, cfg, level = task
-        conn.send((DONE, group, *load_group(jobs, cfg, level, _Reporter(conn))))
+        conn.send((DONE, group, *load_group(jobs, cfg, level, _Reporter(conn), mutations)))
 
 
 class _Reporter:
@@ -340,14 +341,14 @@ class _Worker:
     """One worker process, its end of the pipe, its number (0 to workers - 1: a worker that takes a dead one's place
     takes its number) and the group it is loading (None: idle)."""
 
-    def __init__(self, start: str, number: int) -> None:
+    def __init__(self, start: str, number: int, mutations: MutationHook) -> None:
         self.number = number
         import multiprocessing
 
         ctx: Any = multiprocessing.get_context(start)  # typeshed's BaseContext has no Process
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, os.getpid(), start == "fork"), name=WORKER_NAME,
-                                   daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, os.getpid(), start == "fork", mutations),
+                                   name=WORKER_NAME, daemon=True)
         try:
             self.process.start()
         except BaseException:  # no process (fork's EAGAIN, ENOMEM): nor its pipe
@@ -366,13 +367,15 @@ class _Worker:
 
 class ProcessPartitions:
     """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: ``workers`` processes, each loading whole
-    partitions (Phase 1 and Phase 2); ``start``: "fork" or "spawn" (:func:`mploader.engine.worker_start`)."""
+    partitions (Phase 1 and Phase 2); ``start``: "fork" or "spawn" (:func:`mploader.engine.worker_start`);
+    ``mutations``: the hook of every worker's disk (a spawned worker's is a pickled copy)."""
 
-    def __init__(self, workers: int, start: str | None = None) -> None:
+    def __init__(self, workers: int, start: str | None = None, mutations: MutationHook = NO_HOOK) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.workers = workers
         self.start = worker_start(start)
+        self.mutations = mutations
         self.worker_deaths = 0  # workers that died in this runner's loads
         self.loaded_in_parent = 0  # jobs the parent loaded: their group's worker died twice, or none started
         self.changed_dirs: set[str] = set()  # the directories the last call's loads changed (a failure says them)
@@ -412,7 +415,7 @@ class ProcessPartitions:
         for g in self._run(jobs, groups, cfg, level, take, told):  # their worker died twice, or none started
             self.loaded_in_parent += len(groups[g])  # loaded here, as worker 0 (no worker is left)
             take(groups[g], load_group([jobs[i] for i in groups[g]], cfg, level,
-                                       functools.partial(told, g, 0)))
+                                       functools.partial(told, g, 0), self.mutations))
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
         if missing:  # a bug of this module: never hand the caller a list out of step with its jobs
             raise RuntimeError(f"no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
@@ -474,7 +477,7 @@ class ProcessPartitions:
             while todo and len(workers) < min(self.workers, len(groups)):
                 try:
                     number = min(set(range(self.workers)) - {w.number for w in workers})
-                    workers.append(_Worker(self.start, number))
+                    workers.append(_Worker(self.start, number, self.mutations))
                 except OSError as e:
                     if not warned:
                         log.warning("cannot start a partition-loading worker (%s); %s", e,

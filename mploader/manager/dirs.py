@@ -89,13 +89,13 @@ def can_create(d: str) -> bool:
     return bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
 
 
-def read_dir(state: DirState, skip: str | None = None) -> None:
-    """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only).
-    ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
+def read_dir(state: DirState, disk: Disk, skip: str | None = None) -> None:
+    """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only, the
+    files through ``disk``).  ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
     d = state.path
-    state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT)
-    state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT)
-    state.high_watermarks = _read_high_watermarks(d)
+    state.recovery_points = _read_checkpoint(state, disk, checkpoint.RECOVERY_POINT_CHECKPOINT)
+    state.log_starts = _read_checkpoint(state, disk, checkpoint.LOG_START_OFFSET_CHECKPOINT)
+    state.high_watermarks = _read_high_watermarks(disk, d)
     partitions: list[tuple[str, TopicPartition, DirKind]] = []
     for entry in sorted(os.scandir(d), key=lambda e: e.name):
         if not entry.is_dir() or entry.name in (names.REMOTE_LOG_INDEX_CACHE, skip):
@@ -115,13 +115,13 @@ def read_dir(state: DirState, skip: str | None = None) -> None:
     state.listed = True
 
 
-def _read_high_watermarks(d: str) -> dict[TopicPartition, int] | None:
+def _read_high_watermarks(disk: Disk, d: str) -> dict[TopicPartition, int] | None:
     """``replication-offset-checkpoint`` (the ReplicaManager's, not read by loadLogs): for the impact report."""
     path = os.path.join(d, checkpoint.REPLICATION_OFFSET_CHECKPOINT)
-    if not os.path.isfile(path):
+    if not disk.exists(path):
         return None
     try:
-        return checkpoint.read_offset_checkpoint(path)
+        return checkpoint.parse_offset_checkpoint(disk.read(path), path)
     except (OSError, ValueError) as e:
         log.warning("%s: %s; the high watermarks of this data dir are unknown", path, e)
         return None
@@ -162,7 +162,7 @@ def prepare_dir(state: DirState, disk: Disk, offline: dict[str, str]) -> None:
             else:
                 state.marker_to_delete = marker
         if not state.listed or state.predicted_offline is not None:
-            read_dir(state)
+            read_dir(state, disk)
     except OSError as e:
         offline[d] = state.offline_reason = f"{type(e).__name__}: {e}"
         state.partitions = []
@@ -235,10 +235,12 @@ def written_dirs(error: BaseException) -> list[str] | None:
     return list(value) if isinstance(value, list) else None
 
 
-def _read_checkpoint(state: DirState, name: str) -> dict[TopicPartition, int]:
+def _read_checkpoint(state: DirState, disk: Disk, name: str) -> dict[TopicPartition, int]:
     path = os.path.join(state.path, name)
     try:
-        return checkpoint.read_offset_checkpoint(path) if os.path.exists(path) else {}
+        return checkpoint.parse_offset_checkpoint(disk.read(path), path)
+    except FileNotFoundError:  # none yet (Kafka's checkpoint object creates it empty)
+        return {}
     except MalformedCheckpointError as e:
         log.warning("%s; using an empty map and reporting %s offline", e, state.path)
         state.offline_reason = state.offline_reason or str(e)

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Protocol
 
 from mploader.config import LoaderConfig
-from mploader.disk import Disk, open_disk
+from mploader.disk import NO_HOOK, Disk, MutationHook, open_disk
 from mploader.engine.base import Engine, EngineFactory
 from mploader.engine.plan import DirPlan, PlannedScans
 from mploader.engine.select import AutoPlans, auto_plans, make_engine, workers_per_dir
@@ -86,6 +86,7 @@ def load_logs(
     progress: Progress | None = None,
     engine: EngineFactory | None = None,
     partitions: PartitionRunner | None = None,
+    mutations: MutationHook = NO_HOOK,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up.
 
@@ -95,10 +96,14 @@ def load_logs(
     config's choice, :func:`mploader.engine.select.make_engine`; e.g. :class:`mploader.spark.SparkEngine`).
     ``partitions`` loads the partitions elsewhere, each a :class:`~mploader.recovery.job.PartitionJob` run
     with :func:`~mploader.recovery.job.load_partition` (e.g. on Spark executors, :mod:`mploader.spark.phase2`):
-    the data dirs' start-up (preflight, locks, marker, checkpoints) and the result stay here.
+    the data dirs' start-up (preflight, locks, marker, checkpoints) and the result stay here.  ``mutations`` is told of
+    every change before it is made (:mod:`mploader.disk.mutations`: the kill-point tests), in the worker processes of
+    :class:`~mploader.partition_pool.ProcessPartitions` too when the load starts them (a runner given as
+    ``partitions`` is given its own).
     """
     cfg = config or LoaderConfig()
-    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run), engine, partitions)
+    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run, mutations=mutations), engine,
+                      partitions, mutations=mutations)
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -114,7 +119,7 @@ def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: Loader
 def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
                metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
                engine: EngineFactory | None = None, partitions: PartitionRunner | None = None,
-               check_writes: bool = True) -> LoadResult:
+               check_writes: bool = True, mutations: MutationHook = NO_HOOK) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     gauges = ProgressGauges(metrics) if metrics is not None else None
@@ -140,7 +145,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 prepare_dir(state, disk, offline)
             result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, offline, stats, engine,
-                                    partitions)
+                                    partitions, mutations)
         except StartupFailedError as e:
             commit_clean_dirs(states, cfg, disk, offline)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
@@ -167,7 +172,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
 def _load_prepared(states: list[DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
                    metrics: MetricsRegistry, progress: ProgressTracker | None, offline: dict[str, str],
                    stats: LoadStats, factory: EngineFactory | None = None,
-                   runner: PartitionRunner | None = None) -> LoadResult:
+                   runner: PartitionRunner | None = None, mutations: MutationHook = NO_HOOK) -> LoadResult:
     live = [s for s in states if s.offline_reason is None or s.partitions]
     if not any(d not in offline for d in dirs):  # LogManager.createAndValidateLogDirs: Exit.halt(1)
         reasons = "; ".join(f"{d}: {offline[d]}" for d in dirs)
@@ -188,7 +193,7 @@ def _load_prepared(states: list[DirState], dirs: list[str], cfg: LoaderConfig, d
         if runner is None and factory is None:
             n, auto = _auto_partition_workers(cfg, live, plans, progress is None)
             if n:
-                runner, planned = ProcessPartitions(n, cfg.worker_start), auto.planned
+                runner, planned = ProcessPartitions(n, cfg.worker_start, mutations), auto.planned
                 for s in live:  # the workers change them: listings kept by this disk would no longer be true
                     for path, _, _ in s.partitions:
                         disk.release(path)

@@ -164,6 +164,6 @@ def inspect_dir(state: DirState, disk: Disk, dry_run: bool) -> None:
         state.predicted_offline = f"PermissionError: the data directory is not writable: {d}"
         return
     try:
-        read_dir(state, skip=checkpoint.CLEAN_SHUTDOWN_MARKER if marker_dir else None)
+        read_dir(state, disk, skip=checkpoint.CLEAN_SHUTDOWN_MARKER if marker_dir else None)
     except OSError as e:  # the listing: offline, after the writes Kafka makes first (prepare_dir lists again)
         state.predicted_offline = f"{type(e).__name__}: {e}"
