@@ -80,8 +80,9 @@ class DiskReader(abc.ABC):
     @abc.abstractmethod
     def fingerprint(self, path: str) -> str:
         """The file as one string: its inode, size and modification time (ns) and its first 4 KiB, so that another
-        file at the same name later is told apart (a file this disk wrote: its size and bytes); FileNotFoundError
-        where there is none, EnvironmentFailure where a directory, a link or a special file stands there."""
+        file at the same name later is told apart (a dry run's own file, which has neither: its size and bytes);
+        FileNotFoundError where there is none, EnvironmentFailure where a directory, a link or a special file stands
+        there."""
 
 
 class Disk(DiskReader):
