@@ -508,3 +508,31 @@ def test_a_loads_hook_is_told_in_its_partition_workers_too(tmp_path: Path) -> No
     assert {"t-0", "t-1"} <= in_partitions  # the workers' changes (recovery's snapshots, indexes)
     # the parent's own recorder heard the parent's changes alone: the data dir's files (its workers' are theirs)
     assert hook.points and all(str(d) in (path, os.path.dirname(path)) for _, path in hook.points)
+
+
+def test_a_dry_run_reads_its_own_changes_where_the_load_reads_a_data_dirs_files(tmp_path: Path) -> None:
+    """The files a load reads by name (the leader-epoch checkpoint, ``partition.metadata``, the clean-shutdown marker
+    a journal is written under) are read through the disk: a dry run sees there what it changed, not the disk."""
+    from mploader import LoaderConfig
+    from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+    from mploader.format.names import DirKind
+    from mploader.recovery import journal
+    from mploader.recovery.preflight import startup_failure
+    from tests.kafkadir import PartitionBuilder, data_dir
+
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d, "t", 0).segment(0, B(0)).epochs((0, 0))
+    cfg = LoaderConfig().for_topic("t")
+    disk, before = DryRunDisk(), tree_state(d)
+    assert startup_failure(disk, str(pb.path), DirKind.LIVE, cfg) is None
+    disk.write(str(pb.path / "leader-epoch-checkpoint"), b"0\n1\nx 0\n")  # as on disk it is valid
+    failure = startup_failure(disk, str(pb.path), DirKind.LIVE, cfg)
+    assert failure is not None and failure.kafka_exception == "NumberFormatException"
+    disk.write(str(pb.path / "leader-epoch-checkpoint"), b"0\n1\n0 0\n")
+    disk.write(str(pb.path / "partition.metadata"), b"version: 0\ntopic_id: x")
+    failure = startup_failure(disk, str(pb.path), DirKind.LIVE, cfg)
+    assert failure is not None and failure.kafka_exception == "IllegalArgumentException"
+    assert journal.note_clean_start(disk, str(pb.path), str(d), shortcut=True)  # under the marker on disk
+    disk.delete(str(d / CLEAN_SHUTDOWN_MARKER))
+    assert not journal.note_clean_start(disk, str(pb.path), str(d), shortcut=True)  # its marker gone: none written
+    assert tree_state(d) == before
