@@ -31,10 +31,10 @@ def load_logs(
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up
     (:func:`mploader.manager.load_logs`, which takes ``options``: ``metrics``, ``progress``, ``engine``,
-    ``partitions``; the result, or :class:`~mploader.errors.StartupFailedError` where Kafka's broker would fail to
-    start).  With ``verify_in_background``, ``result.background`` then audits the inactive segments the load did
-    not read, in ``verify_order`` (default newest first), reporting to ``verify_progress``; a dry run verifies
-    too (it writes nothing either way)."""
+    ``partitions``, ``mutations``; the result, or :class:`~mploader.errors.StartupFailedError` where Kafka's broker
+    would fail to start).  With ``verify_in_background``, ``result.background`` then audits the inactive segments
+    the load did not read, in ``verify_order`` (default newest first), reporting to ``verify_progress``; a dry run
+    verifies too (it writes nothing either way)."""
     result = _load_logs(data_dirs, config, now_ms, **options)
     if verify_in_background:
         result.background = BackgroundVerification(result, config, order=verify_order, progress=verify_progress)

@@ -100,7 +100,7 @@ class LoaderConfig:
     ``segment_scan_workers_per_data_dir``        ``--workers``: how many worker processes per data dir scan its
                                                  segments in Phase 1 (1: the scans run in the loading process, no
                                                  worker), or "auto" (default; see
-                                                 :func:`mploader.engine.select.workers_per_dir`), or "adaptive"
+                                                 :func:`mploader.load_plan.workers_per_dir`), or "adaptive"
                                                  (:mod:`mploader.engine.adaptive`: as many as pay, from the
                                                  measured throughput and the device's %util).  Processes, not
                                                  threads: formerly ``num_segment_loading_threads_per_data_dir``,

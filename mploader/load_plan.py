@@ -29,7 +29,7 @@ from mploader.costs import (
     SCAN_BYTES_PER_SECOND,
     SEGMENT_SECONDS,
 )
-from mploader.disk import Disk
+from mploader.disk import NO_HOOK, Disk, MutationHook
 from mploader.engine import worker_start
 from mploader.engine.base import Engine
 from mploader.engine.inline import InlineEngine
@@ -68,10 +68,12 @@ class LoadPlan:
         return engine
 
     def runner(self, cfg: LoaderConfig, disk: Disk, data_dirs: Sequence[str], stats: LoadStats,
-               metrics: MetricsRegistry | None = None, progress: Progress | None = None) -> PartitionRunner:
-        """Where this plan's partitions load: worker processes, or loading threads with this plan's engine."""
+               metrics: MetricsRegistry | None = None, progress: Progress | None = None,
+               mutations: MutationHook = NO_HOOK) -> PartitionRunner:
+        """Where this plan's partitions load: worker processes (their disks told ``mutations``), or loading threads
+        on ``disk`` with this plan's engine."""
         if self.partition_workers:
-            return ProcessPartitions(self.partition_workers, cfg.worker_start)
+            return ProcessPartitions(self.partition_workers, cfg.worker_start, mutations)
         return LoadingThreads(self.engine(cfg, data_dirs, stats, metrics, progress), disk,
                               cfg.num_recovery_threads_per_data_dir)
 

@@ -1,12 +1,12 @@
 """Kill-point enumeration: SIGKILL a load at every change it makes to disk, rerun, compare with one uninterrupted load.
 
 Used by tests/test_crash_safety.py (small brokers, in the suite) and perf/crash_points.py (bigger ones, with
-recorded figures).  The hook (:mod:`mploader.disk.mutations`) is called before every change a RealDisk makes,
-and at the torn states between the system calls of one change.  For every point ``k`` of an uninterrupted
-load's sequence, a forked child loads a fresh copy of the data with a hook that records each point and sends
-the child SIGKILL at point ``k`` (a real kill: nothing of the child runs after it); the parent then loads the
-copy again to completion and compares every byte of it, and the final outcome the load reports, with the
-uninterrupted load's.
+recorded figures).  The hook (:mod:`mploader.disk.mutations`), given to a load as ``load_logs(..., mutations=)``,
+is called before every change its RealDisk makes, and at the torn states between the system calls of one change.
+For every point ``k`` of an uninterrupted load's sequence, a forked child loads a fresh copy of the data with a
+hook that records each point and sends the child SIGKILL at point ``k`` (a real kill: nothing of the child runs
+after it); the parent then loads the copy again to completion and compares every byte of it, and the final
+outcome the load reports, with the uninterrupted load's.
 
 A clean data dir's load commits when it deletes the clean-shutdown marker (mploader keeps it until every
 partition is loaded: docs/crash-safety.md); after that point the dir reads as unclean, so a kill after it is
@@ -46,14 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mploader.disk.reader
 import mploader.disk.real
 import mploader.engine.chunks
 import mploader.format.files
 import mploader.format.index
-import mploader.recovery.journal
 import mploader.scan.walk
 from mploader import LoaderConfig, load_logs
-from mploader.disk.mutations import point, set_mutation_hook
+from mploader.disk.mutations import MutationHook
 from mploader.errors import StartupFailedError
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
 from mploader.generate import GeneratorConfig, generate
@@ -61,10 +61,12 @@ from mploader.result import LoadResult
 from tests.fingerprint import changed, tree_state
 
 
-class Recorder:
-    """A mutation hook that writes each point to ``fd`` as ``op path`` lines and SIGKILLs the process at point
-    ``kill_at`` (1-based; None: never), or raises ``OSError(strike_errno, strerror)`` there (``strike_errno``
-    given: an error of the environment, no file named, as a system call raises it)."""
+class Recorder(MutationHook):
+    """A mutation hook (the torn states included) that writes each point to ``fd`` as ``op path`` lines and SIGKILLs
+    the process at point ``kill_at`` (1-based; None: never), or raises ``OSError(strike_errno, strerror)`` there
+    (``strike_errno`` given: an error of the environment, no file named, as a system call raises it)."""
+
+    torn = True
 
     def __init__(self, fd: int | None, kill_at: int | None = None, strike_errno: int | None = None) -> None:
         self.fd = fd
@@ -73,7 +75,7 @@ class Recorder:
         self.points: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, op: str, path: str) -> None:
+    def point(self, op: str, path: str) -> None:
         with self._lock:
             self.points.append((op, path))
             if self.fd is not None:
@@ -85,21 +87,24 @@ class Recorder:
 
 
 #: the modules that bind :func:`mploader.format.files.open_regular` (``files`` itself: its ``read_file``)
-_OPENERS = (mploader.format.files, mploader.engine.chunks, mploader.format.index, mploader.disk.real,
-            mploader.scan.walk, mploader.recovery.journal)
+_OPENERS = (mploader.format.files, mploader.engine.chunks, mploader.format.index, mploader.disk.reader,
+            mploader.disk.real, mploader.scan.walk)
 
 
 @contextlib.contextmanager
-def opens_as_points() -> Iterator[None]:
-    """While it lasts, every open of a file to read it (``open_regular`` without a write flag: reads, the
-    ``.lock``) is a mutation point named ``open`` (a hook that raises there is the open's error); opens to write
-    follow their ``write``/``set-size`` point already."""
+def opens_as_points(hook: MutationHook, opens: bool = True) -> Iterator[None]:
+    """While it lasts (and if ``opens``), every open of a file to read it (``open_regular`` without a write flag:
+    reads, the ``.lock``) is a point of ``hook`` named ``open`` (a hook that raises there is the open's error);
+    opens to write follow their ``write``/``set-size`` point already."""
+    if not opens:
+        yield
+        return
     real = mploader.format.files.open_regular
 
     def hooked_open(path: str | os.PathLike[str], flags: int = mploader.format.files.READ_FLAGS,
                     mode: int = 0o644) -> tuple[int, os.stat_result]:
         if not flags & os.O_WRONLY:
-            point("open", os.fspath(path))
+            hook.point("open", os.fspath(path))
         return real(path, flags, mode)
 
     for module in _OPENERS:
@@ -111,14 +116,13 @@ def opens_as_points() -> Iterator[None]:
             module.open_regular = real  # type: ignore[attr-defined]
 
 
-def recorded_load(dirs: list[str], config: LoaderConfig, now_ms: int) -> tuple[LoadResult, list[tuple[str, str]]]:
-    """One uninterrupted load of ``dirs`` and the mutation points it passed, in order."""
+def recorded_load(dirs: list[str], config: LoaderConfig, now_ms: int,
+                  opens: bool = False) -> tuple[LoadResult, list[tuple[str, str]]]:
+    """One uninterrupted load of ``dirs`` and the mutation points it passed, in order (``opens``: the opens of files
+    to read among them, :func:`opens_as_points`)."""
     recorder = Recorder(None)
-    previous = set_mutation_hook(recorder)
-    try:
-        return load_logs(dirs, config, now_ms=now_ms), recorder.points
-    finally:
-        set_mutation_hook(previous)
+    with opens_as_points(recorder, opens):
+        return load_logs(dirs, config, now_ms=now_ms, mutations=recorder), recorder.points
 
 
 def load_killed_at(k: int, dirs: list[str], config: LoaderConfig, now_ms: int, log_path: Path | None = None) -> bool:
@@ -129,8 +133,7 @@ def load_killed_at(k: int, dirs: list[str], config: LoaderConfig, now_ms: int, l
         pid = os.fork()
         if pid == 0:  # the child: load until the kill; reaching the end is a failure of the caller's enumeration
             try:
-                set_mutation_hook(Recorder(fd, kill_at=k))
-                load_logs(dirs, config, now_ms=now_ms)
+                load_logs(dirs, config, now_ms=now_ms, mutations=Recorder(fd, kill_at=k))
             finally:
                 os._exit(3)
         _, status = os.waitpid(pid, 0)
@@ -273,11 +276,12 @@ class _Reference:
 
 
 def _reference(report: Enumeration, pristine: Path, work: Path, data_dirs: Callable[[Path], list[str]],
-               config: LoaderConfig, now_ms: int, limit: int | None, commit_rule: bool) -> _Reference:
+               config: LoaderConfig, now_ms: int, limit: int | None, commit_rule: bool,
+               opens: bool = False) -> _Reference:
     """Load a copy of ``pristine`` at ``work`` uninterrupted (and, where a clean dir commits, once more), and
-    fill ``report``'s counts of its points."""
+    fill ``report``'s counts of its points (``opens``: the opens of files to read among them)."""
     copy_tree(pristine, work)
-    result, points = recorded_load(data_dirs(work), config, now_ms)
+    result, points = recorded_load(data_dirs(work), config, now_ms, opens)
     points = points[:limit] if limit is not None else points
     commit = max((k for k, (op, path) in enumerate(points, start=1)
                   if op == "delete" and os.path.basename(path) == CLEAN_SHUTDOWN_MARKER), default=None)
@@ -385,43 +389,43 @@ def enumerate_error_points(name: str, pristine: Path, work: Path, data_dirs: Cal
     before loading (Kafka's ``Exit.halt``: "no usable data directory", its reason naming the file and the
     error)."""
     report = ErrorEnumeration(name, errnos=errnos)
-    with opens_as_points() if opens else contextlib.nullcontext():
-        ref = _reference(report, pristine, work, data_dirs, config, now_ms, limit, commit_rule)
-        valid = _log_prefixes(work)
-        copy_tree(pristine, work)
-        untouched = {rel for rel, got in _log_prefixes(work).items() if valid.get(rel) == got}
-        markers = [os.path.join(d, CLEAN_SHUTDOWN_MARKER) for d in data_dirs(work)
-                   if os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))]
-        for k, op, path in _points_to_try(report, ref.points, select, on_point):
-            for err in errnos:
-                copy_tree(pristine, work)
-                recorder = Recorder(None, kill_at=k, strike_errno=err)
-                why, recorded = _failed_load(report, recorder, data_dirs(work), config, now_ms, op, path, err,
-                                              ref, ignore)
-                if recorded[:k] != ref.points[:k]:
-                    report.nondeterministic.append(k)
-                    continue
-                report.injected += 1
-                after_commit = ref.commit is not None and not all(os.path.exists(m) for m in markers)
-                report.after_commit += after_commit
-                want_tree, want = ref.wanted(after_commit)
-                whys = [why, _valid_bytes_changed(work, valid, untouched),
-                        _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want, ignore)]
-                if any(whys):
-                    report.mismatches.append(Mismatch(k, op, os.path.relpath(path, work),
-                                                      "; ".join(w for w in whys if w), errno.errorcode[err]))
+    ref = _reference(report, pristine, work, data_dirs, config, now_ms, limit, commit_rule, opens)
+    valid = _log_prefixes(work)
+    copy_tree(pristine, work)
+    untouched = {rel for rel, got in _log_prefixes(work).items() if valid.get(rel) == got}
+    markers = [os.path.join(d, CLEAN_SHUTDOWN_MARKER) for d in data_dirs(work)
+               if os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))]
+    for k, op, path in _points_to_try(report, ref.points, select, on_point):
+        for err in errnos:
+            copy_tree(pristine, work)
+            recorder = Recorder(None, kill_at=k, strike_errno=err)
+            why, recorded = _failed_load(report, recorder, data_dirs(work), config, now_ms, op, path, err,
+                                      ref, ignore, opens)
+            if recorded[:k] != ref.points[:k]:
+                report.nondeterministic.append(k)
+                continue
+            report.injected += 1
+            after_commit = ref.commit is not None and not all(os.path.exists(m) for m in markers)
+            report.after_commit += after_commit
+            want_tree, want = ref.wanted(after_commit)
+            whys = [why, _valid_bytes_changed(work, valid, untouched),
+                    _rerun_difference(work, data_dirs(work), config, now_ms, want_tree, want, ignore)]
+            if any(whys):
+                report.mismatches.append(Mismatch(k, op, os.path.relpath(path, work),
+                                                  "; ".join(w for w in whys if w), errno.errorcode[err]))
     return report
 
 
 def _failed_load(report: ErrorEnumeration, recorder: Recorder, dirs: list[str], config: LoaderConfig, now_ms: int,
-                 op: str, path: str, err: int, ref: _Reference,
-                 ignore: tuple[str, ...]) -> tuple[str | None, list[tuple[str, str]]]:
-    """Load ``dirs`` with ``recorder`` (it raises ``err`` at its point, ``op`` of ``path``) installed; how the way it
-    ended breaks the rule (None: it does not; ``report``'s outcome counts are kept) and the points it passed."""
+                 op: str, path: str, err: int, ref: _Reference, ignore: tuple[str, ...],
+                 opens: bool) -> tuple[str | None, list[tuple[str, str]]]:
+    """Load ``dirs`` with ``recorder`` (it raises ``err`` at its point, ``op`` of ``path``; ``opens``: the opens of
+    files to read are points) as its hook; how the way it ended breaks the rule (None: it does not; ``report``'s
+    outcome counts are kept) and the points it passed."""
     strerror = os.strerror(err)
-    previous = set_mutation_hook(recorder)
     try:
-        result = load_logs(dirs, config, now_ms=now_ms)
+        with opens_as_points(recorder, opens):
+            result = load_logs(dirs, config, now_ms=now_ms, mutations=recorder)
     except StartupFailedError as e:
         text = str(e)
         if "no usable data directory" not in text:
@@ -432,8 +436,6 @@ def _failed_load(report: ErrorEnumeration, recorder: Recorder, dirs: list[str], 
         return None, recorder.points
     except Exception as e:  # noqa: BLE001 - any other exception out of load_logs is what is reported
         return f"load_logs raised {type(e).__name__}: {e}", recorder.points
-    finally:
-        set_mutation_hook(previous)
     gone = {d: reason for d, reason in result.offline_dirs.items() if ref.outcome["offline_dirs"].get(d) != reason}
     if not gone:  # tolerated: then it reports what the uninterrupted load reports (the error changed nothing)
         differs = outcome_difference(ref.outcome, final_outcome(result), ignore)

@@ -1,9 +1,10 @@
 """The disk interface (``mploader.disk.Disk``): one conformance class, held by both implementations.
 
 ``DiskConformance`` checks what a disk reports after each operation; ``TestRealDisk`` also checks the
-file system, ``TestDryRunDisk`` that the file system did not change at all.  The last test runs one
-sequence of operations on a real disk and on a dry run over two copies of the same directory: the dry
-run must see exactly the files and bytes that the real disk left.
+file system, ``TestDryRunDisk`` that the file system did not change at all, and that a dry-run disk reaches no
+method that writes.  One test runs one sequence of operations on a real disk and on a dry run over two copies of
+the same directory: the dry run must see exactly the files and bytes that the real disk left.  The mutation hook
+is each RealDisk's own collaborator: told of that disk's changes, and of no other's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mploader.disk import Disk, DryRunDisk, RealDisk, open_disk
+from mploader.disk import Disk, DiskReader, DryRunDisk, RealDisk, open_disk
+from mploader.disk.mutations import CallingHook
+from mploader.disk.reader import FileSystemReader
 from mploader.errors import StartupFailedError
 from mploader.scan import SegmentTask, scan_segment
 from tests.fingerprint import tree_state
@@ -147,6 +150,22 @@ class DiskConformance:
         finally:
             os.close(fd)
 
+    def test_a_fingerprint_tells_another_file_apart(self, part: Path) -> None:
+        disk, before = self.make(), tree_state(part)
+        p = str(part / "a.txt")
+        first = disk.fingerprint(p)
+        assert disk.fingerprint(p) == first and disk.fingerprint(str(part / "other.txt")) != first
+        assert first.endswith(b"0123456789".hex())
+        disk.write(p, b"9876543210")
+        assert disk.fingerprint(p) != first
+        with pytest.raises(FileNotFoundError):
+            disk.fingerprint(str(part / "x"))
+        with pytest.raises(OSError):  # a directory, a link: no file to identify
+            disk.fingerprint(str(part / "sub"))
+        with pytest.raises(OSError):
+            disk.fingerprint(str(part / "link"))
+        self.after(part, before)
+
     def test_remove_empty_dir(self, part: Path) -> None:
         disk = self.make()
         (part / "full").mkdir()
@@ -223,7 +242,7 @@ class TestRealDisk(DiskConformance):
         one (a preallocated index, of which a lookup touches a few pages); the same bytes either way."""
         import mmap
 
-        from mploader.disk.real import VIEW_READ_BELOW
+        from mploader.disk.reader import VIEW_READ_BELOW
 
         disk = self.make()
         small, big = part / "small.index", part / "big.index"
@@ -334,6 +353,20 @@ class TestDryRunDisk(DiskConformance):
             self.make().make_data_dir(str(tmp_path / "new"))
         assert not (tmp_path / "new").exists()
 
+    def test_it_reaches_no_method_that_writes(self) -> None:
+        """A dry-run disk inherits from no class that writes: each of its public methods is its own, none RealDisk's
+        (a writing method added to RealDisk cannot leak into a dry run).  What it holds of the file system is a
+        reader, which is no Disk and has no method of the writing half."""
+        assert not issubclass(DryRunDisk, FileSystemReader) and not issubclass(DryRunDisk, RealDisk)
+        methods = [n for n in dir(DryRunDisk) if not n.startswith("_") and callable(getattr(DryRunDisk, n))]
+        assert set(methods) >= set(Disk.__abstractmethods__)
+        owners = {n: next(c for c in DryRunDisk.__mro__ if n in vars(c)) for n in methods}
+        assert {n: c for n, c in owners.items() if c is not DryRunDisk} == {}
+        held = [v for v in vars(self.make()).values() if isinstance(v, DiskReader)]
+        assert [type(v) for v in held] == [FileSystemReader] and not isinstance(held[0], Disk)
+        writing = set(Disk.__abstractmethods__) - set(DiskReader.__abstractmethods__)
+        assert writing >= {"write", "set_size", "rename", "delete"} and not writing & set(dir(FileSystemReader))
+
 
 def _operations(disk: Disk, d: Path) -> None:
     log = str(d / "00000000000000000000.log")
@@ -418,3 +451,88 @@ def test_a_load_lists_each_partition_directory_once_and_syncs_once(tmp_path: Pat
     assert len(synced) == 1 and os.stat(synced[0]).st_dev == os.stat(pb.path).st_dev
     assert len(fsynced) <= 2  # the leader-epoch checkpoint's tmp file and its directory only
     assert 0 < result.stats.write_seconds < result.stats.seconds["total"]
+
+
+def test_a_real_disk_tells_its_own_hook_of_each_change_and_no_other_disk_does(part: Path) -> None:
+    """The mutation hook is the disk's collaborator, given when it is made: a disk without one (a load's) tells
+    nobody, and one with a hook tells it of each change, the torn states within a change included."""
+    seen: list[tuple[str, str]] = []
+    hooked = RealDisk(CallingHook(lambda op, path: seen.append((op, os.path.basename(path)))))
+    plain = RealDisk()
+    plain.write(str(part / "by-plain"), b"12")
+    plain.delete(str(part / "by-plain"))
+    assert seen == []
+    hooked.write(str(part / "new"), b"12")
+    hooked.write(str(part / "other.txt"), b"xy")  # 20 bytes before: the old tail is cut
+    hooked.rename(str(part / "new"), str(part / "moved"))
+    hooked.delete(str(part / "moved"))
+    assert seen == [("write", "new"), ("write:data", "new"), ("write:rest", "new"), ("write", "other.txt"),
+                    ("write:rest", "other.txt"), ("write:cut", "other.txt"), ("rename", "moved"),
+                    ("delete", "moved")]
+    assert (part / "other.txt").read_bytes() == b"xy" and not (part / "moved").exists()
+
+
+def test_an_error_raised_by_the_hook_is_the_changes_own(part: Path) -> None:
+    """A hook that raises at a point stops the change before it is made, as the system call's error would: the
+    error names the file, which is unchanged."""
+    def full(op: str, path: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    disk = RealDisk(CallingHook(full))
+    with pytest.raises(OSError) as e:
+        disk.write(str(part / "a.txt"), b"new")
+    assert e.value.filename == str(part / "a.txt") and (part / "a.txt").read_bytes() == b"0123456789"
+
+
+def test_a_loads_hook_is_told_in_its_partition_workers_too(tmp_path: Path) -> None:
+    """``load_logs(..., mutations=)`` and ``ProcessPartitions(..., mutations=)``: the workers' disks tell the hook
+    of their changes (forked: the same hook, writing to the same file), beside the parent's own."""
+    from mploader import LoaderConfig, load_logs
+    from mploader.runners import ProcessPartitions
+    from tests.crash_points import Recorder
+    from tests.kafkadir import PartitionBuilder, data_dir
+
+    d = data_dir(tmp_path, clean=False)
+    for p in range(2):
+        PartitionBuilder(d, "t", p).segment(0, *(B(o) for o in range(4)))
+    log_path = tmp_path / "points"
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        hook = Recorder(fd)
+        load_logs([str(d)], LoaderConfig(), mutations=hook,
+                  partitions=ProcessPartitions(2, "fork", mutations=hook))
+    finally:
+        os.close(fd)
+    told = [line.split(" ", 1) for line in log_path.read_text().splitlines()]
+    in_partitions = {os.path.basename(os.path.dirname(path)) for _, path in told}
+    assert {"t-0", "t-1"} <= in_partitions  # the workers' changes (recovery's snapshots, indexes)
+    # the parent's own recorder heard the parent's changes alone: the data dir's files (its workers' are theirs)
+    assert hook.points and all(str(d) in (path, os.path.dirname(path)) for _, path in hook.points)
+
+
+def test_a_dry_run_reads_its_own_changes_where_the_load_reads_a_data_dirs_files(tmp_path: Path) -> None:
+    """The files a load reads by name (the leader-epoch checkpoint, ``partition.metadata``, the clean-shutdown marker
+    a journal is written under) are read through the disk: a dry run sees there what it changed, not the disk."""
+    from mploader import LoaderConfig
+    from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
+    from mploader.format.names import DirKind
+    from mploader.recovery import journal
+    from mploader.recovery.preflight import startup_failure
+    from tests.kafkadir import PartitionBuilder, data_dir
+
+    d = data_dir(tmp_path, clean=True)
+    pb = PartitionBuilder(d, "t", 0).segment(0, B(0)).epochs((0, 0))
+    cfg = LoaderConfig().for_topic("t")
+    disk, before = DryRunDisk(), tree_state(d)
+    assert startup_failure(disk, str(pb.path), DirKind.LIVE, cfg) is None
+    disk.write(str(pb.path / "leader-epoch-checkpoint"), b"0\n1\nx 0\n")  # as on disk it is valid
+    failure = startup_failure(disk, str(pb.path), DirKind.LIVE, cfg)
+    assert failure is not None and failure.kafka_exception == "NumberFormatException"
+    disk.write(str(pb.path / "leader-epoch-checkpoint"), b"0\n1\n0 0\n")
+    disk.write(str(pb.path / "partition.metadata"), b"version: 0\ntopic_id: x")
+    failure = startup_failure(disk, str(pb.path), DirKind.LIVE, cfg)
+    assert failure is not None and failure.kafka_exception == "IllegalArgumentException"
+    assert journal.note_clean_start(disk, str(pb.path), str(d), shortcut=True)  # under the marker on disk
+    disk.delete(str(d / CLEAN_SHUTDOWN_MARKER))
+    assert not journal.note_clean_start(disk, str(pb.path), str(d), shortcut=True)  # its marker gone: none written
+    assert tree_state(d) == before

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from mploader import LoaderConfig, load_logs
-from mploader.disk.mutations import set_mutation_hook
+from mploader.disk.mutations import CallingHook
 from mploader.errors import EnvironmentFailure, StartupFailedError, environment_failure, of_the_environment
 from tests.crash_points import GEN_NOW, copy_tree, final_outcome, small_broker
 from tests.fingerprint import changed, tree_state
@@ -152,11 +152,7 @@ def test_an_error_of_the_environment_in_a_recovery_cuts_nothing(pristine: Path, 
         if op == "write" and path == target:
             raise OSError(err, os.strerror(err))  # as the system call raises it: no file named
 
-    set_mutation_hook(strike)
-    try:
-        result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
+    result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW, mutations=CallingHook(strike))
     assert list(result.offline_dirs) == [str(data)]
     reason = result.offline_dirs[str(data)]
     assert target in reason and os.strerror(err) in reason and "nothing was truncated or deleted" in reason, reason
@@ -439,11 +435,7 @@ def test_a_segment_appended_to_during_the_load_is_not_cut(pristine: Path, tmp_pa
                 f.write(seg.read_bytes()[:40])
             appended = True
 
-    set_mutation_hook(writer)
-    try:
-        result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW)
-    finally:
-        set_mutation_hook(None)
+    result = load_logs([str(data)], CONFIG, now_ms=GEN_NOW, mutations=CallingHook(writer))
     assert appended
     grown = seg.read_bytes()
     reason = result.offline_dirs[str(data)]

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from mploader import LoaderConfig, load_logs
-from mploader.disk.mutations import set_mutation_hook
+from mploader.disk.mutations import CallingHook
 from mploader.generate import GeneratorConfig, generate
 from tests.crash_points import GEN_NOW, copy_tree, final_outcome, outcome_difference, recorded_load, small_broker
 from tests.fingerprint import changed, tree_state
@@ -199,11 +199,7 @@ def test_a_full_disk_that_tears_a_rebuilt_index_leaves_its_segment_to_recover_ag
             if op == "write:rest" and path == torn:
                 raise OSError(errno.ENOSPC, "No space left on device (a mutation hook)", path)
 
-        set_mutation_hook(full_disk)
-        try:
-            failed = load_logs([str(work / "data-0")], config, now_ms=GEN_NOW)
-        finally:
-            set_mutation_hook(None)
+        failed = load_logs([str(work / "data-0")], config, now_ms=GEN_NOW, mutations=CallingHook(full_disk))
         assert list(failed.offline_dirs) == [str(work / "data-0")], torn
         assert "No space left on device" in failed.offline_dirs[str(work / "data-0")]
         assert (work / torn).exists() and not (work / torn.removesuffix(".deleted")).exists(), torn

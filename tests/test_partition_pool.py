@@ -29,6 +29,7 @@ import mploader.runners.processes.groups as groups_mod
 import mploader.runners.processes.pool as pool_mod
 import mploader.runners.processes.worker as worker_mod
 from mploader import LoaderConfig, StartupFailedError, load_logs
+from mploader.disk.mutations import MutationHook
 from mploader.engine import worker_start
 from mploader.engine.plan import DirPlan
 from mploader.format.names import DirKind, TopicPartition
@@ -190,11 +191,11 @@ def test_a_worker_that_cannot_start_is_not_a_failed_load(template: Path, tmp_pat
     real = pool_mod._Worker.__init__
     tried: list[int] = []
 
-    def init(self: Any, start: str, number: int) -> None:
+    def init(self: Any, start: str, number: int, mutations: MutationHook) -> None:
         tried.append(1)
         if len(tried) > starts:
             raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
-        real(self, start, number)
+        real(self, start, number, mutations)
 
     monkeypatch.setattr(pool_mod._Worker, "__init__", init)
     runner = ProcessPartitions(3)
@@ -345,8 +346,8 @@ def test_each_worker_takes_its_first_group_as_it_starts(template: Path, tmp_path
     real = pool_mod._Worker
 
     class Recorded(real):  # type: ignore[misc, valid-type]
-        def __init__(self, start: str, number: int) -> None:
-            super().__init__(start, number)
+        def __init__(self, start: str, number: int, mutations: MutationHook) -> None:
+            super().__init__(start, number, mutations)
             events.append(f"start {number}")
             send = self.conn.send
 
@@ -371,8 +372,8 @@ def test_workers_whose_pipe_breaks_before_their_first_group_leave_the_load_to_th
     real = pool_mod._Worker
 
     class Broken(real):  # type: ignore[misc, valid-type]
-        def __init__(self, start: str, number: int) -> None:
-            super().__init__(start, number)
+        def __init__(self, start: str, number: int, mutations: MutationHook) -> None:
+            super().__init__(start, number, mutations)
             send = self.conn.send
 
             def broken(obj: Any) -> None:
@@ -665,7 +666,7 @@ def test_a_worker_that_dies_after_its_answer_loses_nothing(template: Path, tmp_p
     marker = tmp_path / "died-once"
     real = pool_mod.serve
 
-    def serve(conn: Any, parent_pid: int, forked: bool) -> None:
+    def serve(conn: Any, parent_pid: int, forked: bool, mutations: MutationHook) -> None:
         send = conn.send
 
         def send_then_die(obj: Any) -> None:
@@ -675,7 +676,7 @@ def test_a_worker_that_dies_after_its_answer_loses_nothing(template: Path, tmp_p
                 os.kill(os.getpid(), signal.SIGKILL)
 
         conn.send = send_then_die
-        real(conn, parent_pid, forked)
+        real(conn, parent_pid, forked, mutations)
 
     monkeypatch.setattr(pool_mod, "serve", serve)
     runner = ProcessPartitions(2, start="fork")

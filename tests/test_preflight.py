@@ -184,7 +184,7 @@ def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path
                                                                        kept_names: int, kept_partitions: int) -> None:
     """Each partition directory is listed once when the preflight's listing is kept (``preflight.KEPT_NAMES``
     names at most, over all partitions), twice when it is not; the outcome is the same either way."""
-    import mploader.disk.real as real
+    import mploader.disk.reader as reader
     from mploader.recovery import preflight
 
     d = data_dir(tmp_path, clean=True)
@@ -198,7 +198,7 @@ def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path
         listed.append(os.path.basename(path))
         return scandir(path)
 
-    monkeypatch.setattr(real.os, "scandir", counting)
+    monkeypatch.setattr(reader.os, "scandir", counting)
     monkeypatch.setattr(preflight, "KEPT_NAMES", kept_names)
     result = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
     assert sorted(lg.log_end_offset for lg in result.logs.values()) == [3] * 6

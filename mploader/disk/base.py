@@ -1,10 +1,12 @@
-"""The one interface through which Phase 2 reads the files it may change, and changes them.
+"""The one interface through which a load reads the files it may change, and changes them.
 
-Two implementations: :class:`mploader.disk.real.RealDisk` changes the data dirs at once;
-:class:`mploader.disk.dry_run.DryRunDisk` keeps every change in memory, so that later reads through
-the same disk see the changed files (the algorithm runs exactly as it would) while no byte on disk
-changes.  Nothing outside this package knows which one it has: :func:`mploader.disk.open_disk`
-chooses.  ``tests/test_disk.py`` holds both to one conformance class.
+Two halves: :class:`DiskReader`, what a load reads, and :class:`Disk`, that and the changes.  The files as they
+are on disk are read by one class, :class:`mploader.disk.reader.FileSystemReader`; two disks build on it.
+:class:`mploader.disk.real.RealDisk` is that reader and the changes, made to the data dirs at once;
+:class:`mploader.disk.dry_run.DryRunDisk` holds a reader (it inherits from no class that writes) and keeps every
+change in an overlay in memory, so that later reads through the same disk see the changed files (the algorithm
+runs exactly as it would) while no byte on disk changes.  Nothing outside this package knows which one it has:
+:func:`mploader.disk.open_disk` chooses.  ``tests/test_disk.py`` holds both to one conformance class.
 """
 
 from __future__ import annotations
@@ -16,12 +18,8 @@ from collections.abc import Iterable
 from mploader.scan import ScanSource, SegmentScan, SegmentTask
 
 
-class Disk(abc.ABC):
-    #: Seconds spent changing files (creating, writing, truncating, renaming, deleting them, syncing a directory),
-    #: summed over the threads that changed them; :meth:`flush`'s sync apart.  Nothing changes on a dry run: 0.
-    change_seconds: float = 0.0
-
-    # ---- reading -----------------------------------------------------------------------
+class DiskReader(abc.ABC):
+    """What a load reads of the files it may change: listings, sizes, bytes, times, scans."""
 
     @abc.abstractmethod
     def list_files(self, directory: str) -> list[str]:
@@ -78,6 +76,21 @@ class Disk(abc.ABC):
     def scan(self, task: SegmentTask, source: ScanSource) -> SegmentScan:
         """The Phase 1 scan of ``task``'s ``.log`` as this disk sees the file: from ``source`` (an
         engine) when the file is as on disk, else of the bytes this disk holds for it."""
+
+    @abc.abstractmethod
+    def fingerprint(self, path: str) -> str:
+        """The file as one string: its inode, size and modification time (ns) and its first 4 KiB, so that another
+        file at the same name later is told apart (a dry run's own file, which has neither: its size and bytes);
+        FileNotFoundError where there is none, EnvironmentFailure where a directory, a link or a special file stands
+        there."""
+
+
+class Disk(DiskReader):
+    """A :class:`DiskReader` that also changes the files: every change a load makes goes through one."""
+
+    #: Seconds spent changing files (creating, writing, truncating, renaming, deleting them, syncing a directory),
+    #: summed over the threads that changed them; :meth:`flush`'s sync apart.  Nothing changes on a dry run: 0.
+    change_seconds: float = 0.0
 
     # ---- the data dir itself -----------------------------------------------------------
 
@@ -146,4 +159,4 @@ class Disk(abc.ABC):
         """Delete if present; returns whether something was deleted."""
 
 
-__all__ = ["Disk"]
+__all__ = ["Disk", "DiskReader"]

@@ -8,14 +8,13 @@ truncation makes no copy).
 
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from mploader.disk.real import RealDisk, _lock_or_fail
-from mploader.format.files import open_regular
+from mploader.disk.base import Disk
+from mploader.disk.reader import FINGERPRINT_BYTES, FileSystemReader
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_buffer
 
 
@@ -29,18 +28,27 @@ class _Virtual:
 _DELETED = _Virtual(None, -1)
 
 
-class DryRunDisk(RealDisk):
-    """Reads fall through to :class:`RealDisk` for files the overlay does not hold; no write does."""
+class DryRunDisk(Disk):
+    """Reads go to the :class:`FileSystemReader` it holds for files the overlay does not hold; changes go to the
+    overlay.  It inherits from no class that writes: a change it does not define itself cannot reach a file."""
 
     def __init__(self, check_lock: bool = True) -> None:
-        super().__init__()
+        self._files = FileSystemReader()  # the files as on disk: nothing this disk does changes them
         self._overlay: dict[str, _Virtual] = {}
         self._check_lock = check_lock  # False: `mploader verify`, which may look at a running broker's dirs
 
     # ---- reading -----------------------------------------------------------------------
 
     def list_files(self, directory: str) -> list[str]:
-        names = set(super().list_files(directory))
+        return self._with_overlay(directory, self._files.list_files(directory))
+
+    def kept_listing(self, directory: str) -> list[str] | None:
+        kept = self._files.kept_listing(directory)
+        return None if kept is None else self._with_overlay(directory, kept)
+
+    def _with_overlay(self, directory: str, on_disk: list[str]) -> list[str]:
+        """The names ``on_disk`` in ``directory`` with this disk's changes: its files added, its deletions gone."""
+        names = set(on_disk)
         prefix = os.path.join(directory, "")
         # a copy first, taken at once (in C, under the GIL): the other data dirs' loading threads add to the overlay
         # meanwhile (a multi-dir dry run failed with "dictionary changed size during iteration")
@@ -52,41 +60,56 @@ class DryRunDisk(RealDisk):
                     names.add(path[len(prefix):])
         return sorted(names)
 
+    def symlinks(self, directory: str) -> set[str]:
+        return self._files.symlinks(directory)
+
+    def other_entries(self, directory: str) -> dict[str, int]:
+        return self._files.other_entries(directory)
+
+    def release(self, directory: str) -> None:
+        self._files.release(directory)
+
     def exists(self, path: str) -> bool:
         v = self._overlay.get(path)
         if v is not None:
             return v is not _DELETED
-        return super().exists(path)
+        return self._files.exists(path)
 
     def size(self, path: str) -> int:
         v = self._overlay.get(path)
         if v is None:
-            return super().size(path)
+            return self._files.size(path)
         if v is _DELETED:
             raise FileNotFoundError(path)
         return v.size
 
     def current_size(self, path: str) -> int:
-        return self.size(path) if path in self._overlay else super().current_size(path)
+        return self.size(path) if path in self._overlay else self._files.current_size(path)
 
     def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
         v = self._overlay.get(path)
         if v is None:
-            return super().read(path, start, end)
+            return self._files.read(path, start, end)
         if v is _DELETED:
             raise FileNotFoundError(path)
         if v.data is not None:
             data = v.data
         else:
-            data = super().read(path, 0, v.kept)
+            data = self._files.read(path, 0, v.kept)
             data += bytes(v.size - len(data))
         return data[start:end]
 
     def view(self, path: str) -> bytes | mmap.mmap:
-        return self.read(path) if path in self._overlay else super().view(path)
+        return self.read(path) if path in self._overlay else self._files.view(path)
 
     def mtime_ms(self, path: str) -> int | None:
-        return None if path in self._overlay else super().mtime_ms(path)
+        return None if path in self._overlay else self._files.mtime_ms(path)
+
+    def fingerprint(self, path: str) -> str:
+        if path not in self._overlay:
+            return self._files.fingerprint(path)
+        data = self.read(path, 0, FINGERPRINT_BYTES)  # a file of this run: no inode, no time of its own
+        return f"dry-run:{self.size(path)}:{data.hex()}"
 
     def scan(self, task: SegmentTask, source: ScanSource) -> SegmentScan:
         v = self._overlay.get(task.path)
@@ -106,11 +129,7 @@ class DryRunDisk(RealDisk):
         if not os.path.lexists(lock_path):
             self.write(lock_path, b"")
             return None  # (no broker locks a missing file)
-        fd, _ = open_regular(lock_path)  # a link, dangling or not, is refused as the real load refuses it
-        if not self._check_lock:
-            os.close(fd)
-            return None
-        return _lock_or_fail(fd, fcntl.LOCK_SH, lock_path)
+        return self._files.lock_shared(lock_path, self._check_lock)
 
     def remove_empty_dir(self, path: str) -> None:
         if os.listdir(path):
@@ -134,7 +153,7 @@ class DryRunDisk(RealDisk):
         elif v is _DELETED or (v is None and not os.path.exists(path)):
             self._overlay[path] = _Virtual(bytes(size), size)
         else:  # as on disk, or already resized: the on-disk bytes beyond the smallest size are gone
-            kept = min(size, super().size(path) if v is None else v.kept)
+            kept = min(size, self._files.size(path) if v is None else v.kept)
             self._overlay[path] = _Virtual(None, size, kept)
 
     def rename(self, src: str, dst: str) -> None:

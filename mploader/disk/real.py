@@ -1,4 +1,4 @@
-"""The disk of a real load: every change hits the file system at once."""
+"""The disk of a real load: the files read as they are on disk, every change made to them at once."""
 
 from __future__ import annotations
 
@@ -6,24 +6,17 @@ import ctypes
 import errno
 import fcntl
 import functools
-import mmap
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from mploader.disk.base import Disk
-from mploader.disk.mutations import hooked, point
+from mploader.disk.mutations import NO_HOOK, MutationHook
+from mploader.disk.reader import FileSystemReader, lock_or_fail
 from mploader.errors import EnvironmentFailure, StartupFailedError, hard_linked
-from mploader.format.files import open_regular, read_file, read_to, sparse
-from mploader.scan import ScanSource, SegmentScan, SegmentTask
-
-# a file up to this size is read whole by view(), a bigger one mapped: an index of a few entries took 4.5 us read
-# against 22 us mapped, a 95 KB .log 9 against 31 us; a lookup touches a few pages of a mapping, so past ~256 KiB
-# (~25 us of copying) the mapping is the cheaper (perf/README.md, "Phase 2's questions to the file system")
-VIEW_READ_BELOW = 256 << 10
+from mploader.format.files import open_regular
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,59 +41,18 @@ def _timed(change: Callable[Concatenate[RealDisk, P], R]) -> Callable[Concatenat
     return timed
 
 
-class RealDisk(Disk):
-    def __init__(self) -> None:
-        self._listings: dict[str, set[str]] = {}  # directory -> its files, kept up to date by this disk's changes
-        self._links: dict[str, set[str]] = {}
-        self._others: dict[str, dict[str, int]] = {}  # directory -> its entries neither files nor links: name -> mode
-        # path -> size of a file of a kept listing, asked once and forgotten at this disk's next change of the file
-        # (a segment's .log was stat-ed ~5 times in its recovery: perf/README.md, "Sizes kept"); by path: a look-up
-        # needs no split of it
-        self._sizes: dict[str, int] = {}
-        self._sized: dict[str, list[str]] = {}  # directory -> the paths in _sizes, for release()
+class RealDisk(FileSystemReader, Disk):
+    """The reader of the files as they are (:class:`FileSystemReader`) and the changes, made at once; ``mutations``
+    is told of each change before it is made (:mod:`mploader.disk.mutations`)."""
+
+    def __init__(self, mutations: MutationHook = NO_HOOK) -> None:
+        super().__init__()
+        self._mutations = mutations
         self._changed: set[str] = set()  # directories in which this disk created, wrote, renamed or deleted
         self._unsynced: dict[int, str] = {}  # st_dev -> a directory on it written to with durable=True
         self._unsynced_lock = threading.Lock()  # loading threads of several data dirs write at once
         self._clock_lock = threading.Lock()
         self.change_seconds = 0.0
-
-    # ---- reading -----------------------------------------------------------------------
-
-    def list_files(self, directory: str) -> list[str]:
-        listing = self._listings.get(directory)
-        if listing is None:
-            listing = set()
-            links = set()
-            others: dict[str, int] = {}
-            with os.scandir(directory) as it:
-                for e in it:
-                    if not e.is_file():  # follows links, as isFile does
-                        if not e.is_symlink():  # a directory or a special file: the environment's check refuses some
-                            others[e.name] = stat.S_IFDIR if e.is_dir() else e.stat(follow_symlinks=False).st_mode
-                        continue
-                    listing.add(e.name)
-                    if e.is_symlink():  # a link to a file: the loader's to refuse
-                        links.add(e.name)
-            self._listings[directory] = listing
-            self._links[directory] = links
-            self._others[directory] = others
-        return sorted(listing)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
-
-    def kept_listing(self, directory: str) -> list[str] | None:
-        return self.list_files(directory) if directory in self._listings else None
-
-    def symlinks(self, directory: str) -> set[str]:
-        return self._links.get(directory, set())
-
-    def other_entries(self, directory: str) -> dict[str, int]:
-        return self._others.get(directory, {})
-
-    def release(self, directory: str) -> None:
-        self._listings.pop(directory, None)
-        self._links.pop(directory, None)
-        self._others.pop(directory, None)
-        for path in self._sized.pop(directory, ()):
-            self._sizes.pop(path, None)
 
     def changed_dirs(self) -> list[str]:
         return sorted(self._changed)
@@ -109,73 +61,16 @@ class RealDisk(Disk):
         self._changed.update(directories)
 
     def _listed(self, path: str, present: bool, changed: bool = True) -> None:
-        """Keep a cached listing of ``path``'s directory true to a change just made (and note the change)."""
-        directory, name = os.path.split(path)
+        """Keep a kept listing of ``path``'s directory true to a change just made (and note the change)."""
         if changed:
-            self._changed.add(directory)
-        self._sizes.pop(path, None)
-        listing = self._listings.get(directory)
-        if listing is not None:
-            if present:
-                listing.add(name)
-            else:
-                listing.discard(name)
-                self._links.get(directory, set()).discard(name)
-
-    def exists(self, path: str) -> bool:
-        directory, name = os.path.split(path)
-        listing = self._listings.get(directory)
-        # kept true by every change (list_files): a stat saved, ~8 us for a missing file; a link is asked of the
-        # file system, as its target may have moved since
-        if listing is not None and name not in self._links[directory]:
-            return name in listing
-        return os.path.isfile(path)
-
-    def size(self, path: str) -> int:
-        size = self._sizes.get(path)
-        if size is not None:
-            return size
-        size = os.stat(path).st_size
-        directory, name = os.path.split(path)
-        # kept where the listing is (nothing but this disk changes the directory meanwhile), not for a link (its
-        # target may change by another name)
-        if directory in self._listings and name not in self._links[directory]:
-            self._sizes[path] = size
-            self._sized.setdefault(directory, []).append(path)
-        return size
-
-    def current_size(self, path: str) -> int:
-        return os.stat(path).st_size
-
-    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
-        return read_file(path, start, end)
-
-    def view(self, path: str) -> bytes | mmap.mmap:
-        fd, st = open_regular(path)
-        try:
-            size = st.st_size
-            if size <= VIEW_READ_BELOW or sparse(st):
-                return read_to(fd, size)
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
-        mm.madvise(mmap.MADV_RANDOM)  # lookups touch a few pages: no read-ahead of a preallocated index's zero tail
-        return mm
-
-    def mtime_ms(self, path: str) -> int | None:
-        try:
-            return os.stat(path).st_mtime_ns // 1_000_000
-        except FileNotFoundError:
-            return None
-
-    def scan(self, task: SegmentTask, source: ScanSource) -> SegmentScan:
-        return source.scan(task)
+            self._changed.add(os.path.dirname(path))
+        self.note_change(path, present)
 
     # ---- the data dir itself -----------------------------------------------------------
 
     @_timed
     def make_data_dir(self, directory: str) -> None:
-        point("mkdir", directory)
+        self._mutations.point("mkdir", directory)
         os.makedirs(directory)
         self._changed.add(directory)
 
@@ -186,11 +81,11 @@ class RealDisk(Disk):
             self.write(lock_path, b"")
         # a link (a dangling one would turn the lock off) or a special file is refused: the dir goes offline
         fd, _ = open_regular(lock_path, os.O_RDWR)
-        return _lock_or_fail(fd, fcntl.LOCK_EX, lock_path)
+        return lock_or_fail(fd, fcntl.LOCK_EX, lock_path)
 
     @_timed
     def remove_empty_dir(self, path: str) -> None:
-        point("rmdir", path)
+        self._mutations.point("rmdir", path)
         os.rmdir(path)
         self._changed.add(os.path.dirname(path))
 
@@ -201,20 +96,21 @@ class RealDisk(Disk):
               truncate: bool = True, exclusive: bool = False) -> None:
         # no O_TRUNC: ext4 flushes a file truncated to 0 and rewritten when it is closed (auto_da_alloc),
         # which made every rewrite of an existing index cost a disk write; the bytes are the same
-        point("write", path)
-        created = hooked() and not os.path.lexists(path)
+        hook = self._mutations
+        hook.point("write", path)
+        created = hook.torn and not os.path.lexists(path)
         fd = _open_for_writing(path, exclusive)
         self._listed(path, True)  # there now, whatever happens to the write (a listing after a failure shows it)
         try:
             if created:
-                point("write:data", path)
-            _write_all(fd, memoryview(data), path)
+                hook.point("write:data", path)
+            _write_all(fd, memoryview(data), path, hook)
             if truncate:
-                if hooked() and os.fstat(fd).st_size > len(data):
-                    point("write:cut", path)
+                if hook.torn and os.fstat(fd).st_size > len(data):
+                    hook.point("write:cut", path)
                 os.ftruncate(fd, len(data))
             if fsync:
-                point("fsync", path)
+                hook.point("fsync", path)
                 os.fsync(fd)
             elif durable:
                 self._note_unsynced(os.fstat(fd).st_dev, path)
@@ -231,7 +127,7 @@ class RealDisk(Disk):
             unsynced, self._unsynced = self._unsynced, {}
         for directory in unsynced.values():
             try:
-                point("syncfs", directory)
+                self._mutations.point("syncfs", directory)
                 _syncfs(directory)
             except OSError as e:
                 if e.filename is not None:
@@ -239,7 +135,7 @@ class RealDisk(Disk):
                 raise OSError(e.errno, e.strerror, directory) from e  # the file system's, named by a directory on it
 
     def sync(self, directory: str) -> None:
-        point("syncfs", directory)
+        self._mutations.point("syncfs", directory)
         _syncfs(directory)
 
     def write_atomically(self, path: str, data: bytes) -> None:
@@ -251,20 +147,21 @@ class RealDisk(Disk):
 
     @_timed
     def set_size(self, path: str, size: int) -> None:
-        point("set-size", path)
-        created = hooked() and size > 0 and not os.path.lexists(path)
+        hook = self._mutations
+        hook.point("set-size", path)
+        created = hook.torn and size > 0 and not os.path.lexists(path)
         fd = _open_for_writing(path)
         self._listed(path, True)
         try:
             if created:
-                point("set-size:data", path)
+                hook.point("set-size:data", path)
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
 
     @_timed
     def rename(self, src: str, dst: str) -> None:
-        point("rename", dst)
+        self._mutations.point("rename", dst)
         os.replace(src, dst)
         self._listed(src, False)
         self._listed(dst, True)
@@ -272,13 +169,13 @@ class RealDisk(Disk):
     @_timed
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         st = os.stat(path)
-        point("set-mtime", path)
+        self._mutations.point("set-mtime", path)
         os.utime(path, ns=(st.st_atime_ns, mtime_ns))
         self._changed.add(os.path.dirname(path))
 
     @_timed
     def sync_dir(self, directory: str) -> None:
-        point("sync-dir", directory)
+        self._mutations.point("sync-dir", directory)
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -289,7 +186,7 @@ class RealDisk(Disk):
     def delete(self, path: str) -> bool:
         if not self.exists(path):
             return False
-        point("delete", path)
+        self._mutations.point("delete", path)
         try:
             os.remove(path)
         except FileNotFoundError:
@@ -318,13 +215,13 @@ def _open_for_writing(path: str, exclusive: bool = False) -> int:
     return fd
 
 
-def _write_all(fd: int, view: memoryview, path: str) -> None:
-    """Write every byte at the file position; with a mutation hook installed, in two halves with a point
-    between them (a SIGKILL can tear a large write: the state the rerun must cope with)."""
-    if hooked() and len(view) > 1:
+def _write_all(fd: int, view: memoryview, path: str, hook: MutationHook) -> None:
+    """Write every byte at the file position; for a hook of torn states, in two halves with a point between them
+    (a SIGKILL can tear a large write: the state the rerun must cope with)."""
+    if hook.torn and len(view) > 1:
         half = len(view) // 2
         _write_fully(fd, view[:half])
-        point("write:rest", path)
+        hook.point("write:rest", path)
         view = view[half:]
     _write_fully(fd, view)
 
@@ -349,18 +246,6 @@ def _syncfs(directory: str) -> None:
             raise OSError(err, os.strerror(err), directory)
     finally:
         os.close(fd)
-
-
-def _lock_or_fail(fd: int, mode: int, lock_path: str) -> int:
-    """A POSIX record lock (like Java's FileChannel.tryLock), so that mploader and a running broker never
-    work on the same dir."""
-    try:
-        fcntl.lockf(fd, mode | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise StartupFailedError(lock_path, "KafkaException", "the data directory is locked by another process "
-                                 "(a running broker?); stop it before loading this directory") from None
-    return fd
 
 
 __all__ = ["RealDisk"]

@@ -73,9 +73,9 @@ def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
     return value
 
 
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
-    """The file's lines as Java's BufferedReader returns them (UTF-8; \\n, \\r\\n or \\r)."""
-    raw = read_file(path)
+def _lines_of(raw: bytes, path: str | os.PathLike[str]) -> list[str]:
+    """The lines of the file at ``path``, whose bytes are ``raw``, as Java's BufferedReader returns them (UTF-8;
+    \\n, \\r\\n or \\r)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -91,10 +91,10 @@ def read_lines(path: str | os.PathLike[str]) -> list[str]:
 T = TypeVar("T")
 
 
-def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable[[list[str]], T],
-                     plain: Callable[[str], T | None] = lambda line: None) -> list[T]:
+def _parse_checkpoint(raw: bytes, path: str | os.PathLike[str], nfields: int, build: Callable[[list[str]], T],
+                      plain: Callable[[str], T | None] = lambda line: None) -> list[T]:
     """``plain``: the entry of a line in its usual shape, parsed without the split (None: the general rule)."""
-    lines = read_lines(path)
+    lines = _lines_of(raw, path)
     if not lines:
         return []
     try:
@@ -130,18 +130,27 @@ def _read_checkpoint(path: str | os.PathLike[str], nfields: int, build: Callable
 
 
 def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[TopicPartition, int]:
-    """``topic partition offset`` lines; a later duplicate wins."""
-    entries = _read_checkpoint(
-        path, 3,
+    return parse_offset_checkpoint(read_file(path), path)
+
+
+def parse_offset_checkpoint(raw: bytes, path: str | os.PathLike[str]) -> dict[TopicPartition, int]:
+    """``topic partition offset`` lines of the file at ``path``, whose bytes are ``raw``; a later duplicate wins."""
+    entries = _parse_checkpoint(
+        raw, path, 3,
         lambda f: (TopicPartition(f[0], parse_java_int(f[1])), parse_java_int(f[2], INT64_MIN, INT64_MAX)),
     )
     return dict(entries)
 
 
 def read_leader_epoch_checkpoint(path: str | os.PathLike[str]) -> list[tuple[int, int]]:
-    """``epoch startOffset`` lines, in file order (the cache applies its assign rule to them).  Read by every
-    partition's load (and its preflight): a line of two plain numbers is taken as it is, any other by Java's rules."""
-    return _read_checkpoint(path, 2, _epoch_entry, _plain_epoch_entry)
+    return parse_leader_epoch_checkpoint(read_file(path), path)
+
+
+def parse_leader_epoch_checkpoint(raw: bytes, path: str | os.PathLike[str]) -> list[tuple[int, int]]:
+    """``epoch startOffset`` lines of the file at ``path``, whose bytes are ``raw``, in file order (the cache applies
+    its assign rule to them).  Read by every partition's load (and its preflight): a line of two plain numbers is
+    taken as it is, any other by Java's rules."""
+    return _parse_checkpoint(raw, path, 2, _epoch_entry, _plain_epoch_entry)
 
 
 def _epoch_entry(fields: list[str]) -> tuple[int, int]:
@@ -207,14 +216,19 @@ def parse_topic_id(text: str) -> bytes:
 
 
 def read_partition_metadata(path: str | os.PathLike[str]) -> bytes:
-    """The topic id, with Kafka's error classes (docs/formats.md §15).
+    return parse_partition_metadata(read_file(path), path)
+
+
+def parse_partition_metadata(raw: bytes, path: str | os.PathLike[str]) -> bytes:
+    """The topic id in the ``partition.metadata`` at ``path``, whose bytes are ``raw``, with Kafka's error classes
+    (docs/formats.md §15).
 
     Kafka's reader, in order: line 1 split on ``:\\s+`` (Java split semantics) must give 2
     fields, the second an int >= 0 (else IOException); line 2 the same, then ``Uuid.fromString``
     (IllegalArgumentException: start-up fails), the zero UUID is an IOException; a missing
     line is a NullPointerException (start-up fails).  Further lines are never read.
     """
-    lines = read_lines(path)
+    lines = _lines_of(raw, path)
     if not lines:
         raise StartupFailedError(path, "NullPointerException", "empty partition.metadata")
     version_fields = java_split(lines[0], _PARTITION_METADATA_SEPARATOR)

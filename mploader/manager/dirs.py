@@ -87,13 +87,13 @@ def can_create(d: str) -> bool:
     return bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
 
 
-def read_dir(state: DirState, channel: LogDirFailureChannel, skip: str | None = None) -> None:
-    """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only).
-    ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
+def read_dir(state: DirState, disk: Disk, channel: LogDirFailureChannel, skip: str | None = None) -> None:
+    """The checkpoints, the high watermarks and the checked partition listing of one data dir (reads only, the
+    files through ``disk``).  ``skip``: an empty marker directory that the writes remove before Kafka lists the dir."""
     d = state.path
-    state.recovery_points = _read_checkpoint(state, checkpoint.RECOVERY_POINT_CHECKPOINT, channel)
-    state.log_starts = _read_checkpoint(state, checkpoint.LOG_START_OFFSET_CHECKPOINT, channel)
-    state.high_watermarks = _read_high_watermarks(d)
+    state.recovery_points = _read_checkpoint(state, disk, checkpoint.RECOVERY_POINT_CHECKPOINT, channel)
+    state.log_starts = _read_checkpoint(state, disk, checkpoint.LOG_START_OFFSET_CHECKPOINT, channel)
+    state.high_watermarks = _read_high_watermarks(disk, d)
     partitions: list[tuple[str, TopicPartition, DirKind]] = []
     for entry in sorted(os.scandir(d), key=lambda e: e.name):
         if not entry.is_dir() or entry.name in (names.REMOTE_LOG_INDEX_CACHE, skip):
@@ -113,13 +113,13 @@ def read_dir(state: DirState, channel: LogDirFailureChannel, skip: str | None = 
     state.listed = True
 
 
-def _read_high_watermarks(d: str) -> dict[TopicPartition, int] | None:
+def _read_high_watermarks(disk: Disk, d: str) -> dict[TopicPartition, int] | None:
     """``replication-offset-checkpoint`` (the ReplicaManager's, not read by loadLogs): for the impact report."""
     path = os.path.join(d, checkpoint.REPLICATION_OFFSET_CHECKPOINT)
-    if not os.path.isfile(path):
+    if not disk.exists(path):
         return None
     try:
-        return checkpoint.read_offset_checkpoint(path)
+        return checkpoint.parse_offset_checkpoint(disk.read(path), path)
     except (OSError, ValueError) as e:
         log.warning("%s: %s; the high watermarks of this data dir are unknown", path, e)
         return None
@@ -161,7 +161,7 @@ def prepare_dir(state: DirState, disk: Disk, channel: LogDirFailureChannel) -> N
             else:
                 state.marker_to_delete = marker
         if not state.listed or channel.foreseen(d) is not None:
-            read_dir(state, channel)
+            read_dir(state, disk, channel)
     except OSError as e:
         channel.add(d, f"{type(e).__name__}: {e}")
         state.partitions = []
@@ -234,10 +234,13 @@ def written_dirs(error: BaseException) -> list[str] | None:
     return None
 
 
-def _read_checkpoint(state: DirState, name: str, channel: LogDirFailureChannel) -> dict[TopicPartition, int]:
+def _read_checkpoint(state: DirState, disk: Disk, name: str, channel: LogDirFailureChannel
+                     ) -> dict[TopicPartition, int]:
     path = os.path.join(state.path, name)
     try:
-        return checkpoint.read_offset_checkpoint(path) if os.path.exists(path) else {}
+        return checkpoint.parse_offset_checkpoint(disk.read(path), path)
+    except FileNotFoundError:  # none yet (Kafka's checkpoint object creates it empty)
+        return {}
     except MalformedCheckpointError as e:
         log.warning("%s; using an empty map and reporting %s offline", e, state.path)
         channel.add_after_load(state.path, str(e))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from mploader.config import LoaderConfig
-from mploader.disk import Disk, open_disk
+from mploader.disk import NO_HOOK, Disk, MutationHook, open_disk
 from mploader.engine.base import EngineFactory
 from mploader.engine.plan import DirPlan, PlannedScans
 from mploader.errors import StartupFailedError
@@ -63,6 +63,7 @@ def load_logs(
     progress: Progress | None = None,
     engine: EngineFactory | None = None,
     partitions: PartitionRunner | None = None,
+    mutations: MutationHook = NO_HOOK,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up.
 
@@ -74,9 +75,13 @@ def load_logs(
     :class:`mploader.runners.ProcessPartitions`, or Spark executors, :class:`mploader.spark.phase2.SparkPartitions`;
     default: :func:`mploader.load_plan.plan_load`'s choice): the data dirs' start-up (preflight, locks, marker,
     checkpoints) and the result stay here.
+    ``mutations`` is told of every change before it is made (:mod:`mploader.disk.mutations`: the kill-point
+    tests), in the worker processes of :class:`~mploader.runners.ProcessPartitions` too when the plan starts them
+    (a runner given as ``partitions`` is given its own).
     """
     cfg = config or LoaderConfig()
-    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run), engine, partitions)
+    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run, mutations=mutations), engine,
+                      partitions, mutations=mutations)
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -92,7 +97,7 @@ def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: Loader
 def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
                metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
                engine: EngineFactory | None = None, partitions: PartitionRunner | None = None,
-               check_writes: bool = True) -> LoadResult:
+               check_writes: bool = True, mutations: MutationHook = NO_HOOK) -> LoadResult:
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
     tracker = ProgressTracker([sink for sink in (progress, None if metrics is None else ProgressGauges(metrics))
@@ -117,7 +122,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 prepare_dir(state, disk, channel)
             result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, channel, stats, engine,
-                                    partitions)
+                                    partitions, mutations)
         except StartupFailedError as e:
             commit_clean_dirs(states, cfg, disk, channel)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
@@ -152,7 +157,7 @@ def _commit(states: list[DirState], cfg: LoaderConfig, disk: Disk, channel: LogD
 def _load_prepared(states: list[DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
                    metrics: MetricsRegistry, progress: ProgressTracker, channel: LogDirFailureChannel,
                    stats: LoadStats, factory: EngineFactory | None = None,
-                   runner: PartitionRunner | None = None) -> LoadResult:
+                   runner: PartitionRunner | None = None, mutations: MutationHook = NO_HOOK) -> LoadResult:
     live = _live_dirs(states, dirs, channel)
     if cfg.persist_recovery_points:  # a dir whose checkpoint could not be read is left to Kafka (resume.py)
         for s in live:
@@ -168,7 +173,7 @@ def _load_prepared(states: list[DirState], dirs: list[str], cfg: LoaderConfig, d
                 for s in live:  # the workers change them: listings kept by this disk would no longer be true
                     for path, _, _ in s.partitions:
                         disk.release(path)
-                runner = plan.runner(cfg, disk, [p.data_dir for p in plans], stats, metrics, progress)
+                runner = plan.runner(cfg, disk, [p.data_dir for p in plans], stats, metrics, progress, mutations)
         if runner is None:
             engine = (plan.engine(cfg, [p.data_dir for p in plans], stats, metrics, progress) if factory is None
                       else factory(stats, progress))

@@ -180,7 +180,7 @@ def inspect_dir(state: DirState, disk: Disk, dry_run: bool, channel: LogDirFailu
         channel.foresee(d, why)
         return
     try:
-        read_dir(state, channel, skip=checkpoint.CLEAN_SHUTDOWN_MARKER if marker_dir else None)
+        read_dir(state, disk, channel, skip=checkpoint.CLEAN_SHUTDOWN_MARKER if marker_dir else None)
     except OSError as e:  # the listing: offline, after the writes Kafka makes first (prepare_dir lists again)
         channel.foresee(d, f"{type(e).__name__}: {e}")
 

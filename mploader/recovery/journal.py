@@ -27,30 +27,23 @@ import os
 from mploader.disk.base import Disk
 from mploader.errors import EnvironmentFailure
 from mploader.format.checkpoint import CLEAN_SHUTDOWN_MARKER
-from mploader.format.files import open_regular, read_to
 from mploader.format.names import SNAPSHOT_SUFFIX
 
 JOURNAL = "mploader-journal"
 
 
-def _marker_identity(data_dir: str) -> str | None:
+def _marker_identity(disk: Disk, data_dir: str) -> str | None:
     """The clean-shutdown marker of ``data_dir`` as one string (None: there is none)."""
-    path = os.path.join(data_dir, CLEAN_SHUTDOWN_MARKER)
     try:
-        fd, st = open_regular(path)
+        return disk.fingerprint(os.path.join(data_dir, CLEAN_SHUTDOWN_MARKER))
     except (FileNotFoundError, EnvironmentFailure):  # none, or a directory: none to identify
         return None
-    try:
-        content = read_to(fd, 4096)
-    finally:
-        os.close(fd)
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{content.hex()}"
 
 
 def note_clean_start(disk: Disk, partition_dir: str, data_dir: str, shortcut: bool) -> bool:
     """Record, durably, whether this clean load rebuilds the producer state by Kafka's shortcut; whether a
     journal was written (not where the marker is gone)."""
-    marker = _marker_identity(data_dir)
+    marker = _marker_identity(disk, data_dir)
     if marker is None:
         return False
     data = json.dumps({"marker": marker, "shortcut": shortcut}).encode()
@@ -68,7 +61,7 @@ def replay(disk: Disk, partition_dir: str, data_dir: str, listing: list[str]) ->
     path = os.path.join(partition_dir, JOURNAL)
     try:
         facts = json.loads(disk.read(path))
-        valid = isinstance(facts, dict) and facts.get("marker") == _marker_identity(data_dir)
+        valid = isinstance(facts, dict) and facts.get("marker") == _marker_identity(disk, data_dir)
     except ValueError:  # torn by the kill: written before the choice changed any snapshot
         valid = False
     if not valid or not isinstance(facts.get("shortcut"), bool):

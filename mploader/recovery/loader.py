@@ -144,7 +144,7 @@ class LogLoader:
             self.disk.write(path, b"")
         else:
             try:
-                entries = checkpoint.read_leader_epoch_checkpoint(path)  # nothing in this load wrote it yet
+                entries = checkpoint.parse_leader_epoch_checkpoint(self.disk.read(path), path)
             except CheckpointNumberFormatError as e:
                 raise StartupFailedError(path, "NumberFormatException", str(e)) from e
             cache.load(entries)
@@ -218,7 +218,7 @@ class LogLoader:
         # partition.metadata is read after loading; its IOException takes the dir offline, a bad UUID fails start-up
         metadata = self.path(checkpoint.PARTITION_METADATA)
         if self.disk.exists(metadata):
-            checkpoint.read_partition_metadata(metadata)
+            checkpoint.parse_partition_metadata(self.disk.read(metadata), metadata)
         local_start = max(new_log_start, first_base)
         log_start = new_log_start if self.cfg.remote_storage else local_start
         segments = [SegmentInfo(s.base_offset, log_size(self.disk, s), 0) for s in self.segments.ascending()]

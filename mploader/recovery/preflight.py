@@ -63,15 +63,15 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                    sized_logs: dict[str, tuple[int, int]] | None) -> StartupFailedError | None:
     # UnifiedLog.apply: the leader-epoch checkpoint (LogLoader._open_epoch_cache)
     epoch_path = os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT)
-    if cfg.record_version >= 2 and os.path.isfile(epoch_path):
+    if cfg.record_version >= 2 and disk.exists(epoch_path):
         try:
-            checkpoint.read_leader_epoch_checkpoint(epoch_path)
+            checkpoint.parse_leader_epoch_checkpoint(disk.read(epoch_path), epoch_path)
         except CheckpointNumberFormatError as e:
             return StartupFailedError(epoch_path, "NumberFormatException", str(e))
     files, links = disk.list_files(directory), disk.symlinks(directory)
     if not links and all(map(_ordinary, files)):  # the usual partition: only the .log sizes are left to check
         return (_oversized_log(disk, directory, [f for f in files if f.endswith(names.LOG_SUFFIX)], files,
-                               clean_scans, sized_logs) or _metadata(directory))
+                               clean_scans, sized_logs) or _metadata(disk, directory))
     # the main ProducerStateManager lists the snapshots (new SnapshotFile: Long.parseLong)
     for name in files:
         if name.endswith(names.SNAPSHOT_SUFFIX) and (e2 := _bad_offset(directory, name)) is not None:
@@ -107,7 +107,7 @@ def _first_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConf
                 return e2
         if names.is_log_file(name):
             logs.append(names.segment_file_name(names.offset_from_file_name(name), names.LOG_SUFFIX))
-    return _oversized_log(disk, directory, logs, files, clean_scans, sized_logs) or _metadata(directory)
+    return _oversized_log(disk, directory, logs, files, clean_scans, sized_logs) or _metadata(disk, directory)
 
 
 # a name that passes every name check above: a padded base offset of at most 18 significant digits (as
@@ -150,12 +150,12 @@ def _oversized_log(disk: Disk, directory: str, logs: list[str], files: list[str]
     return None
 
 
-def _metadata(directory: str) -> StartupFailedError | None:
+def _metadata(disk: Disk, directory: str) -> StartupFailedError | None:
     """§6.15: the UnifiedLog constructor reads partition.metadata after loading."""
     metadata = os.path.join(directory, checkpoint.PARTITION_METADATA)
-    if os.path.isfile(metadata):
+    if disk.exists(metadata):
         try:
-            checkpoint.read_partition_metadata(metadata)
+            checkpoint.parse_partition_metadata(disk.read(metadata), metadata)
         except StartupFailedError as e:
             return e
     return None

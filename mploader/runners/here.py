@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from mploader.config import LoaderConfig
-from mploader.disk import open_disk
+from mploader.disk import NO_HOOK, MutationHook, open_disk
 from mploader.engine.base import InlineSource
 from mploader.errors import MploaderError
 from mploader.recovery.job import PartitionJob, load_partition
@@ -22,11 +22,11 @@ from mploader.runners.base import Outcome
 
 class PartitionsHere:
     """Loads jobs in this process, their scans made here (Phase 1 where Phase 2 is: no batch table crosses a
-    process) and counted with the disk's file changes in :attr:`work`."""
+    process) and counted with the disk's file changes in :attr:`work`; ``mutations``: the disk's hook."""
 
-    def __init__(self, cfg: LoaderConfig) -> None:
+    def __init__(self, cfg: LoaderConfig, mutations: MutationHook = NO_HOOK) -> None:
         self.cfg = cfg
-        self.disk = open_disk(cfg.dry_run)
+        self.disk = open_disk(cfg.dry_run, mutations=mutations)
         self.work = LoadStats()
         self._scans = InlineSource(self.work, threading.Lock())
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mploader.config import LoaderConfig
+from mploader.disk import NO_HOOK, MutationHook
 from mploader.engine import worker_start
 from mploader.recovery.job import PartitionJob
 from mploader.result import LoadStats
@@ -49,13 +50,15 @@ log = logging.getLogger("mploader.runners.processes")
 
 class ProcessPartitions(PartitionRunner):
     """``workers`` processes, each loading whole partitions (Phase 1 and Phase 2); ``start``: "fork" or "spawn"
-    (:func:`mploader.engine.worker_start`)."""
+    (:func:`mploader.engine.worker_start`); ``mutations``: the hook of every worker's disk (a spawned worker's is a
+    pickled copy)."""
 
-    def __init__(self, workers: int, start: str | None = None) -> None:
+    def __init__(self, workers: int, start: str | None = None, mutations: MutationHook = NO_HOOK) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.workers = workers
         self.start = worker_start(start)
+        self.mutations = mutations
         self.worker_deaths = 0  # workers that died in this runner's loads
         self.loaded_in_parent = 0  # jobs the parent loaded: their group's worker died twice, or none started
         self._changed: set[str] = set()
@@ -81,7 +84,8 @@ class ProcessPartitions(PartitionRunner):
         pool.run()
         for g in pool.left:  # their worker died twice, or none started: loaded here, as worker 0
             self.loaded_in_parent += len(pool.groups[g])
-            pool.take(load_group(g, [jobs[i] for i in pool.groups[g]], cfg, pool.level, pool.told(g, 0)))
+            pool.take(load_group(g, [jobs[i] for i in pool.groups[g]], cfg, pool.level, pool.told(g, 0),
+                                 self.mutations))
         return pool.outcomes()
 
 
@@ -89,13 +93,13 @@ class _Worker:
     """One worker process, its end of the pipe, its number (0 to workers - 1: a worker that takes a dead one's place
     takes its number) and the group it is loading (None: idle)."""
 
-    def __init__(self, start: str, number: int) -> None:
+    def __init__(self, start: str, number: int, mutations: MutationHook) -> None:
         self.number = number
         import multiprocessing
 
         ctx: Any = multiprocessing.get_context(start)  # typeshed's BaseContext has no Process
         self.conn, child = ctx.Pipe()
-        self.process: BaseProcess = ctx.Process(target=serve, args=(child, os.getpid(), start == "fork"),
+        self.process: BaseProcess = ctx.Process(target=serve, args=(child, os.getpid(), start == "fork", mutations),
                                                 name=WORKER_NAME, daemon=True)
         try:
             self.process.start()
@@ -199,7 +203,7 @@ class _Pool:
         while self.todo and len(self.workers) < min(self.runner.workers, len(self.groups)):
             try:
                 number = min(set(range(self.runner.workers)) - {w.number for w in self.workers})
-                self.workers.append(_Worker(self.runner.start, number))
+                self.workers.append(_Worker(self.runner.start, number, self.runner.mutations))
             except OSError as e:
                 self.cannot_start(e)
                 return

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from mploader.config import LoaderConfig
+from mploader.disk import NO_HOOK, MutationHook
 from mploader.recovery.job import PartitionJob
 from mploader.runners.here import PartitionsHere, collected
 from mploader.runners.processes.messages import STOP, GroupLoaded, LoadGroup, SegmentsLeft
@@ -22,12 +23,14 @@ SEGMENTS_EVERY_SECONDS = 0.05
 
 
 def load_group(group: int, jobs: Sequence[PartitionJob], cfg: LoaderConfig, level: int,
-               segments: Callable[[int, int], None] = lambda i, n: None) -> GroupLoaded:
+               segments: Callable[[int, int], None] = lambda i, n: None, mutations: MutationHook = NO_HOOK
+               ) -> GroupLoaded:
     """Each job's load, in order (:class:`~mploader.runners.here.PartitionsHere`), synced at the end; the mploader
     log records at ``level`` and above go back with the outcomes instead of to this process's handlers.
-    ``segments``: told of the segments left to recover in job ``i`` (its position in ``jobs``) as its load goes."""
+    ``segments``: told of the segments left to recover in job ``i`` (its position in ``jobs``) as its load goes;
+    ``mutations``: the disk's hook."""
     with collected(level) as collect:
-        here = PartitionsHere(cfg)
+        here = PartitionsHere(cfg, mutations)
         outcomes = [here.load(job, functools.partial(segments, i)) for i, job in enumerate(jobs)]
         sync_failed = None
         try:
@@ -37,7 +40,7 @@ def load_group(group: int, jobs: Sequence[PartitionJob], cfg: LoaderConfig, leve
         return GroupLoaded(group, outcomes, collect.records, here.disk.changed_dirs(), sync_failed, here.work)
 
 
-def serve(conn: Connection, parent_pid: int, forked: bool) -> None:
+def serve(conn: Connection, parent_pid: int, forked: bool, mutations: MutationHook = NO_HOOK) -> None:
     """A worker's loop: a :class:`LoadGroup` in, its :class:`GroupLoaded` out, until the parent says
     :data:`STOP` or goes."""
     from mploader.engine.worker import init_worker  # the scanning pool's: not imported by a load that starts none
@@ -50,7 +53,7 @@ def serve(conn: Connection, parent_pid: int, forked: bool) -> None:
             return
         if task is STOP:
             return
-        conn.send(load_group(task.group, task.jobs, task.cfg, task.level, _Reporter(conn)))
+        conn.send(load_group(task.group, task.jobs, task.cfg, task.level, _Reporter(conn), mutations))
 
 
 class _Reporter:
