@@ -25,6 +25,7 @@ decides and writes must not depend on N:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +68,7 @@ from mploader.engine.worker import WORKER_NAME  # noqa: E402
 from mploader.format import names, records  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
+from mploader.progress import NO_PROGRESS  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import (  # noqa: E402
@@ -970,6 +972,55 @@ def test_a_scan_the_plan_did_not_hold_is_counted(tmp_path) -> None:
     assert engine.stats.unplanned_scans == 0
     assert engine.source(str(d)).scan(SegmentTask(str(part / "00000000000000000000.log"), 0)).valid_bytes > 0
     assert engine.stats.unplanned_scans == 1
+
+
+def test_an_engine_is_configured_by_its_constructor(tmp_path) -> None:
+    """The IO budget and the plans already made (which prefetch then reuses) are constructor arguments; without a
+    progress the engine reports to NO_PROGRESS."""
+    from mploader.engine.plan import DirPlan, plan_segment_scans
+
+    d = _one_segment_dir(tmp_path, 5)
+    dir_plan = DirPlan(str(d), False, _partitions_of(str(d)), {})
+    planned = plan_segment_scans(dir_plan)
+    engine = InlineEngine(LoadStats(), max_read_bytes_per_sec=3 << 20, planned={str(d): planned})
+    budget = engine.budget(str(d))
+    assert budget is not None and budget.bytes_per_s == 3 << 20
+    assert engine.plan(dir_plan) is planned  # not planned again
+    assert engine.planned_paths[str(d)] == {t.path for _, tasks in planned for t in tasks}
+    assert engine.progress is NO_PROGRESS
+    plain = InlineEngine(LoadStats())
+    assert plain.budget(str(d)) is None and plain.planned == {}
+    pool = PoolEngine(LoadStats(), 2, [str(d)], None, max_read_bytes_per_sec=1 << 20, planned={str(d): planned})
+    with pool:
+        assert pool.budget(str(d)) is not None and pool.plan(dir_plan) is planned
+
+
+class ClosingEngine(InlineEngine):
+    """The inline engine, keeping the ``kill`` of each close."""
+
+    def __init__(self) -> None:
+        super().__init__(LoadStats())
+        self.kills: list[bool] = []
+
+    def close(self, kill: bool = False) -> None:
+        self.kills.append(kill)
+        super().close(kill)
+
+
+@pytest.mark.parametrize(("error", "kill"), [(None, False), (ValueError("x"), False), (OSError(5, "EIO"), False),
+                                             (KeyboardInterrupt(), True), (SystemExit(3), True)])
+def test_an_engine_closes_as_a_context_manager_killing_on_ctrl_c(error: BaseException | None, kill: bool) -> None:
+    """``with engine:`` closes it on the way out, at once (kill) when the block ends by Ctrl-C or another
+    BaseException that is not an Exception; the exception goes on."""
+    engine = ClosingEngine()
+    with pytest.raises(type(error)) if error is not None else contextlib.nullcontext():
+        with engine as entered:
+            assert entered is engine and engine.kills == []
+            if error is not None:
+                raise error
+    assert engine.kills == [kill]
+    cancelled = engine.inline_source("d").cancelled
+    assert cancelled is not None and cancelled.is_set()  # closed: a wait for a read budget's turn ends
 
 
 def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monkeypatch) -> None:
