@@ -29,7 +29,6 @@ from report import Lines, replace_section  # noqa: E402 - perf/report.py, beside
 from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.experiments.cache import make_warm  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from mploader.progress import NO_PROGRESS  # noqa: E402
 from mploader.spark import fleet  # noqa: E402
 from mploader.spark.engine import SparkEngine  # noqa: E402
 from mploader.spark.phase2 import SparkPartitions  # noqa: E402
@@ -56,7 +55,7 @@ def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
     dirs = [str(d) for d in sorted(broker.glob("data-*"))]
     make_warm([broker])
     pool = LoaderConfig(num_segment_loading_threads_per_data_dir=2, dry_run=True)
-    spark_engine = lambda st, pr: SparkEngine(spark, st, NO_PROGRESS if pr is None else pr)  # noqa: E731
+    spark_engine = lambda st, pr: SparkEngine(spark, st, pr)  # noqa: E731
     runs: dict[str, Any] = {
         "verify, pool 2/dir": lambda: verify_logs(dirs, pool, predict=False),
         "verify, Spark local[2]": lambda: verify_logs(dirs, pool, predict=False, engine=spark_engine),

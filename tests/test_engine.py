@@ -988,8 +988,8 @@ def test_an_engine_is_configured_by_its_constructor(tmp_path) -> None:
     assert engine.plan(dir_plan) is planned  # not planned again
     assert engine.planned_paths[str(d)] == {t.path for _, tasks in planned for t in tasks}
     assert engine.progress is NO_PROGRESS
-    plain = InlineEngine(LoadStats())
-    assert plain.budget(str(d)) is None and plain.planned == {}
+    plain = InlineEngine(LoadStats(), None)  # what an EngineFactory may be given: no progress
+    assert plain.budget(str(d)) is None and plain.planned == {} and plain.progress is NO_PROGRESS
     pool = PoolEngine(LoadStats(), 2, [str(d)], None, max_read_bytes_per_sec=1 << 20, planned={str(d): planned})
     with pool:
         assert pool.budget(str(d)) is not None and pool.plan(dir_plan) is planned

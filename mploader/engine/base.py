@@ -87,12 +87,14 @@ class Engine(abc.ABC):
     workers_per_dir = 1
     start: str | None = None  # how its worker processes start ("fork", "spawn": mploader.engine.worker_start)
 
-    def __init__(self, stats: LoadStats, progress: Progress = NO_PROGRESS, read_ahead_bytes: int | str = "auto", *,
-                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
-        """``read_ahead_bytes``, ``max_read_bytes_per_sec``: the LoaderConfig's; ``planned``: the plans already
-        made of some data dirs (:func:`mploader.engine.select.auto_plans`), which :meth:`plan` then reuses."""
+    def __init__(self, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
+                 read_ahead_bytes: int | str = "auto", *, max_read_bytes_per_sec: int | None = None,
+                 planned: Mapping[str, PlannedScans] | None = None):
+        """``progress``: where its scans are reported (None, from an :data:`EngineFactory`'s caller: nowhere);
+        ``read_ahead_bytes``, ``max_read_bytes_per_sec``: the LoaderConfig's; ``planned``: the plans already made of
+        some data dirs (:func:`mploader.engine.select.auto_plans`), which :meth:`plan` then reuses."""
         self.stats = stats
-        self.progress = progress
+        self.progress: Progress = NO_PROGRESS if progress is None else progress
         self.read_ahead_bytes = read_ahead_bytes
         self.max_read_bytes_per_sec = max_read_bytes_per_sec  # the IO budget of each data dir (None: none)
         self.planned: dict[str, PlannedScans] = dict(planned or {})  # per data dir, once planned
@@ -171,8 +173,8 @@ class Engine(abc.ABC):
         self.close(kill=error is not None and not isinstance(error, Exception))
 
 
-# makes a load's engine from its stats and progress (load_logs' ``engine``: another engine than the config's); a
-# progress of None is NO_PROGRESS
+# makes a load's engine from its stats and progress (load_logs' ``engine``: another engine than the config's); the
+# engines take a progress of None for NO_PROGRESS
 EngineFactory = Callable[[LoadStats, Progress | None], Engine]
 
 __all__ = ["Engine", "EngineFactory", "InlineSource"]

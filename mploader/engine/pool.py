@@ -167,7 +167,7 @@ class PoolEngine(Engine):
     parent_head_bytes = PARENT_HEAD_BYTES
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
-                 progress: Progress = NO_PROGRESS, chunk_bytes: int | None = None,
+                 progress: Progress | None = NO_PROGRESS, chunk_bytes: int | None = None,
                  read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None, *,
                  max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
         super().__init__(stats, progress, read_ahead_bytes, max_read_bytes_per_sec=max_read_bytes_per_sec,

@@ -15,7 +15,7 @@ from mploader.engine.base import Engine
 from mploader.engine.inline import InlineEngine
 from mploader.engine.plan import DirPlan, PlannedScans, file_size, plan_segment_scans
 from mploader.metrics import MetricsRegistry
-from mploader.progress import NO_PROGRESS, Progress
+from mploader.progress import Progress
 from mploader.result import LoadStats
 
 # The figures "auto" weighs (perf/README.md, "When a pool pays", "Many cores" and "Workers forked"): what starting a
@@ -160,14 +160,13 @@ def make_engine(cfg: LoaderConfig, data_dirs: list[str] | list[DirPlan], stats: 
     if auto is None:
         auto = auto_plans(cfg, plans) if plans else AutoPlans(scan_bytes=scan_bytes)
     n = workers_per_dir(cfg, len(paths), auto.scan_bytes, auto.scan_tasks, auto.scanning)
-    reporting = NO_PROGRESS if progress is None else progress
     # prefetch reuses the plans "auto" already made
     if n <= 1 or not paths:
-        return InlineEngine(stats, reporting, cfg.read_ahead_bytes,
+        return InlineEngine(stats, progress, cfg.read_ahead_bytes,
                             max_read_bytes_per_sec=cfg.max_read_bytes_per_sec, planned=auto.planned)
     from mploader.engine.pool import PoolEngine  # loky only when a pool is started
 
-    return PoolEngine(stats, n, paths, metrics, reporting, read_ahead_bytes=cfg.read_ahead_bytes,
+    return PoolEngine(stats, n, paths, metrics, progress, read_ahead_bytes=cfg.read_ahead_bytes,
                       adaptive=cfg.num_segment_loading_threads_per_data_dir == "adaptive", start=cfg.worker_start,
                       max_read_bytes_per_sec=cfg.max_read_bytes_per_sec, planned=auto.planned)
 

@@ -90,7 +90,7 @@ def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
 class SparkEngine(Engine):
     """Phase 1 in Spark tasks (see the module docstring); ``workers_per_dir`` is the cluster's cores."""
 
-    def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress = NO_PROGRESS,
+    def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
                  chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES, *,
                  max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
         # the executors read: the driver's hints help none

@@ -29,7 +29,7 @@ from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
 from mploader.errors import StartupFailedError
 from mploader.manager import load_logs
-from mploader.progress import NO_PROGRESS, Progress
+from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
 from mploader.spark.engine import SparkEngine
 from mploader.spark.output import FleetTables, load_tables, verify_tables
@@ -100,7 +100,7 @@ class FleetVerify:
 
 def _engine(spark: SparkSession, engines: list[SparkEngine]) -> EngineFactory:
     def make(stats: LoadStats, progress: Progress | None) -> Engine:
-        engine = SparkEngine(spark, stats, NO_PROGRESS if progress is None else progress)
+        engine = SparkEngine(spark, stats, progress)
         engines.append(engine)
         return engine
 
