@@ -310,7 +310,7 @@ def last_entry_both(buf: bytes, start: int, end: int) -> Any:
     from mploader.format import log
 
     outcomes = []
-    for walk_to_last in (functools.partial(log.last_entry_compiled, compiled), log.last_entry_in_python):
+    for walk_to_last in (functools.partial(log.last_entry_compiled, compiled.last_entry), log.last_entry_in_python):
         try:
             outcomes.append(walk_to_last(buf, start, end, PATH))
         except CorruptRecordError as e:

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mploader.errors import CorruptRecordError
 from mploader.format import legacy, records
-
-if TYPE_CHECKING:
-    from mploader.scan.compiled import CompiledWalk
 
 ENTRY_PREFIX = struct.Struct(">qiib")
 RECORD_OVERHEAD_V0 = 14
@@ -54,12 +50,10 @@ def last_entry(buf: bytes | memoryview | mmap.mmap, start: int, end: int, path: 
     """The position of the last entry :func:`iter_entries` yields from ``start`` to ``end`` (None: none); raises
     where it raises.  LogSegment.readNextOffset's walk to the last batch, which reads nothing but size fields (an
     unclean shutdown's active segment, whose preallocated index ends in zeros, is walked whole): the compiled
-    walk's where it is loaded (:data:`mploader.scan.compiled.WALK`), else the Python loop, the reference."""
-    from mploader.scan.compiled import WALK  # imported here: the scan package imports this one's package
-
-    if WALK is None:
+    walk's where it is loaded (:func:`use`), else the Python loop, the reference."""
+    if _compiled_last_entry is None:
         return last_entry_in_python(buf, start, end, path)
-    return last_entry_compiled(WALK, buf, start, end, path)
+    return last_entry_compiled(_compiled_last_entry, buf, start, end, path)
 
 
 def last_entry_in_python(buf: bytes | memoryview | mmap.mmap, start: int, end: int,
@@ -71,13 +65,26 @@ def last_entry_in_python(buf: bytes | memoryview | mmap.mmap, start: int, end: i
     return found
 
 
-def last_entry_compiled(walk: CompiledWalk, buf: bytes | memoryview | mmap.mmap, start: int, end: int,
+def last_entry_compiled(compiled: LastEntryWalk, buf: bytes | memoryview | mmap.mmap, start: int, end: int,
                         path: str | None = None) -> int | None:
-    """:func:`last_entry` by ``walk``'s loop (its ``last_entry``)."""
-    last, stop, bad_size = walk.last_entry(buf, start, end)
+    """:func:`last_entry` by ``compiled`` (the compiled walk's ``last_entry``)."""
+    last, stop, bad_size = compiled(buf, start, end)
     if bad_size is not None:
         raise _size_below_overhead(path, stop, bad_size)
     return None if last < 0 else int(last)
+
+
+# (buf, start, end) -> (the last entry's position or -1, where the walk stopped, the size field below 14 or None)
+LastEntryWalk = Callable[[bytes | memoryview | mmap.mmap, int, int], tuple[int, int, int | None]]
+_compiled_last_entry: LastEntryWalk | None = None
+
+
+def use(compiled: LastEntryWalk | None) -> None:
+    """Make :func:`last_entry` use ``compiled`` (the compiled walk's ``last_entry``: installed by
+    :mod:`mploader.scan.compiled` when it loads the walk, as it installs its CRC-32C in :mod:`mploader.format.crc`;
+    this layer cannot import that one); None: the Python loop."""
+    global _compiled_last_entry
+    _compiled_last_entry = compiled
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,10 @@ was not built (no C compiler at install time), when the environment variable ``M
 its :data:`VERSION`, or the rows it writes, which must be :data:`~mploader.scan.table.BATCH_TABLE`'s and
 :data:`~mploader.scan.table.INDEX_DRAFT`'s byte for byte (:func:`layout_mismatch`).
 
-Each user picks explicitly, taking the walk as an argument that defaults to :data:`WALK`
-(:func:`mploader.scan.walk.scan_buffer`, :func:`mploader.scan.draft.draft_recovery`) or asking for it
-(:func:`mploader.format.log.last_entry`, :func:`mploader.format.crc.implementation`).
+The scan layer's users pick explicitly, taking the walk as an argument that defaults to :data:`WALK`
+(:func:`mploader.scan.walk.scan_buffer`, :func:`mploader.scan.draft.draft_recovery`; None: the Python code).  The
+format layer cannot import this one (tests/test_layering.py): its CRC-32C (:mod:`mploader.format.crc`) and its walk
+to the last entry (:func:`mploader.format.log.last_entry`) are installed in it here, once, when :data:`WALK` loads.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Protocol, cast
 
 import numpy as np
 
+from mploader.format import crc, log
 from mploader.scan.table import BATCH_TABLE, INDEX_DRAFT
 
 VERSION = 1  # the _walk.c this Python is written for (its WALK_VERSION)
@@ -82,5 +84,8 @@ def load(environ: Mapping[str, str] = os.environ) -> CompiledWalk | None:
 
 
 WALK: CompiledWalk | None = load()
+if WALK is not None:
+    crc.use(WALK.crc32c)  # the crc32c package is then never imported
+    log.use(WALK.last_entry)
 
 __all__ = ["VERSION", "WALK", "CompiledWalk", "checked", "expected_layout", "layout_mismatch", "load"]
