@@ -55,17 +55,15 @@ class LoadPlan:
     def engine(self, cfg: LoaderConfig, data_dirs: Sequence[str], stats: LoadStats,
                metrics: MetricsRegistry | None = None, progress: Progress | None = None) -> Engine:
         """The Phase 1 engine of this plan, counting into ``stats``."""
-        engine: Engine
+        # prefetch reuses the plans made while choosing
         if self.workers_per_dir <= 1 or not data_dirs:
-            engine = InlineEngine(stats, progress, cfg.read_ahead_bytes)
-        else:
-            from mploader.engine.pool import PoolEngine  # loky only when a pool is started
+            return InlineEngine(stats, progress, cfg.read_ahead_bytes,
+                                max_read_bytes_per_sec=cfg.max_read_bytes_per_sec, planned=self.planned)
+        from mploader.engine.pool import PoolEngine  # loky only when a pool is started
 
-            engine = PoolEngine(stats, self.workers_per_dir, data_dirs, metrics, progress,
-                                read_ahead_bytes=cfg.read_ahead_bytes, adaptive=self.adaptive, start=cfg.worker_start)
-        engine.max_read_bytes_per_sec = cfg.max_read_bytes_per_sec
-        engine.planned.update(self.planned)  # prefetch reuses the plans made while choosing
-        return engine
+        return PoolEngine(stats, self.workers_per_dir, data_dirs, metrics, progress,
+                          read_ahead_bytes=cfg.read_ahead_bytes, adaptive=self.adaptive, start=cfg.worker_start,
+                          max_read_bytes_per_sec=cfg.max_read_bytes_per_sec, planned=self.planned)
 
     def runner(self, cfg: LoaderConfig, disk: Disk, data_dirs: Sequence[str], stats: LoadStats,
                metrics: MetricsRegistry | None = None, progress: Progress | None = None,

@@ -106,6 +106,10 @@ class Progress:
         """Called once after loading."""
 
 
+# what a load, an engine or a verification reports to when no one listens: every method does nothing
+NO_PROGRESS = Progress()
+
+
 class ProgressTracker(Progress):
     """Keeps each data dir's :class:`DirProgress` from the load's events and passes every event, and the new
     figures, on to ``sinks`` (Progress objects, or any object with some of Progress's methods)."""
@@ -209,4 +213,4 @@ class _DirCounts:
         self.planned = False
 
 
-__all__ = ["DirProgress", "Progress", "ProgressTracker"]
+__all__ = ["NO_PROGRESS", "DirProgress", "Progress", "ProgressTracker"]

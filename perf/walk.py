@@ -11,7 +11,7 @@ path whichever loop runs). With a warm page cache, each round times, one after t
   checks every byte), the compiled module's own CRC-32C the same way, and the crc32c package called once
   per batch from Python (what the Python loop pays for its CRCs alone);
 * ``scan_segment`` (map the file, walk, CRC, batch table) with the Python loop and with the compiled one
-  (``mploader.scan.walk.COMPILED`` switched in this process);
+  (``scan_segment``'s ``compiled`` argument: None, or ``mploader.scan.compiled.WALK``);
 * their parts: ``batch_table`` on the scan's positions, and the compiled ``walk_v2`` alone (with and
   without CRC checks; over the mixed segment it is called again after each control batch), over pages
   mapped beforehand and over a fresh mapping as a scan makes (its page faults included).
@@ -45,6 +45,7 @@ from mploader.cli.units import parse_size  # noqa: E402
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.scan import SegmentTask, scan_segment  # noqa: E402
+from mploader.scan.compiled import WALK  # noqa: E402
 
 
 def make_segment(out: Path, size: int, batch_bytes: int, transactional: float) -> Path:
@@ -58,12 +59,10 @@ def make_segment(out: Path, size: int, batch_bytes: int, transactional: float) -
 
 def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
     """Best seconds of each measurement over ``repeat`` rounds; the batch count, bytes and control batches."""
-    compiled = walk._compiled
+    compiled = WALK
     data = path.read_bytes()  # warms the page cache
     task = SegmentTask(str(path), 0)
-    saved = walk.COMPILED
-    walk.COMPILED = False
-    reference = scan_segment(task)
+    reference = scan_segment(task, None)
     positions = reference.batches["position"].tolist()
     sizes = reference.batches["size"].tolist()
     assert reference.valid_bytes == len(data), "the benchmark segment must be valid to its end"
@@ -99,8 +98,7 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
 
     def scan_with(use_compiled: bool) -> Callable[[], object]:
         def run() -> object:
-            walk.COMPILED = use_compiled
-            return scan_segment(task)
+            return scan_segment(task, compiled if use_compiled else None)
         return run
 
     runs: dict[str, Callable[[], object]] = {
@@ -127,7 +125,6 @@ def measure(path: Path, repeat: int) -> tuple[dict[str, float], int, int, int]:
                 fn()
                 best[name] = min(best[name], time.perf_counter() - t0)
     finally:
-        walk.COMPILED = saved
         mv.release()
         mm.close()
         f.close()
@@ -157,7 +154,7 @@ def run(args: argparse.Namespace, out: Path) -> list[str]:
     printed = Lines()
     say, lines = printed.say, printed.lines
 
-    compiled = walk._compiled
+    compiled = WALK
     impl = compiled.crc_implementation() if compiled is not None else "not built"
     say(f"`python perf/walk.py {' '.join(sys.argv[1:])}` on {cpu_model()} ({psutil.cpu_count()} CPUs), "
         f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; one process, warm page cache, "

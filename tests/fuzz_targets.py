@@ -31,7 +31,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-import mploader.scan.walk as walk
+import mploader.scan.compiled as compiled_walk
 from mploader import LoaderConfig, load_logs
 from mploader.errors import MploaderError
 from mploader.format import checkpoint, compression, index, legacy, log, names, records, snapshot, xerial_snappy
@@ -197,20 +197,17 @@ def _scan_digest(outcome: SegmentScan) -> Any:
     return fields
 
 
+BUILT_WALK = compiled_walk.load(environ={})  # the extension, checked, whatever MPLOADER_PURE_PYTHON says
+
+
 def walk_differential(data: bytes) -> None:
     """The walk on ``data[2:]`` (task flags from ``data[:2]``): the Python walk and, where it is built, the
     compiled one (mploader/scan/_walk.c) must give the same scan."""
     body, task = _walk_task(data)
-    saved = walk.COMPILED
-    try:
-        walk.COMPILED = False
-        reference = scan_buffer(body, task, len(body))
-        if walk._compiled is not None:
-            walk.COMPILED = True
-            compiled = scan_buffer(body, task, len(body))
-            assert _scan_digest(compiled) == _scan_digest(reference), "the compiled walk differs from the Python one"
-    finally:
-        walk.COMPILED = saved
+    reference = scan_buffer(body, task, len(body), None)
+    if BUILT_WALK is not None:
+        compiled = scan_buffer(body, task, len(body), BUILT_WALK)
+        assert _scan_digest(compiled) == _scan_digest(reference), "the compiled walk differs from the Python one"
 
 
 def index_files(data: bytes) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from mploader.config import LoaderConfig
 from mploader.engine import WORKER_STARTS, select
-from mploader.engine.adaptive import AdaptiveController, Gate, Observation
+from mploader.engine.adaptive import LOKY_RELEASES, AdaptiveController, Gate, Observation, check_loky
 from mploader.generate import GeneratorConfig, generate
 from mploader.load_plan import auto_pool_min_bytes, usable_cpus, workers_per_dir
 from mploader.manager import load_logs
@@ -217,3 +217,15 @@ def test_the_adaptive_pool_starts_one_worker_and_grows_with_its_count(tmp_path, 
         assert len(workers() - before) == 3
     finally:
         engine.close()
+
+
+def test_adaptive_workers_check_the_loky_release() -> None:
+    """They grow a pool through loky's private _max_workers: only the releases where that is known to work pass,
+    any other is a clear error before a pool starts."""
+    check_loky()  # the installed one
+    low, high = LOKY_RELEASES
+    for version in (f"{low[0]}.{low[1]}.0", f"{high[0]}.{high[1] - 1}.9", f"{low[0]}.{low[1]}.1.dev0"):
+        check_loky(version)
+    for version in (f"{high[0]}.{high[1]}.0", "3.3.9", "4.0.0", "2.9.0", "unknown"):
+        with pytest.raises(RuntimeError, match=f"loky {version} is installed"):
+            check_loky(version)

@@ -11,7 +11,7 @@ import pytest
 
 from mploader.engine.block import Block
 from mploader.scan import BATCH_TABLE
-from mploader.scan.draft import INDEX_DRAFT
+from mploader.scan.table import INDEX_DRAFT
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
 

@@ -25,6 +25,7 @@ decides and writes must not depend on N:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -54,7 +55,7 @@ import mploader.engine.base as base_mod  # noqa: E402
 import mploader.engine.chunks as chunks_mod  # noqa: E402
 import mploader.engine.plan as plan_mod  # noqa: E402
 import mploader.engine.pool as pool_mod  # noqa: E402
-import mploader.load_plan as select_mod  # noqa: E402
+import mploader.load_plan as load_plan_mod  # noqa: E402
 import mploader.runners.threads as threads_mod  # noqa: E402
 from mploader import LoaderConfig, MetricsRegistry, StartupFailedError, load_logs  # noqa: E402
 from mploader.engine import ONE_BLAS_THREAD, WORKER_STARTS, worker_start  # noqa: E402
@@ -71,6 +72,7 @@ from mploader.load_plan import (  # noqa: E402
     workers_per_dir,
 )
 from mploader.metrics import REMAINING_LOGS_TO_RECOVER, REMAINING_SEGMENTS_TO_LOAD  # noqa: E402
+from mploader.progress import NO_PROGRESS  # noqa: E402
 from mploader.result import LoadStats  # noqa: E402
 from tests.conftest import corpus_data_dirs, materialize_corpus  # noqa: E402
 from tests.crashy_worker import (  # noqa: E402
@@ -892,7 +894,7 @@ def test_the_configs_start_wins_over_the_environment(tmp_path, monkeypatch, star
     MPLOADER_WORKER_START says."""
     other = next(s for s in WORKER_STARTS if s != start)
     monkeypatch.setenv("MPLOADER_WORKER_START", other)
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 2)
     engine = make_engine(LoaderConfig(segment_scan_workers_per_data_dir=2, worker_start=start),
                          [str(tmp_path)], LoadStats())
     try:
@@ -974,6 +976,55 @@ def test_a_scan_the_plan_did_not_hold_is_counted(tmp_path) -> None:
     assert engine.stats.unplanned_scans == 0
     assert engine.source(str(d)).scan(SegmentTask(str(part / "00000000000000000000.log"), 0)).valid_bytes > 0
     assert engine.stats.unplanned_scans == 1
+
+
+def test_an_engine_is_configured_by_its_constructor(tmp_path) -> None:
+    """The IO budget and the plans already made (which prefetch then reuses) are constructor arguments; without a
+    progress the engine reports to NO_PROGRESS."""
+    from mploader.engine.plan import DirPlan, plan_segment_scans
+
+    d = _one_segment_dir(tmp_path, 5)
+    dir_plan = DirPlan(str(d), False, _partitions_of(str(d)), {})
+    planned = plan_segment_scans(dir_plan)
+    engine = InlineEngine(LoadStats(), max_read_bytes_per_sec=3 << 20, planned={str(d): planned})
+    budget = engine.budget(str(d))
+    assert budget is not None and budget.bytes_per_s == 3 << 20
+    assert engine.plan(dir_plan) is planned  # not planned again
+    assert engine.planned_paths[str(d)] == {t.path for _, tasks in planned for t in tasks}
+    assert engine.progress is NO_PROGRESS
+    plain = InlineEngine(LoadStats(), None)  # what an EngineFactory may be given: no progress
+    assert plain.budget(str(d)) is None and plain.planned == {} and plain.progress is NO_PROGRESS
+    pool = PoolEngine(LoadStats(), 2, [str(d)], None, max_read_bytes_per_sec=1 << 20, planned={str(d): planned})
+    with pool:
+        assert pool.budget(str(d)) is not None and pool.plan(dir_plan) is planned
+
+
+class ClosingEngine(InlineEngine):
+    """The inline engine, keeping the ``kill`` of each close."""
+
+    def __init__(self) -> None:
+        super().__init__(LoadStats())
+        self.kills: list[bool] = []
+
+    def close(self, kill: bool = False) -> None:
+        self.kills.append(kill)
+        super().close(kill)
+
+
+@pytest.mark.parametrize(("error", "kill"), [(None, False), (ValueError("x"), False), (OSError(5, "EIO"), False),
+                                             (KeyboardInterrupt(), True), (SystemExit(3), True)])
+def test_an_engine_closes_as_a_context_manager_killing_on_ctrl_c(error: BaseException | None, kill: bool) -> None:
+    """``with engine:`` closes it on the way out, at once (kill) when the block ends by Ctrl-C or another
+    BaseException that is not an Exception; the exception goes on."""
+    engine = ClosingEngine()
+    with pytest.raises(type(error)) if error is not None else contextlib.nullcontext():
+        with engine as entered:
+            assert entered is engine and engine.kills == []
+            if error is not None:
+                raise error
+    assert engine.kills == [kill]
+    cancelled = engine.inline_source("d").cancelled
+    assert cancelled is not None and cancelled.is_set()  # closed: a wait for a read budget's turn ends
 
 
 def test_pickled_bytes_per_task_do_not_depend_on_the_batch_count(tmp_path, monkeypatch) -> None:
@@ -1663,7 +1714,7 @@ def test_segments_are_cut_only_as_small_as_keeps_every_worker_busy(total, worker
     (8, 1, 8), (8, 2, 4), (8, 3, 2), (8, 8, 1), (8, 16, 1), (2, 1, 2), (1, 1, 1), (64, 0, 64), (5, 2, 2),
 ])
 def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs, expected) -> None:
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: cpus)
     assert workers_per_dir(LoaderConfig(segment_scan_workers_per_data_dir="auto"), dirs) == expected
     assert workers_per_dir(LoaderConfig(segment_scan_workers_per_data_dir=3), dirs) == 3  # explicit N wins
 
@@ -1671,22 +1722,22 @@ def test_auto_shares_the_usable_cpus_among_the_data_dirs(monkeypatch, cpus, dirs
 def test_auto_makes_a_pool_only_with_more_than_one_worker_per_dir(monkeypatch, tmp_path) -> None:
     cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 8)
     engine = make_engine(cfg, dirs, LoadStats())
     try:
         assert isinstance(engine, PoolEngine) and engine.workers_per_dir == 4
     finally:
         engine.close()
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 3)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 3)
     engine = make_engine(cfg, dirs, LoadStats())
     assert type(engine) is InlineEngine and engine.workers_per_dir == 1
 
 
 def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) -> None:
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 4)
     # this small data set counts as big enough
-    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
-    monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
+    monkeypatch.setattr(load_plan_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
+    monkeypatch.setattr(load_plan_mod, "POOL_TASK_SECONDS", 0)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 2  # 4 CPUs, 2 data dirs
@@ -1711,23 +1762,24 @@ def test_auto_load_reports_its_n_and_conforms(datasets, request, monkeypatch) ->
     ("fork", 16, 1, 2_000_000_000, 2_117, 1), ("fork", 16, 4, 2_000_000_000, 40, 1), ("fork", 1, 1, 10**12, 1, 1),
 ])
 def test_auto_starts_a_pool_where_its_start_pays(monkeypatch, start, cpus, dirs, scan_bytes, tasks, expected) -> None:
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: cpus)
     monkeypatch.setenv("MPLOADER_WORKER_START", start)
     cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     assert workers_per_dir(cfg, dirs, scan_bytes, tasks) == expected
-    assert select_mod.auto_pool_min_bytes(2) > select_mod.auto_pool_min_bytes(4) > select_mod.auto_pool_min_bytes(16)
-    assert select_mod.auto_pool_min_bytes(4, tasks=1_000) > select_mod.auto_pool_min_bytes(4, tasks=10)
-    assert select_mod.auto_pool_min_bytes(4, dirs=4) == 4 * select_mod.auto_pool_min_bytes(4)
-    this_start = select_mod.auto_pool_min_bytes(2)
+    pool_min = load_plan_mod.auto_pool_min_bytes
+    assert pool_min(2) > pool_min(4) > pool_min(16)
+    assert load_plan_mod.auto_pool_min_bytes(4, tasks=1_000) > load_plan_mod.auto_pool_min_bytes(4, tasks=10)
+    assert load_plan_mod.auto_pool_min_bytes(4, dirs=4) == 4 * load_plan_mod.auto_pool_min_bytes(4)
+    this_start = load_plan_mod.auto_pool_min_bytes(2)
     monkeypatch.setenv("MPLOADER_WORKER_START", "spawn" if start == "fork" else "fork")
-    assert (this_start < select_mod.auto_pool_min_bytes(2)) == (start == "fork")  # a fork is the cheaper start
+    assert (this_start < load_plan_mod.auto_pool_min_bytes(2)) == (start == "fork")  # a fork is the cheaper start
 
 
 def test_auto_counts_only_the_dirs_that_scan(monkeypatch) -> None:
     """4 data dirs on 16 CPUs, the busiest recovering 8 GB in 160 segments: where all 4 scan as much, the inline
     engine's 4 loading threads already scan at once (inline); where it is the only one that scans, a pool of 4
     pays as it would for that dir alone.  Spawned workers, the start those 16-CPU figures were measured with."""
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 16)
     monkeypatch.setenv("MPLOADER_WORKER_START", "spawn")
     cfg = LoaderConfig(segment_scan_workers_per_data_dir="auto")
     assert workers_per_dir(cfg, 4, 8_000_000_000, 160, 4) == workers_per_dir(cfg, 4, 8_000_000_000, 160) == 1
@@ -1751,8 +1803,8 @@ def test_auto_weighs_the_busiest_dir_and_counts_the_dirs_that_scan(tmp_path) -> 
 
     planned = {"a": [(None, tasks("a", [4_000_000_000, 4_000_000_000]))], "b": [(None, [])], "c": [],
                "d": [(None, tasks("d", [10, 20, 30]))]}
-    assert select_mod._weigh(planned, {})[1:] == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
-    assert select_mod._weigh({}, {})[1:] == (0, 0, 0, 0, 0)
+    assert load_plan_mod._weigh(planned, {})[1:] == (8_000_000_000, 2, 2, 8_000_000_060, 5)  # type: ignore[arg-type]
+    assert load_plan_mod._weigh({}, {})[1:] == (0, 0, 0, 0, 0)
 
 
 def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkeypatch) -> None:
@@ -1812,13 +1864,13 @@ def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets
     """A clean dir has little to scan, and the inline engine never plans it: "auto" sizes it by a bound, the bytes
     of its .log files as the preflight sized them (else a plan that reads no .txnindex, each counted as corrupt),
     and plans it exactly only where that bound asks for a pool. Either way the outcome is the reference's."""
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 4)
     reads: list[int] = []
     real = plan_mod._txn_index_corrupt
     monkeypatch.setattr(plan_mod, "_txn_index_corrupt", lambda d, b: reads.append(b) or real(d, b))
     plans: list[bool] = []  # bound_only of each plan made
-    real_plan = select_mod.plan_segment_scans
-    monkeypatch.setattr(select_mod, "plan_segment_scans",
+    real_plan = load_plan_mod.plan_segment_scans
+    monkeypatch.setattr(load_plan_mod, "plan_segment_scans",
                         lambda p, bound_only=False: plans.append(bound_only) or real_plan(p, bound_only))
     root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-bound")
     assert list(root.rglob("*.txnindex")), "the data set must hold .txnindex files for this test to mean anything"
@@ -1835,8 +1887,8 @@ def test_auto_sizes_a_clean_dir_by_a_bound_and_plans_it_only_for_a_pool(datasets
         bound = {t.path for _, tasks in plan_mod.plan_segment_scans(dir_plan, bound_only=True) for t in tasks}
         assert exact < bound
     # a pool pays: the clean dirs are planned exactly
-    monkeypatch.setattr(select_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
-    monkeypatch.setattr(select_mod, "POOL_TASK_SECONDS", 0)
+    monkeypatch.setattr(load_plan_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
+    monkeypatch.setattr(load_plan_mod, "POOL_TASK_SECONDS", 0)
     reads.clear()
     root, groups = datasets.fresh_copy(GEN_CLEAN_INDEX_FAULTS, request, "auto-clean-exact")
     got = load_copy(GEN_CLEAN_INDEX_FAULTS, root, groups, "auto")
@@ -1890,7 +1942,7 @@ def test_a_pool_plans_a_clean_dir_only_where_the_preflight_found_something_to_sc
 
 def test_auto_scans_inline_when_there_is_little_to_scan(datasets, request, monkeypatch) -> None:
     """Starting a pool costs more than scanning a few MB: "auto" stays inline below auto_pool_min_bytes."""
-    monkeypatch.setattr(select_mod, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(load_plan_mod, "usable_cpus", lambda: 4)
     root, groups = datasets.fresh_copy(GEN_UNCLEAN, request, "auto-small")
     got = load_copy(GEN_UNCLEAN, root, groups, "auto")
     assert got.raw[0].stats.workers_per_dir == 1 and got.raw[0].stats.segments_scanned > 0

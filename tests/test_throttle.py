@@ -59,8 +59,7 @@ def test_closing_the_inline_engine_stops_a_scan_waiting_for_its_turn(broker: Pat
     from mploader.engine.inline import InlineEngine
     from mploader.result import LoadStats
 
-    engine = InlineEngine(LoadStats())
-    engine.max_read_bytes_per_sec = MB
+    engine = InlineEngine(LoadStats(), max_read_bytes_per_sec=MB)
     engine.budget(str(broker)).reserve(50 * MB)  # the next turn is 50 s away
     log = max(broker.rglob("*.log"), key=lambda p: p.stat().st_size)
     threading.Timer(0.05, engine.close).start()

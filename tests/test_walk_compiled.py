@@ -2,7 +2,8 @@
 
 ``scan_buffer``'s fast loop over plain v2 batches has a compiled twin (``mploader.scan._walk.walk_v2``), which
 also takes the control batches the general path accepts without a record parser (no producer id, or a
-canonical COMMIT/ABORT record); ``mploader.scan.walk.COMPILED`` picks one.  Both walks run here in one
+canonical COMMIT/ABORT record); ``scan_buffer``'s ``compiled`` argument picks one (``mploader.scan.compiled.WALK``
+unless told).  Both walks run here in one
 process on the same bytes and must give the same whole ``SegmentScan`` (every stop reason, position,
 batch-table row and field, the recovery draft, the fatal message, or the same exception), over:
 
@@ -20,14 +21,17 @@ batch-table row and field, the recovery draft, the fatal message, or the same ex
 with CRC checks on and off, and with the compiled walk's CRC-32C on the CPU's instruction and on the
 portable tables.  The CRC itself is checked against the crc32c package (and, built alone, against a
 bit-by-bit CRC, in an AArch64 build under qemu where a cross compiler is installed);
-``MPLOADER_PURE_PYTHON=1`` selects the Python walk (in a fresh interpreter), and the walk's own test files
-(test_scan.py, test_walk_size_field.py) pass with the walk this process does not use.
+``MPLOADER_PURE_PYTHON=1`` selects the Python walk (in a fresh interpreter), a build of another ``_walk.c`` is refused,
+and the walk's own test files (test_scan.py, test_walk_size_field.py) pass with the walk this process does not use.
+The extension is loaded here whatever ``MPLOADER_PURE_PYTHON`` says, so that both walks are compared in either pass of
+scripts/test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import mmap
 import os
 import platform
@@ -47,6 +51,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings, strategies as st
 
+import mploader.scan.compiled as compiled_walk
 import mploader.scan.draft as draft
 import mploader.scan.walk as walk
 from mploader.errors import MploaderError
@@ -57,7 +62,7 @@ from mploader.scan.table import BATCH_TABLE, BatchColumns
 from tests.examples import examples
 from tests.kafkadir import T0, V0, V1, B, M, N, P, T
 
-compiled: Any = walk._compiled
+compiled: Any = compiled_walk.load(environ={})  # the extension, checked, even where MPLOADER_PURE_PYTHON=1
 needs_compiled = pytest.mark.skipif(compiled is None, reason="mploader.scan._walk is not built (no C compiler)")
 REPO = Path(__file__).resolve().parents[1]
 PATH = "/data/t-0/00000000000000000000.log"
@@ -66,7 +71,7 @@ PATH = "/data/t-0/00000000000000000000.log"
 # ---- the two walks ----------------------------------------------------------------------------------
 
 class Counting:
-    """Stands in for the compiled module: counts walk_v2 calls, so a test can see the compiled loop ran."""
+    """The compiled walk, counting walk_v2 calls, so a test can see the compiled loop ran."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -76,20 +81,18 @@ class Counting:
         result: tuple[int, bytearray] = compiled.walk_v2(buf, start, end, check, markers)
         return result
 
+    def index_draft(self, table: np.ndarray, base_offset: int, interval: int) -> bytearray:
+        rows: bytearray = compiled.index_draft(table, base_offset, interval)
+        return rows
+
 
 @contextlib.contextmanager
-def walker(use_compiled: bool, portable_crc: bool = False) -> Iterator[Counting]:
-    """Within the block, scan_buffer's fast loop is the compiled one (counted) or the Python one."""
-    counter = Counting()
-    saved = walk.COMPILED, walk._compiled, draft._compiled_index_draft
+def portable(portable_crc: bool) -> Iterator[None]:
+    """Within the block, the compiled walk's CRC-32C is its portable tables' (or the CPU's instruction)."""
     was_portable = compiled.use_portable_crc(portable_crc)
-    walk.COMPILED, walk._compiled = use_compiled, SimpleNamespace(walk_v2=counter.walk_v2)
-    draft.use(compiled.index_draft if use_compiled else None)
     try:
-        yield counter
+        yield
     finally:
-        walk.COMPILED, walk._compiled, _ = saved
-        draft.use(saved[2])
         compiled.use_portable_crc(was_portable)
 
 
@@ -118,11 +121,10 @@ def run(fn: Any, *args: Any) -> SegmentScan | BaseException:
 def both(fn: Any, *args: Any, portable_crc: bool = False) -> tuple[SegmentScan | BaseException, int]:
     """The outcome of ``fn(*args)`` with the Python walk, checked equal to the compiled walk's; returns it
     with the number of compiled-loop calls."""
-    with walker(False) as python:
-        reference = run(fn, *args)
-    with walker(True, portable_crc) as fast:
-        got = run(fn, *args)
-    assert python.calls == 0
+    reference = run(fn, *args, None)
+    fast = Counting()
+    with portable(portable_crc):
+        got = run(fn, *args, fast)
     assert digest(got) == digest(reference)
     if currently_in_test_context():  # what the examples covered (--hypothesis-show-statistics)
         event(f"outcome: {reference.stop.value if isinstance(reference, SegmentScan) else type(reference).__name__}"
@@ -211,7 +213,7 @@ def tasks(draw: st.DrawFn, data: bytes, starts: list[int]) -> tuple[SegmentTask,
     n = len(data)
     start = draw(st.one_of(st.just(0), st.sampled_from(starts or [0]), st.integers(0, n + 30)))
     end = draw(st.one_of(st.just(n), st.integers(min(start, n), n), st.integers(0, n)))
-    if draw(st.sampled_from([False] * 19 + [True])):  # past the buffer: the Python loop's, whatever COMPILED says
+    if draw(st.sampled_from([False] * 19 + [True])):  # past the buffer: the Python loop's, whichever walk is given
         end = n + draw(st.integers(1, 40))
     return SegmentTask(PATH, 1000, start, end, parse_markers=draw(st.booleans()), check_crc=draw(st.booleans()),
                        index_interval=draw(st.sampled_from([None, 0, 100, 4096]))), end
@@ -308,15 +310,11 @@ def last_entry_both(buf: bytes, start: int, end: int) -> Any:
     from mploader.format import log
 
     outcomes = []
-    for fast in (compiled.last_entry, None):
-        saved = log._compiled_last_entry
-        log.use(fast)
+    for walk_to_last in (functools.partial(log.last_entry_compiled, compiled.last_entry), log.last_entry_in_python):
         try:
-            outcomes.append(log.last_entry(buf, start, end, PATH))
+            outcomes.append(walk_to_last(buf, start, end, PATH))
         except CorruptRecordError as e:
             outcomes.append((e.position, str(e)))
-        finally:
-            log.use(saved)
     assert outcomes[0] == outcomes[1]
     return outcomes[0]
 
@@ -377,14 +375,10 @@ def test_a_scan_stands_for_the_last_entry_walk_only_where_it_proves_it(parts: li
     end = data.draw(st.sampled_from([len(buf), max(0, len(buf) - 1)]))
     scan = scan_buffer(buf, task, end)
     proven = _proven_last_entry(scan, start, len(buf))
-    saved = log._compiled_last_entry
-    log.use(None)  # the reference walk
     try:
-        walked: Any = log.last_entry(buf, start, len(buf), PATH)
+        walked: Any = log.last_entry_in_python(buf, start, len(buf), PATH)  # the reference walk
     except CorruptRecordError as e:
         walked = e
-    finally:
-        log.use(saved)
     event("proven" if proven is not None else "walked")
     if proven is not None:
         assert proven == walked, (proven, walked)
@@ -482,7 +476,7 @@ def test_compiled_walk_arguments() -> None:
     assert p == len(b) and np.frombuffer(rows, BATCH_TABLE)["position"].tolist() == [len(B(0))]
     assert compiled.walk_v2(b, 0, 0, True, True) == (0, bytearray())
     assert compiled.walk_v2(b, 5, 3, True, True) == (5, bytearray())  # start past end: nothing to walk
-    assert (compiled.ROW_FIELDS, compiled.ROW_BYTES) == (walk.ROW_FIELDS, BATCH_TABLE.itemsize)
+    assert (compiled.ROW_FIELDS, compiled.ROW_BYTES) == (compiled_walk.ROW_FIELDS, BATCH_TABLE.itemsize)
     for start, end in ((-1, len(b)), (0, len(b) + 1)):
         with pytest.raises(ValueError):
             compiled.walk_v2(b, start, end, True, True)
@@ -559,25 +553,30 @@ def test_every_byte_of_a_marker_record_is_read_alike() -> None:
     assert {walk.Stop.END, walk.Stop.INVALID_RECORD} <= outcomes
 
 
-def test_a_build_of_another_row_layout_is_not_used(monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
-    """A compiled module whose rows are not BATCH_TABLE's, or whose index draft's are not INDEX_DRAFT's (a build of
-    an older _walk.c), leaves the Python walk in charge, with a warning that says how to rebuild it."""
-    layout = {"__file__": "/x/_walk.so", "ROW_FIELDS": walk.ROW_FIELDS, "ROW_BYTES": BATCH_TABLE.itemsize,
-              "DRAFT_FIELDS": draft.INDEX_DRAFT.names}
-    stale = [SimpleNamespace(**dict(layout, ROW_FIELDS=walk.ROW_FIELDS[:-1])),
-             SimpleNamespace(**dict(layout, DRAFT_FIELDS=draft.INDEX_DRAFT.names[::-1])),
-             SimpleNamespace(**{k: v for k, v in layout.items() if k != "DRAFT_FIELDS"}),
-             SimpleNamespace(__file__="/x/_walk.so")]
-    for module in stale:
-        monkeypatch.setattr(walk.importlib, "import_module", lambda name, m=module: m)
-        with caplog.at_level("WARNING", logger="mploader.scan.walk"):
-            assert walk._load_compiled() is None
-        assert "Rebuild it" in caplog.text
+def test_a_build_of_another_version_or_row_layout_is_not_used(caplog: pytest.LogCaptureFixture) -> None:
+    """A compiled module of another VERSION, whose rows are not BATCH_TABLE's, or whose index draft's are not
+    INDEX_DRAFT's (a build of an older _walk.c) is refused, with a warning that says how to rebuild it: the Python
+    walk stays in charge."""
+    layout = compiled_walk.expected_layout()
+    assert set(layout) == {"VERSION", "ROW_FIELDS", "ROW_BYTES", "DRAFT_FIELDS", "DRAFT_BYTES"}
+    assert layout["ROW_FIELDS"][:2] == (("position", 0), ("size", 8)) and layout["ROW_BYTES"] == 80
+    if compiled is not None:  # the build at hand is this Python's
+        assert compiled_walk.layout_mismatch(compiled) is None
+        assert {name: getattr(compiled, name) for name in layout} == layout
+    stale = [dict(layout, VERSION=compiled_walk.VERSION - 1),
+             dict(layout, ROW_FIELDS=compiled_walk.ROW_FIELDS[:-1]),
+             dict(layout, ROW_BYTES=BATCH_TABLE.itemsize + 8),
+             dict(layout, DRAFT_FIELDS=draft.INDEX_DRAFT.names[::-1]),
+             {k: v for k, v in layout.items() if k != "DRAFT_FIELDS"},
+             {}]
+    for constants in stale:
+        module = SimpleNamespace(__file__="/x/_walk.so", **constants)
+        with caplog.at_level("WARNING", logger="mploader.scan.compiled"):
+            assert compiled_walk.checked(module) is None
+        assert "/x/_walk.so was built from another version of _walk.c" in caplog.text and "Rebuild it" in caplog.text
         caplog.clear()
-    good = SimpleNamespace(**layout)
-    monkeypatch.setattr(walk.importlib, "import_module", lambda name: good)
-    assert walk._load_compiled() is good
+    good = SimpleNamespace(__file__="/x/_walk.so", **layout)
+    assert compiled_walk.checked(good) is good and not caplog.text
 
 
 @st.composite
@@ -601,9 +600,8 @@ def test_the_index_draft_is_drafted_alike(table: np.ndarray, base_offset: int, i
     """draft_recovery's index draft by the compiled pass and by numpy (draft.index_draft, the reference)."""
     fast = np.frombuffer(compiled.index_draft(table, base_offset, interval), draft.INDEX_DRAFT)
     assert fast.tobytes() == draft.index_draft(BatchColumns(table), base_offset, interval).tobytes()
-    for use_compiled in (True, False):  # and through draft_recovery, whichever is installed
-        with walker(use_compiled):
-            got = draft.draft_recovery(BatchColumns(table), base_offset, interval).index
+    for walk_ in (compiled, None):  # and through draft_recovery, with either
+        got = draft.draft_recovery(BatchColumns(table), base_offset, interval, compiled=walk_).index
         assert got.tobytes() == fast.tobytes()
     with pytest.raises(ValueError):
         compiled.index_draft(bytes(BATCH_TABLE.itemsize + 1), 0, 0)
@@ -814,26 +812,26 @@ def test_the_crc_code_in_other_builds(tmp_path: Path) -> None:
 # ---- selection ----------------------------------------------------------------------------------------
 
 def selected(pure: str | None) -> str:
+    """What a fresh interpreter picks: whether scans use the compiled walk, and whose CRC-32C a load uses."""
     env = {k: v for k, v in os.environ.items() if k != "MPLOADER_PURE_PYTHON"}
     if pure is not None:
         env["MPLOADER_PURE_PYTHON"] = pure
-    code = ("import mploader.scan.walk as w; from mploader.scan import SegmentTask, scan_buffer; "
-            "from tests.kafkadir import B; b = B(0) + B(1); "
-            "calls = []; real = w._compiled.walk_v2 if w._compiled else None; "
-            "w._compiled = type('M', (), {'walk_v2': staticmethod(lambda *a: calls.append(1) or real(*a))}) "
-            "if real else None; "
-            "s = scan_buffer(b, SegmentTask('x.log', 0), len(b)); assert s.valid_bytes == len(b); "
-            "print(w.COMPILED, bool(calls))")
+    code = ("import mploader.scan.walk as w; from mploader.format import crc; "
+            "print(w.COMPILED, crc.implementation().__module__)")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
                           cwd=REPO).stdout.strip()
 
 
 def test_pure_python_environment_selects_the_python_walk() -> None:
-    assert selected("1") == "False False"
-    expected = "True True" if compiled is not None else "False False"
+    python = f"False {crc32c.__module__}"
+    assert selected("1") == python
+    expected = "True mploader.scan._walk" if compiled is not None else python
     assert selected(None) == expected
     assert selected("0") == expected
-    assert walk.COMPILED == (compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1")
+    assert compiled_walk.load(environ={"MPLOADER_PURE_PYTHON": "1"}) is None
+    assert compiled_walk.load(environ={"MPLOADER_PURE_PYTHON": "0"}) is compiled
+    assert walk.COMPILED == (compiled_walk.WALK is not None)
+    assert compiled_walk.WALK is (compiled if os.environ.get("MPLOADER_PURE_PYTHON") != "1" else None)
 
 
 @needs_compiled

@@ -19,16 +19,13 @@ import os
 import sys
 
 # numpy's import starts OpenBLAS's thread pool, one thread per CPU, and mploader calls no BLAS routine: the pool's
-# workers (loky's env) and the command's own process (cli.main) start with one thread.  Those threads cost CPU the
-# scans share: starting 2 workers took 0.57-0.61 s of CPU with them and 0.38-0.48 s without; a load of an empty dir
-# 0.20 s against 0.12 s (2 CPUs).
+# workers (loky's env) and the command's own process (cli.main) start with one, whose CPU the scans keep
+# (perf/README.md, "Start-up: the process's fixed cost").
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-# How a pool's workers start.  "fork": a copy of the parent, which has numpy and the scan modules imported already,
-# so a worker's first scan starts at once.  "spawn": loky's own start, a fresh interpreter that imports what a scan
-# needs (~0.14 s of CPU a worker here, most of it numpy), the start every platform has.  On 2 CPUs the fresh
-# interpreters cost the 2 GB load more than the second worker gained (perf/README.md, "Workers forked").
-# MPLOADER_WORKER_START chooses; Linux forks unless told otherwise, elsewhere loky starts them.
+# How a pool's workers start: "fork", a copy of the parent with numpy and the scan modules imported, scans at once;
+# "spawn", loky's fresh interpreter (the start every platform has), imports them first (perf/README.md, "Workers
+# forked").  MPLOADER_WORKER_START chooses; Linux forks unless told otherwise, elsewhere loky starts them.
 WORKER_STARTS = ("fork", "spawn")
 
 

@@ -308,12 +308,41 @@ def _percent(v: float | None) -> str:
     return "unknown" if v is None else f"{v:.0f}%"
 
 
+# the loky releases, [from, below), whose ProcessPoolExecutor.submit starts processes up to its private _max_workers
+LOKY_RELEASES = ((3, 4), (3, 8))
+
+
+def check_loky(version: str | None = None) -> None:
+    """Raise RuntimeError unless ``version`` (the installed loky's if not given) is one of :data:`LOKY_RELEASES`:
+    adaptive workers grow a pool through a private attribute (:func:`grow_pool`)."""
+    if version is None:
+        import loky
+
+        version = str(loky.__version__)
+    try:
+        major_minor = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        major_minor = ()
+    low, high = LOKY_RELEASES
+    if not low <= major_minor < high:
+        raise RuntimeError(
+            f"adaptive workers need loky {low[0]}.{low[1]} up to {high[0]}.{high[1] - 1} (they grow a pool through its "
+            f"private _max_workers); loky {version} is installed: install one of those, or give a number of workers")
+
+
+def grow_pool(pool: Any, workers: int) -> None:
+    """Let loky's ``pool`` have up to ``workers`` processes: it starts the missing ones at its next submission.
+    loky has no public way to say so (check_loky: the releases where this one works)."""
+    pool._max_workers = workers
+
+
 class Adaptive:
     """What a pool needs for adaptive workers: per data dir a gate, a monitor and the workers started so far (a
     dir's pool starts with as many as the first count and grows when the count does: each worker costs ~0.2 s of
     CPU to start), and the meter of the scans."""
 
     def __init__(self, cap: int, data_dirs: list[str], closed: threading.Event, start: int = 1):
+        check_loky()
         self.cap = cap
         self.start_count = max(1, min(cap, start))
         self.closed = closed
@@ -324,11 +353,12 @@ class Adaptive:
         self._monitors: dict[str, DirMonitor] = {}
         self._lock = threading.Lock()
 
-    def pool_size(self, data_dir: str, pool: Any) -> int:
-        """How many workers ``pool`` (a new loky executor of ``data_dir``, not started yet) is made with."""
+    def adopt(self, data_dir: str, pool: Any) -> None:
+        """``pool``, a new loky executor of ``data_dir`` not started yet, starts the workers the count needs so far
+        and grows with it."""
         with self._lock:
             self._pools[data_dir] = pool
-            return self.started[data_dir]
+            grow_pool(pool, self.started[data_dir])
 
     def _apply(self, data_dir: str, count: int) -> None:
         with self._lock:
@@ -336,9 +366,7 @@ class Adaptive:
                 self.started[data_dir] = count
                 pool = self._pools.get(data_dir)
                 if pool is not None:
-                    # loky starts the missing workers at the next submission (ProcessPoolExecutor.submit brings the
-                    # process count to _max_workers: loky 3.4 to 3.7, not public API)
-                    pool._max_workers = count
+                    grow_pool(pool, count)
         self.gates[data_dir].resize(count, self.closed)
 
     def begin(self, data_dir: str) -> None:
@@ -350,4 +378,5 @@ class Adaptive:
             m.start()
 
 
-__all__ = ["Adaptive", "AdaptiveController", "DeviceLoad", "DirMonitor", "Gate", "Observation", "ScanMeter"]
+__all__ = ["LOKY_RELEASES", "Adaptive", "AdaptiveController", "DeviceLoad", "DirMonitor", "Gate", "Observation",
+           "ScanMeter", "check_loky", "grow_pool"]

@@ -7,7 +7,8 @@ An engine does three things for the manager (:mod:`mploader.manager`):
   and may start them ahead of Phase 2; it returns the order in which Phase 2 should load the partitions;
 * :meth:`Engine.source` hands a loading thread the :class:`~mploader.scan.ScanSource` of a data dir, from which the
   loader takes every whole-segment scan;
-* :meth:`Engine.close` ends whatever it started (``kill=True`` on Ctrl-C).
+* :meth:`Engine.close` ends whatever it started (``kill=True`` on Ctrl-C); an engine is also a context manager,
+  which closes it on the way out (killing on Ctrl-C).
 
 Engines: :class:`mploader.engine.inline.InlineEngine` (the calling thread, the reference) and
 :class:`mploader.engine.pool.PoolEngine` (loky worker processes).  A scan the loader asks for that
@@ -22,12 +23,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Self
 
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
 from mploader.engine.readahead import Range, ReadAhead, auto_window
 from mploader.engine.throttle import ReadBudget, paced_scan
-from mploader.progress import Progress
+from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 class InlineSource:
     """Scans on the calling thread; ``lock`` guards the engine's shared stats (one per engine)."""
 
-    def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress | None = None, data_dir: str = "",
+    def __init__(self, stats: LoadStats, lock: threading.Lock, progress: Progress = NO_PROGRESS, data_dir: str = "",
                  read_ahead: ReadAhead | None = None, budget: ReadBudget | None = None,
                  cancelled: threading.Event | None = None):
         self.stats = stats
@@ -58,8 +61,7 @@ class InlineSource:
             self.stats.add_scan(elapsed, result)
         if self.read_ahead is not None:
             self.read_ahead.done(result.bytes_read)
-        if self.progress is not None:
-            self.progress.segments_scanned(self.data_dir, 1, result.bytes_read)
+        self.progress.segments_scanned(self.data_dir, 1, result.bytes_read)
         return result
 
 
@@ -84,13 +86,18 @@ class Engine(abc.ABC):
 
     workers_per_dir = 1
     start: str | None = None  # how its worker processes start ("fork", "spawn": mploader.engine.worker_start)
-    max_read_bytes_per_sec: int | None = None  # LoaderConfig.max_read_bytes_per_sec, set by make_engine
 
-    def __init__(self, stats: LoadStats, progress: Progress | None = None, read_ahead_bytes: int | str = "auto"):
+    def __init__(self, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
+                 read_ahead_bytes: int | str = "auto", *, max_read_bytes_per_sec: int | None = None,
+                 planned: Mapping[str, PlannedScans] | None = None):
+        """``progress``: where its scans are reported (None, from an :data:`EngineFactory`'s caller: nowhere);
+        ``read_ahead_bytes``, ``max_read_bytes_per_sec``: the LoaderConfig's; ``planned``: the plans already made of
+        some data dirs (:func:`mploader.load_plan.plan_scans`), which :meth:`plan` then reuses."""
         self.stats = stats
-        self.progress = progress
-        self.read_ahead_bytes = read_ahead_bytes  # LoaderConfig.read_ahead_bytes
-        self.planned: dict[str, PlannedScans] = {}  # per data dir, once planned
+        self.progress: Progress = NO_PROGRESS if progress is None else progress
+        self.read_ahead_bytes = read_ahead_bytes
+        self.max_read_bytes_per_sec = max_read_bytes_per_sec  # the IO budget of each data dir (None: none)
+        self.planned: dict[str, PlannedScans] = dict(planned or {})  # per data dir, once planned
         self.planned_paths: dict[str, set[str]] = {}  # the segment files of those plans
         self.lock = threading.Lock()  # every update of ``stats``, from any thread
         self._read_ahead: dict[str, ReadAhead] = {}
@@ -156,8 +163,18 @@ class Engine(abc.ABC):
         for read_ahead in self._read_ahead.values():
             read_ahead.close()
 
+    def __enter__(self) -> Self:
+        return self
 
-# makes a load's engine from its stats and progress (load_logs' ``engine``: another engine than the config's)
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Closes the engine; killing what it started when the block ends by Ctrl-C (or another BaseException that
+        is not an Exception, e.g. SystemExit), where waiting for its work would hold the exit up."""
+        self.close(kill=error is not None and not isinstance(error, Exception))
+
+
+# makes a load's engine from its stats and progress (load_logs' ``engine``: another engine than the config's); the
+# engines take a progress of None for NO_PROGRESS
 EngineFactory = Callable[[LoadStats, Progress | None], Engine]
 
 __all__ = ["Engine", "EngineFactory", "InlineSource"]

@@ -54,7 +54,7 @@ import pickle
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import BrokenExecutor, CancelledError, Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -73,7 +73,7 @@ from mploader.engine.chunks import (
     task_key,
 )
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
-from mploader.engine.plan import DirPlan, Partition
+from mploader.engine.plan import DirPlan, Partition, PlannedScans
 from mploader.engine.throttle import wait_turn
 from mploader.engine.worker import (
     SLOT_BYTES,
@@ -88,7 +88,7 @@ from mploader.engine.worker import (
 )
 from mploader.errors import LoadInterrupted
 from mploader.metrics import REMAINING_SEGMENTS_TO_LOAD, MetricsRegistry
-from mploader.progress import Progress
+from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask, Stop, scan_segment
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
@@ -163,17 +163,15 @@ class PoolEngine(Engine):
     """
 
     # the parent scans the first segments of Phase 2's order itself, up to this many bytes, instead of submitting
-    # them, while loky starts the workers (0.15 s to a spawned worker's first result, 30 ms to a forked one's).
-    # Chosen when the parent scanned ~1 GB/s; with the compiled walk (~5 GB/s) a head of 1 GiB was measured too:
-    # within the rounds' noise of this one on 2 GB (3 alternating rounds, 0.64-0.79 against 0.67-0.89 s), so it
-    # stays; with forked workers no head at all was within the noise too (7 rounds, medians 0.811 against 0.801 s),
-    # and a head of 1 GB slower (0.932 s)
+    # them: its scans start at once while loky starts the workers (perf/README.md, "The parent's head of the order")
     parent_head_bytes = PARENT_HEAD_BYTES
 
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
-                 progress: Progress | None = None, chunk_bytes: int | None = None,
-                 read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None):
-        super().__init__(stats, progress, read_ahead_bytes)
+                 progress: Progress | None = NO_PROGRESS, chunk_bytes: int | None = None,
+                 read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None, *,
+                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
+        super().__init__(stats, progress, read_ahead_bytes, max_read_bytes_per_sec=max_read_bytes_per_sec,
+                         planned=planned)
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
@@ -225,7 +223,7 @@ class PoolEngine(Engine):
                                      initargs=(os.getpid(), gate, forked),
                                      context=multiprocessing.get_context("fork") if forked else None)
             if self.adaptive is not None:  # started with the workers the count needs so far (engine.adaptive)
-                ex._max_workers = self.adaptive.pool_size(data_dir, ex)
+                self.adaptive.adopt(data_dir, ex)
             self._executors[data_dir] = ex
             if self._closed.is_set():  # closed meanwhile (another thread: a cancel): close() may not have seen it
                 ex.shutdown(wait=True, kill_workers=True)
@@ -422,8 +420,7 @@ class PoolEngine(Engine):
         with self.lock:
             self.stats.scan_seconds += rescan_seconds
             self.stats.segments_scanned += 1
-        if self.progress is not None:
-            self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
+        self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan
 
     def _chunk_result(self, data_dir: str, chunk: _Chunk) -> SegmentScan:

@@ -33,8 +33,9 @@ import numpy as np
 
 from mploader.engine.block import Block
 from mploader.scan import BATCH_TABLE, SegmentTask, scan_segment
-from mploader.scan.draft import INDEX_DRAFT, ROW, RecoveryDraft
+from mploader.scan.draft import RecoveryDraft
 from mploader.scan.indexes import PreparedIndexes
+from mploader.scan.table import INDEX_DRAFT, ROW
 
 
 class IndexesLayout(NamedTuple):

@@ -4,8 +4,8 @@ By default the ``crc32c`` package's function, imported at its first use: importi
 command ~30 ms of start-up (its ``__init__`` imports ``importlib.metadata`` for a version string).  The
 compiled walk (``mploader/scan/_walk.c``) has a CRC-32C of its own (the CPU's instruction where there is
 one, a table otherwise; tests/test_walk_compiled.py checks it against the package at every length and
-alignment), and ``mploader.scan.walk`` installs it with :func:`use` when the compiled walk runs, so that a
-load never imports the package.
+alignment), and :mod:`mploader.scan.compiled` installs it with :func:`use` when it loads the compiled walk (this
+layer cannot import that one), so that a load never imports the package.
 """
 
 from __future__ import annotations

@@ -48,27 +48,41 @@ def _size_below_overhead(path: str | None, position: int, size: int) -> CorruptR
 
 def last_entry(buf: bytes | memoryview | mmap.mmap, start: int, end: int, path: str | None = None) -> int | None:
     """The position of the last entry :func:`iter_entries` yields from ``start`` to ``end`` (None: none); raises
-    where it raises.  LogSegment.readNextOffset's walk to the last batch, which reads nothing but size fields:
-    the compiled walk's own loop where it is built (:func:`use`), 3.5 against 27.1 ms for the 135,819 entries of
-    a 128 MiB segment already mapped (an unclean shutdown's active segment, whose preallocated index ends in zeros,
-    is walked whole)."""
-    if _compiled_last_entry is not None:
-        last, stop, bad_size = _compiled_last_entry(buf, start, end)
-        if bad_size is not None:
-            raise _size_below_overhead(path, stop, bad_size)
-        return None if last < 0 else int(last)
+    where it raises.  LogSegment.readNextOffset's walk to the last batch, which reads nothing but size fields (an
+    unclean shutdown's active segment, whose preallocated index ends in zeros, is walked whole): the compiled
+    walk's where it is loaded (:func:`use`), else the Python loop, the reference."""
+    if _compiled_last_entry is None:
+        return last_entry_in_python(buf, start, end, path)
+    return last_entry_compiled(_compiled_last_entry, buf, start, end, path)
+
+
+def last_entry_in_python(buf: bytes | memoryview | mmap.mmap, start: int, end: int,
+                         path: str | None = None) -> int | None:
+    """:func:`last_entry` by :func:`iter_entries` itself."""
     found = None
     for found, _, _ in iter_entries(buf, start, end, path):  # noqa: B007 - the loop only keeps the last entry
         pass
     return found
 
 
-_compiled_last_entry: Callable[[bytes | memoryview | mmap.mmap, int, int], tuple[int, int, int | None]] | None = None
+def last_entry_compiled(compiled: LastEntryWalk, buf: bytes | memoryview | mmap.mmap, start: int, end: int,
+                        path: str | None = None) -> int | None:
+    """:func:`last_entry` by ``compiled`` (the compiled walk's ``last_entry``)."""
+    last, stop, bad_size = compiled(buf, start, end)
+    if bad_size is not None:
+        raise _size_below_overhead(path, stop, bad_size)
+    return None if last < 0 else int(last)
 
 
-def use(compiled: Callable[[bytes | memoryview | mmap.mmap, int, int], tuple[int, int, int | None]] | None) -> None:
-    """Make :func:`last_entry` use ``compiled`` (``mploader.scan._walk.last_entry``: installed by the walk, as it
-    installs its CRC-32C in :mod:`mploader.format.crc`); None: the Python loop."""
+# (buf, start, end) -> (the last entry's position or -1, where the walk stopped, the size field below 14 or None)
+LastEntryWalk = Callable[[bytes | memoryview | mmap.mmap, int, int], tuple[int, int, int | None]]
+_compiled_last_entry: LastEntryWalk | None = None
+
+
+def use(compiled: LastEntryWalk | None) -> None:
+    """Make :func:`last_entry` use ``compiled`` (the compiled walk's ``last_entry``: installed by
+    :mod:`mploader.scan.compiled` when it loads the walk, as it installs its CRC-32C in :mod:`mploader.format.crc`;
+    this layer cannot import that one); None: the Python loop."""
     global _compiled_last_entry
     _compiled_last_entry = compiled
 

@@ -335,7 +335,7 @@ static int walk_arguments(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t ex
 
 /*
  * A row of mploader.scan.table.BATCH_TABLE: little-endian fields, packed, ROW_BYTES long. ROW_FIELDS below names
- * them for Python, which checks them against BATCH_TABLE before it uses this module (mploader.scan.walk).
+ * them for Python, which checks them against BATCH_TABLE before it uses this module (mploader.scan.compiled).
  */
 #define ROW_BYTES 80
 #define ROW_POSITION 0
@@ -700,6 +700,10 @@ static struct PyModuleDef walk_module = {
     NULL, NULL, NULL, NULL,
 };
 
+/* What mploader.scan.compiled expects (its VERSION): raised whenever a function's arguments, results or meaning
+ * change, so that a build of an older _walk.c is refused even where its row layouts still match. */
+#define WALK_VERSION 1
+
 PyMODINIT_FUNC PyInit__walk(void) {
     crc_init();
     PyObject *module = PyModule_Create(&walk_module);
@@ -717,6 +721,7 @@ PyMODINIT_FUNC PyInit__walk(void) {
                                            "max_timestamp_offset");
     /* PyModule_AddObjectRef takes its own reference (or none when it fails): ours are dropped either way */
     int failed = fields == NULL || draft_fields == NULL || PyModule_AddObjectRef(module, "ROW_FIELDS", fields) < 0
+                 || PyModule_AddIntConstant(module, "VERSION", WALK_VERSION) < 0
                  || PyModule_AddIntConstant(module, "ROW_BYTES", ROW_BYTES) < 0
                  || PyModule_AddIntConstant(module, "DRAFT_BYTES", DRAFT_BYTES) < 0
                  || PyModule_AddObjectRef(module, "DRAFT_FIELDS", draft_fields) < 0;

@@ -19,34 +19,14 @@ the cut, which are what a draft of the prefix would hold.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from mploader.errors import StartupFailedError
+from mploader.scan.compiled import WALK, CompiledWalk
 from mploader.scan.indexes import PreparedIndexes, prepare_indexes
-from mploader.scan.table import BATCH_TABLE, BatchColumns
-
-INDEX_DRAFT = np.dtype([
-    ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)
-    ("offset", "<i8"),  # its last offset: the offset index entry's key
-    ("position", "<i8"),  # its position: the offset index entry's value
-    ("max_timestamp", "<i8"),  # the largest timestamp up to it (at least -1): the time index candidate
-    ("max_timestamp_offset", "<i8"),  # last offset of the batch holding that timestamp (the base offset if none)
-])
-ROW = np.dtype("<i8")
-assert all(dtype == ROW for dtype, *_ in (INDEX_DRAFT.fields or {}).values())  # the compiled twin writes <i8s
-
-# index_draft's compiled twin (mploader.scan._walk.index_draft, installed by the walk with its compiled loop): a
-# table's draft as bytes of INDEX_DRAFT rows, in one pass; None: the numpy code below, the reference
-_compiled_index_draft: Callable[[np.ndarray, int, int], bytearray] | None = None
-
-
-def use(compiled: Callable[[np.ndarray, int, int], bytearray] | None) -> None:
-    """Make :func:`draft_recovery` draft the index with ``compiled`` (None: :func:`index_draft`)."""
-    global _compiled_index_draft
-    _compiled_index_draft = compiled
+from mploader.scan.table import BATCH_TABLE, INDEX_DRAFT, BatchColumns
 
 
 @dataclass(slots=True)
@@ -66,14 +46,15 @@ class RecoveryDraft:
 
 
 def draft_recovery(rows: BatchColumns, base_offset: int, interval: int, max_index_size: int | None = None,
-                   path: str = "", fatal: bool = False) -> RecoveryDraft:
+                   path: str = "", fatal: bool = False, compiled: CompiledWalk | None = WALK) -> RecoveryDraft:
     """The draft of a whole segment's table; with ``max_index_size`` (segment.index.bytes), also its indexes as
     recover() rebuilds them (:func:`~mploader.scan.indexes.prepare_indexes`; ``path``, ``fatal``: its arguments),
-    unless preparing them fails: that failure is Phase 2's to raise, where the load meets it."""
+    unless preparing them fails: that failure is Phase 2's to raise, where the load meets it.  The index draft is
+    the ``compiled`` walk's ``index_draft`` (one pass) where given, else :func:`index_draft`, the reference."""
     t0 = time.perf_counter()
     table = rows.table
-    if _compiled_index_draft is not None and table.dtype == BATCH_TABLE and table.flags.c_contiguous:
-        index = np.frombuffer(_compiled_index_draft(table, base_offset, interval), INDEX_DRAFT)
+    if compiled is not None and table.dtype == BATCH_TABLE and table.flags.c_contiguous:
+        index = np.frombuffer(compiled.index_draft(table, base_offset, interval), INDEX_DRAFT)
     else:
         index = index_draft(rows, base_offset, interval)
     draft = RecoveryDraft(interval, index, producer_order(rows), epoch_rows(rows))

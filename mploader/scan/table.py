@@ -1,4 +1,6 @@
-"""The batch table: one row per valid batch of a scanned range, every header field Phase 2 needs.
+"""The batch table: one row per valid batch of a scanned range, every header field Phase 2 needs; and the rows
+of the index draft made from it (:mod:`mploader.scan.draft`). The compiled walk writes both layouts
+(:mod:`mploader.scan.compiled` checks them).
 
 Phase 1 fills it (:mod:`mploader.scan.walk`), the pool's workers hand it back through shared memory
 row for row, and Phase 2 reads it column by column (:class:`BatchColumns`).
@@ -38,6 +40,17 @@ class Field:
 
 
 assert BATCH_TABLE.names == tuple(n.lower() for n in Field.__dict__ if n.isupper())
+
+# a row of the index draft (mploader.scan.draft): a batch that recovery indexes, and what it offers the indexes
+INDEX_DRAFT = np.dtype([
+    ("row", "<i8"),  # a batch that recovery indexes (index_entry_rows)
+    ("offset", "<i8"),  # its last offset: the offset index entry's key
+    ("position", "<i8"),  # its position: the offset index entry's value
+    ("max_timestamp", "<i8"),  # the largest timestamp up to it (at least -1): the time index candidate
+    ("max_timestamp_offset", "<i8"),  # last offset of the batch holding that timestamp (the base offset if none)
+])
+ROW = np.dtype("<i8")  # a row number of the batch table (the draft's producer and epoch rows)
+assert all(dtype == ROW for dtype, *_ in (INDEX_DRAFT.fields or {}).values())  # the compiled twin writes <i8s
 
 
 class Marker(enum.IntEnum):

@@ -10,39 +10,35 @@ for control batches that carry a producer id, the parsed end-transaction marker.
 Nothing here writes, renames or deletes; that is what lets scans run in any
 process, in any order, or twice.
 
-The walk's inner loop over plain v2 batches has a compiled twin, ``mploader.scan._walk.walk_v2``
-(``_walk.c``, built when a C compiler is at hand; optional). :data:`COMPILED` says which one runs: the
-compiled one when it was built and the environment variable ``MPLOADER_PURE_PYTHON`` is not ``1``.
-It replaces that loop, and takes on the control batches the general path below would accept without
-parsing anything or with :func:`_canonical_marker`; it hands back the batch-table rows of what it
-accepted, filled as :func:`batch_table` fills them (its layout, ``ROW_FIELDS``, is checked against
-BATCH_TABLE when the module loads). Every stop reason and every other entry stays the Python below.
+The walk's inner loop over plain v2 batches has a compiled twin, ``walk_v2`` of the compiled walk
+(``_walk.c``, built when a C compiler is at hand; optional), which :func:`scan_buffer` takes as its ``compiled``
+argument: :data:`mploader.scan.compiled.WALK` unless told otherwise (None: the Python loop, the reference).
+:data:`COMPILED` says whether scans use it by default. It replaces that loop, and takes on the control batches
+the general path below would accept without parsing anything or with :func:`_canonical_marker`; it hands back the
+batch-table rows of what it accepted, filled as :func:`batch_table` fills them (its layout is checked against
+BATCH_TABLE when it loads). Every stop reason and every other entry stays the Python below.
 tests/test_walk_compiled.py checks that both give the same scans, fuzzed.
 """
 
 from __future__ import annotations
 
 import enum
-import importlib
-import logging
 import mmap
 import os
 import struct
 import zlib
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Protocol
 
 import numpy as np
 
 from mploader.errors import InvalidRecordError, StartupFailedError
-from mploader.format import crc as crc_functions, log as log_framing, records
+from mploader.format import crc as crc_functions, records
 from mploader.format.files import open_regular, read_to, sparse
 from mploader.format.records import BatchHeader
-from mploader.scan import draft as draft_functions
-from mploader.scan.draft import INDEX_DRAFT, RecoveryDraft, draft_recovery
+from mploader.scan.compiled import WALK, CompiledWalk
+from mploader.scan.draft import RecoveryDraft, draft_recovery
 from mploader.scan.table import BATCH_TABLE, BatchColumns, Marker
 
 
@@ -119,46 +115,20 @@ _LEGACY_HEADER = np.dtype([
 assert (_V2_HEADER.itemsize, _LEGACY_HEADER.itemsize) == (61, 26)
 
 
-# the row layout the compiled walk must write: (name, byte offset) of each field of BATCH_TABLE
-ROW_FIELDS = tuple((name, offset) for name, (_, offset, *_) in (BATCH_TABLE.fields or {}).items())
-
-
-def _load_compiled() -> ModuleType | None:
-    try:
-        module = importlib.import_module("mploader.scan._walk")
-    except ImportError:  # not built (no C compiler at install time): the Python loop
-        return None
-    if ((getattr(module, "ROW_FIELDS", None), getattr(module, "ROW_BYTES", None), getattr(module, "DRAFT_FIELDS", None))
-            != (ROW_FIELDS, BATCH_TABLE.itemsize, INDEX_DRAFT.names)):
-        # a build of an older _walk.c (an editable install not rebuilt): its rows would not be BATCH_TABLE's (nor its
-        # index draft's INDEX_DRAFT's)
-        logging.getLogger(__name__).warning(
-            "%s was built from another version of _walk.c (its batch-table rows differ); using the Python walk. "
-            "Rebuild it: pip install -e . (or scripts/test)", module.__file__)
-        return None
-    return module
-
-
-_compiled = _load_compiled()
-# walk_v2(buf, start, end, check_crc, parse_markers) -> (stop, BATCH_TABLE rows)
-_FastWalk = Callable[[bytes | memoryview | mmap.mmap, int, int, bool, bool], tuple[int, bytearray]]
-# Whether scan_buffer's fast loop is the compiled one (mploader.scan._walk.walk_v2) or the Python one,
-# the reference. The tests switch it to compare both in one process.
-COMPILED: bool = _compiled is not None and os.environ.get("MPLOADER_PURE_PYTHON") != "1"
-if COMPILED and _compiled is not None:
-    crc_functions.use(_compiled.crc32c)  # the crc32c package is then never imported (mploader.format.crc)
-    log_framing.use(_compiled.last_entry)  # readNextOffset's walk (mploader.format.log.last_entry)
-    draft_functions.use(_compiled.index_draft)  # draft_recovery's index draft
+# Whether scans use the compiled walk unless told otherwise (mploader.scan.compiled.WALK is loaded)
+COMPILED: bool = WALK is not None
 crc32c = crc_functions.implementation()  # called per batch by the Python walk: the function itself
 
 
-def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int) -> SegmentScan:
+def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int,
+                compiled: CompiledWalk | None = WALK) -> SegmentScan:
     """Walk ``buf[task.start:end]`` (the bytes of ``task.path``).
 
     The Python loop does the least it can per entry (one unpack, one CRC), and the batch table of its
     entries is then filled by gathering every header at once with numpy (:func:`batch_table`). The
-    compiled one (:data:`COMPILED`) replaces it over runs of v2 batches and hands back their rows
-    filled; the table is those runs and the Python walk's rows, in order.
+    ``compiled`` walk's loop (None: none) replaces it over runs of v2 batches and hands back their rows
+    filled; the table is those runs and the Python walk's rows, in order.  The recovery draft is made
+    with the same ``compiled`` walk.
     """
     # (position, marker, coordinator epoch, timestamp) of each parsed control batch, in order, flat
     markers = array("q")
@@ -169,9 +139,8 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
     try:
         # the compiled loop reads bytes [start, end) of a contiguous buffer; anything else (a range past the
         # buffer's end, a negative start, a memoryview of wider items) takes the Python loop
-        fast_walk: _FastWalk | None = (
-            _compiled.walk_v2 if COMPILED and _compiled is not None and 0 <= p and end <= mv.nbytes
-            and mv.itemsize == 1 and mv.c_contiguous else None)
+        fast_walk = (compiled.walk_v2 if compiled is not None and 0 <= p and end <= mv.nbytes
+                     and mv.itemsize == 1 and mv.c_contiguous else None)
         positions: list[int] = []  # of the valid entries the Python loops took
         # in order: the compiled walk's rows, and the number of the Python loops' entries between them
         pieces: list[bytearray | int] = []
@@ -267,7 +236,7 @@ def scan_buffer(buf: bytes | memoryview | mmap.mmap, task: SegmentTask, end: int
         scan.fatal, scan.fatal_exception = fatal
     if task.index_interval is not None and task.start == 0:
         scan.draft = draft_recovery(BatchColumns(scan.batches), task.base_offset, task.index_interval,
-                                    task.max_index_size, task.path, fatal is not None)
+                                    task.max_index_size, task.path, fatal is not None, compiled)
     return scan
 
 
@@ -395,17 +364,18 @@ def _marker(buf: bytes | memoryview | mmap.mmap, pos: int, header: BatchHeader,
 READ_BELOW_BYTES = 1 << 20
 
 
-def scan_segment(task: SegmentTask) -> SegmentScan:
-    """Read ``task.path`` (a small file) or map it read-only, and scan it."""
+def scan_segment(task: SegmentTask, compiled: CompiledWalk | None = WALK) -> SegmentScan:
+    """Read ``task.path`` (a small file) or map it read-only, and scan it (with the ``compiled`` walk: see
+    :func:`scan_buffer`)."""
     fd, st = open_regular(task.path)  # not open(): a buffered file costs 3 more system calls
     try:
         size = st.st_size
         end = size if task.end is None else min(task.end, size)
         if end <= task.start:
-            return scan_buffer(b"", task, task.start)
+            return scan_buffer(b"", task, task.start, compiled)
         if size > READ_BELOW_BYTES and not sparse(st):
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
-                return scan_buffer(mm, task, end)
+                return scan_buffer(mm, task, end, compiled)
         # the whole file, as a mapping shows it: the walk reads a header past ``end`` up to the file's end
         data = read_to(fd, size)
     except OSError as e:
@@ -416,4 +386,5 @@ def scan_segment(task: SegmentTask) -> SegmentScan:
         os.close(fd)
     # shorter than the fstat said only if the file shrank since (where a mapping would raise SIGBUS)
     end = min(end, len(data))
-    return scan_buffer(data, task, end) if end > task.start else scan_buffer(b"", task, task.start)
+    return (scan_buffer(data, task, end, compiled) if end > task.start
+            else scan_buffer(b"", task, task.start, compiled))

@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from mploader.scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop
 from mploader.scan.audit import SegmentAudit
-from mploader.scan.draft import INDEX_DRAFT, RecoveryDraft
+from mploader.scan.draft import RecoveryDraft
+from mploader.scan.table import INDEX_DRAFT
 
 
 def struct_type(dtype: np.dtype[Any]) -> pa.StructType:

@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,9 +48,9 @@ from mploader.engine.chunks import (
     stitch_whole,
     task_key,
 )
-from mploader.engine.plan import DirPlan, Partition, file_size
+from mploader.engine.plan import DirPlan, Partition, PlannedScans, file_size
 from mploader.errors import LoadInterrupted
-from mploader.progress import Progress
+from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
@@ -90,9 +90,12 @@ def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
 class SparkEngine(Engine):
     """Phase 1 in Spark tasks (see the module docstring); ``workers_per_dir`` is the cluster's cores."""
 
-    def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = None,
-                 chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES):
-        super().__init__(stats, progress, read_ahead_bytes=0)  # the executors read: the driver's hints help none
+    def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
+                 chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES, *,
+                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
+        # the executors read: the driver's hints help none
+        super().__init__(stats, progress, read_ahead_bytes=0, max_read_bytes_per_sec=max_read_bytes_per_sec,
+                         planned=planned)
         check_session(spark)
         self.spark = spark
         self.workers_per_dir = cores(spark)
@@ -192,8 +195,7 @@ class SparkEngine(Engine):
         with self.lock:
             self.stats.scan_seconds += rescan_seconds
             self.stats.segments_scanned += 1
-        if self.progress is not None:
-            self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
+        self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan
 
     # ---- verify's audits -----------------------------------------------------------------------

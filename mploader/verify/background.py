@@ -27,7 +27,7 @@ from mploader.engine.base import Engine
 from mploader.errors import LoadInterrupted
 from mploader.format import names
 from mploader.load_plan import make_engine
-from mploader.progress import DirProgress, Progress, ProgressTracker
+from mploader.progress import NO_PROGRESS, DirProgress, Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
 from mploader.scan.audit import AuditTask, SegmentAudit
 from mploader.verify.report import DataDirReport, PartitionReport, VerifyReport
@@ -75,12 +75,13 @@ class BackgroundVerification:
     """The audit of a loaded broker's inactive segments, running in a daemon thread (module docstring)."""
 
     def __init__(self, result: LoadResult, config: LoaderConfig | None = None, *, order: Order = newest_first,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = NO_PROGRESS) -> None:
         self._cfg = config or LoaderConfig()
         self._segments = order(inactive_segments(result))
         self._clean = dict(result.clean_shutdown)  # every data dir of the load
         self._figures: dict[str, DirProgress] = {}
-        self._tracker = ProgressTracker([_Keep(self._figures), *([progress] if progress is not None else [])])
+        # None: NO_PROGRESS (what its callers pass when there is no display)
+        self._tracker = ProgressTracker([_Keep(self._figures), NO_PROGRESS if progress is None else progress])
         self._cancelled = threading.Event()
         self._done = threading.Event()
         self._audits: dict[str, SegmentAudit] = {}

@@ -40,7 +40,7 @@ from mploader.format import checkpoint, names
 from mploader.format.names import TopicPartition
 from mploader.load_plan import make_engine
 from mploader.manager import predict_recovery
-from mploader.progress import Progress, ProgressTracker
+from mploader.progress import NO_PROGRESS, Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
 from mploader.scan.audit import AuditTask, SegmentAudit
 from mploader.verify.partition import UNREADABLE, log_end_offset, partition_findings, reason_of
@@ -71,7 +71,7 @@ class _Dir:
 
 
 def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None, *,
-                progress: Progress | None = None, now_ms: int | None = None, predict: bool = True,
+                progress: Progress = NO_PROGRESS, now_ms: int | None = None, predict: bool = True,
                 engine: EngineFactory | None = None) -> VerifyReport:
     """Audit ``data_dirs`` (see the module docstring) and, with ``predict``, say what a load would do now.
     ``engine``: the engine of the audits and of the prediction's Phase 1 (default: the config's choice).
@@ -81,19 +81,15 @@ def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfi
     cfg = config or LoaderConfig()
     t0 = time.perf_counter()
     dirs = [_list_dir(os.path.abspath(os.fspath(d))) for d in data_dirs]
-    tracker = ProgressTracker([progress]) if progress is not None else None
+    tracker = ProgressTracker([progress])
     stats = LoadStats()
     phase1 = engine(stats, progress) if engine is not None else make_engine(
         cfg, [d.report.path for d in dirs], stats, progress=progress,
         scan_bytes=max((d.bytes for d in dirs), default=0))
     report = VerifyReport([d.report for d in dirs], [], workers_per_dir=phase1.workers_per_dir)
-    if tracker is not None:
-        tracker.start({d.report.path: len(d.partitions) for d in dirs})
-    try:
-        with ThreadPoolExecutor(max(1, len(dirs)), thread_name_prefix="mploader-verify") as threads:
-            per_dir = list(threads.map(lambda d: _audit_dir(d, phase1, tracker), dirs))
-    finally:
-        phase1.close()
+    tracker.start({d.report.path: len(d.partitions) for d in dirs})
+    with phase1, ThreadPoolExecutor(max(1, len(dirs)), thread_name_prefix="mploader-verify") as threads:
+        per_dir = list(threads.map(lambda d: _audit_dir(d, phase1, tracker), dirs))
     report.partitions = [p for reports in per_dir for p in reports]
     report.seconds["audit"] = time.perf_counter() - t0
     if predict:
@@ -101,8 +97,7 @@ def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfi
         _predict(report, data_dirs, cfg, now_ms, engine)
         report.seconds["predict"] = time.perf_counter() - t1
     report.seconds["total"] = time.perf_counter() - t0
-    if tracker is not None:
-        tracker.close()
+    tracker.close()
     return report
 
 
@@ -147,11 +142,10 @@ def _size(path: str) -> int:
         return 0  # the audit says why
 
 
-def _audit_dir(d: _Dir, engine: Engine, tracker: ProgressTracker | None) -> list[PartitionReport]:
+def _audit_dir(d: _Dir, engine: Engine, tracker: ProgressTracker) -> list[PartitionReport]:
     path = d.report.path
-    if tracker is not None:
-        tracker.planned(path, {p.path: sum(s for _, _, s in p.logs) for p in d.partitions},
-                        sum(len(p.logs) for p in d.partitions))
+    tracker.planned(path, {p.path: sum(s for _, _, s in p.logs) for p in d.partitions},
+                    sum(len(p.logs) for p in d.partitions))
     tasks = [AuditTask(log_path, base) for p in d.partitions for base, log_path, _ in p.logs]
     audits = engine.audit(path, tasks)
     out = []
@@ -159,11 +153,9 @@ def _audit_dir(d: _Dir, engine: Engine, tracker: ProgressTracker | None) -> list
         segments: list[SegmentAudit] = []
         for _ in p.logs:
             segments.append(next(audits))
-            if tracker is not None:
-                tracker.segments_scanned(path, 1, segments[-1].size_bytes)
+            tracker.segments_scanned(path, 1, segments[-1].size_bytes)
         out.append(_partition_report(d, p, segments))
-        if tracker is not None:
-            tracker.partition_loaded(path, os.path.basename(p.path), p.path, out[-1].bytes)
+        tracker.partition_loaded(path, os.path.basename(p.path), p.path, out[-1].bytes)
     return out
 
 
