@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
+import mploader.load_plan as load_plan_mod
 from mploader.config import LoaderConfig
-from mploader.engine import WORKER_STARTS, select
+from mploader.engine import WORKER_STARTS
 from mploader.engine.adaptive import LOKY_RELEASES, AdaptiveController, Gate, Observation, check_loky
 from mploader.generate import GeneratorConfig, generate
 from mploader.load_plan import auto_pool_min_bytes, usable_cpus, workers_per_dir
@@ -160,8 +161,8 @@ def test_the_gate_gives_out_and_takes_back_real_permits() -> None:
 
 def test_an_adaptive_load_ends_exactly_as_the_inline_one(tmp_path, monkeypatch) -> None:
     # a small data set, but the adaptive pool all the same
-    monkeypatch.setattr(select, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
-    monkeypatch.setattr(select, "POOL_TASK_SECONDS", 0)
+    monkeypatch.setattr(load_plan_mod, "POOL_START_SECONDS", dict.fromkeys(WORKER_STARTS, 0.0))
+    monkeypatch.setattr(load_plan_mod, "POOL_TASK_SECONDS", 0)
     out = generate(str(tmp_path / "gen"), GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=2,
                                                           total_bytes=6_000_000, segment_bytes=512 * 1024, faults=3,
                                                           fault_kinds=("torn_tail", "flipped_byte", "missing_index"),
