@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from mploader.config import LoaderConfig
 from mploader.costs import (
@@ -94,6 +94,11 @@ def plan_load(cfg: LoaderConfig, plans: Sequence[DirPlan], watched: bool = True)
             return LoadPlan(partition_workers=n, planned=scans.planned, planned_bytes=scans.planned_bytes,
                             planned_segments=scans.planned_segments)
     return scans
+
+
+def whole_partitions(workers: int | Literal["auto"], cfg: LoaderConfig) -> PartitionRunner:
+    """``--partition-workers``: whole partitions loaded in ``workers`` processes ("auto": one per usable CPU)."""
+    return ProcessPartitions(usable_cpus() if workers == "auto" else workers, cfg.worker_start)
 
 
 def plan_scans(cfg: LoaderConfig, plans: Sequence[DirPlan], done: Mapping[str, PlannedScans] | None = None,
@@ -252,5 +257,5 @@ def _bar(start: str | None) -> float:
     return AUTO_MIN_SECONDS + (POOL_START_SECONDS["spawn"] if worker_start(start) == "spawn" else 0.0)
 
 
-__all__ = ["LoadPlan", "auto_partition_workers", "auto_pool_min_bytes", "inline_seconds", "make_engine",
-           "plan_load", "plan_scans", "early_partition_workers", "usable_cpus", "workers_per_dir"]
+__all__ = ["LoadPlan", "auto_partition_workers", "auto_pool_min_bytes", "early_partition_workers", "inline_seconds",
+           "make_engine", "plan_load", "plan_scans", "usable_cpus", "whole_partitions", "workers_per_dir"]

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mploader.format.checkpoint import uuid_text
 from mploader.format.names import DirKind, TopicPartition
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class LoadedLog:
     index_checks: list[dict[str, str]] = field(default_factory=list)
     # a clean load's partition journal (mploader.recovery.journal) is in its directory, to delete at the commit
     journal: bool = False
+    topic_id: bytes | None = None  # its partition.metadata's topic id (None: no such file)
+    stray_reason: str | None = None  # why the load took it for a stray (LogManager.isStrayKraftReplica) and renamed it
 
     @property
     def impact(self) -> Impact:
@@ -151,6 +154,8 @@ class LoadedLog:
             "producers": len(self.producers),
             "impact": self.impact.to_json(),
             "index_checks": list(self.index_checks),
+            "topic_id": None if self.topic_id is None else uuid_text(self.topic_id),
+            **({} if self.stray_reason is None else {"stray_reason": self.stray_reason}),
         }
 
 

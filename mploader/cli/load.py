@@ -267,6 +267,10 @@ def summary_lines(result: LoadResult, dry_run: bool = False, auto_chose_partitio
             lines.append(f"  acknowledged offsets not on this disk, nothing removed, in "
                          f"{plural(len(short), 'partition')}:")
             lines.extend(_impact_line(lg, i) for lg, i in short)
+        if strays := [lg for lg, _ in logs if lg.stray_reason is not None]:  # renamed, as a KRaft broker does
+            lines.append(f"  stray logs (not this broker's in the cluster's metadata) {verb}renamed -stray, "
+                         f"nothing deleted:")
+            lines.extend(f"    {lg.topic_partition}: {lg.stray_reason} -> {lg.dir}" for lg in strays)
         if d["deleted"]:  # what the operator may want to look at, or back up, before the load (or what went)
             lines.append(f"  files {'that would be ' if dry_run else ''}deleted:")
             lines.extend(_deleted_lines([lg for lg, _ in logs if lg.deleted_files]))
@@ -429,16 +433,14 @@ def run_load(args: argparse.Namespace) -> int:
         before = config_warnings(setup) + _check_dirs(args)
     except (ValueError, _Refused, UsageError) as e:
         return fail(args, EXIT_USAGE, "usage", str(e))
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"strays": setup.strays}
     if args.partition_workers is not None:
         if args.max_read_rate is not None:
             return fail(args, EXIT_USAGE, "usage", "--max-read-rate paces the scanning workers; it cannot be honoured "
                                                    "with --partition-workers: choose one")
-        from mploader.host.cpus import usable_cpus
-        from mploader.runners import ProcessPartitions
+        from mploader.load_plan import whole_partitions
 
-        n = args.partition_workers
-        extra["partitions"] = ProcessPartitions(usable_cpus() if n == "auto" else n)
+        extra["partitions"] = whole_partitions(args.partition_workers, cfg)
         if args.workers != "auto":
             before.append({"kind": "option_not_used", "option": "--workers",
                            "message": f"--workers {args.workers} is not used with --partition-workers: each partition "

@@ -147,6 +147,11 @@ class Disk(DiskReader):
         """Replace ``dst`` by ``src``."""
 
     @abc.abstractmethod
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Rename directory ``src`` to ``dst`` (a new name) and make the rename durable: Kafka's
+        ``LocalLog.renameDir`` (``Utils.atomicMoveWithFallback``, which flushes the parent directory)."""
+
+    @abc.abstractmethod
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         """Set the modification time (the access time is kept), like Files.setLastModifiedTime."""
 

@@ -36,6 +36,7 @@ class DryRunDisk(Disk):
         self._files = FileSystemReader()  # the files as on disk: nothing this disk does changes them
         self._overlay: dict[str, _Virtual] = {}
         self._check_lock = check_lock  # False: `mploader verify`, which may look at a running broker's dirs
+        self._renamed_dirs: dict[str, str] = {}  # log directories renamed (strays), old -> new name
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -162,6 +163,12 @@ class DryRunDisk(Disk):
             v = _Virtual(self.read(src), self.size(src))
         self._overlay[dst] = v
         self._overlay[src] = _DELETED
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Kept as the renamed directory's name only: a dry run reads no directory after its partition's load."""
+        if self.exists(dst) or os.path.lexists(dst):
+            raise FileExistsError(17, "cannot rename a log directory over an existing entry", dst)
+        self._renamed_dirs[src] = dst
 
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         """Times are not modelled: nothing happens."""

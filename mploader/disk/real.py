@@ -167,6 +167,23 @@ class RealDisk(FileSystemReader, Disk):
         self._listed(dst, True)
 
     @_timed
+    def rename_dir(self, src: str, dst: str) -> None:
+        if os.path.lexists(dst):  # never over another directory (os.rename would replace an empty one)
+            raise FileExistsError(17, "cannot rename a log directory over an existing entry", dst)
+        self._mutations.point("rename-dir", dst)
+        os.rename(src, dst)
+        self.release(src)
+
+        def moved(path: str) -> str:  # what this disk noted under the old name, now under the new one
+            return dst + path[len(src):] if path == src or path.startswith(src + os.sep) else path
+
+        with self._unsynced_lock:
+            self._unsynced = {dev: moved(d) for dev, d in self._unsynced.items()}
+        parent = os.path.dirname(dst)
+        self._changed = {moved(d) for d in self._changed} | {parent, dst}
+        self.sync_dir(parent)
+
+    @_timed
     def set_mtime(self, path: str, mtime_ns: int) -> None:
         st = os.stat(path)
         self._mutations.point("set-mtime", path)

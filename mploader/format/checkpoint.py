@@ -183,12 +183,16 @@ def leader_epoch_checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
 # partition.metadata
 
 
-def partition_metadata_bytes(topic_id: bytes) -> bytes:
-    """``version: 0\\ntopic_id: <base64url, no padding>`` with no trailing newline."""
+def uuid_text(topic_id: bytes) -> str:
+    """Kafka's ``Uuid.toString``: base64url, no padding."""
     if len(topic_id) != 16:
         raise ValueError("a topic id is 16 bytes")
-    b64 = base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode("ascii")
-    return f"version: 0\ntopic_id: {b64}".encode("ascii")
+    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode("ascii")
+
+
+def partition_metadata_bytes(topic_id: bytes) -> bytes:
+    """``version: 0\\ntopic_id: <base64url, no padding>`` with no trailing newline."""
+    return f"version: 0\ntopic_id: {uuid_text(topic_id)}".encode("ascii")
 
 
 _PARTITION_METADATA_SEPARATOR = re.compile(r":\s+", re.ASCII)

@@ -20,5 +20,6 @@ finished; a :class:`~mploader.errors.StartupFailedError` fails the whole load.  
 
 from mploader.manager.dirs import written_dirs
 from mploader.manager.load import load_logs, predict_recovery
+from mploader.manager.strays import NO_STRAYS, KraftStrayLogs, StrayLogs
 
-__all__ = ["load_logs", "predict_recovery", "written_dirs"]
+__all__ = ["NO_STRAYS", "KraftStrayLogs", "StrayLogs", "load_logs", "predict_recovery", "written_dirs"]

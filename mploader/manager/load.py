@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from mploader.config import LoaderConfig
 from mploader.disk import NO_HOOK, Disk, MutationHook, open_disk
@@ -39,6 +40,7 @@ from mploader.manager.report import (
     report_plan,
     warn_deleted,
 )
+from mploader.manager.strays import NO_STRAYS, StrayLogs, settle_stray
 from mploader.metrics import (
     REMAINING_LOGS_TO_RECOVER,
     REMAINING_SEGMENTS_TO_RECOVER,
@@ -54,6 +56,23 @@ from mploader.runners import LoadingThreads, Outcome, PartitionRunner, RunEvents
 log = logging.getLogger("mploader.manager")  # LogManager's lines, from every room of the package
 
 
+@dataclass(frozen=True, slots=True)
+class _Load:
+    """What one load runs with, from start to end: its config and collaborators, and what it keeps as it goes."""
+
+    cfg: LoaderConfig
+    disk: Disk
+    now: int  # the wall clock of producer expiry
+    metrics: MetricsRegistry
+    progress: ProgressTracker
+    stats: LoadStats
+    channel: LogDirFailureChannel = field(default_factory=LogDirFailureChannel)
+    strays: StrayLogs = NO_STRAYS
+    mutations: MutationHook = NO_HOOK  # the hook of the disks the plan's partition workers open
+    engine: EngineFactory | None = None  # Phase 1's engine, given (else the plan's)
+    partitions: PartitionRunner | None = None  # where the partitions load, given (else the plan's)
+
+
 def load_logs(
     data_dirs: Sequence[str | os.PathLike[str]],
     config: LoaderConfig | None = None,
@@ -63,6 +82,7 @@ def load_logs(
     progress: Progress | None = None,
     engine: EngineFactory | None = None,
     partitions: PartitionRunner | None = None,
+    strays: StrayLogs = NO_STRAYS,
     mutations: MutationHook = NO_HOOK,
 ) -> LoadResult:
     """Load every partition of ``data_dirs`` as a Kafka 4.x broker does at start-up.
@@ -70,18 +90,21 @@ def load_logs(
     Returns a :class:`LoadResult`; raises :class:`StartupFailedError` where Kafka's
     broker would fail to start.  ``now_ms`` is the wall clock used for producer
     expiry (default: the real clock).  ``engine`` makes the engine Phase 1 runs on (default: the
-    config's choice, :func:`mploader.load_plan.make_engine`; e.g. :class:`mploader.spark.SparkEngine`).
+    config's choice, :func:`mploader.load_plan.make_engine`; e.g. :class:`mploader.spark.engine.SparkEngine`).
     ``partitions`` is where the partitions load (:class:`mploader.runners.PartitionRunner`: e.g. worker processes,
     :class:`mploader.runners.ProcessPartitions`, or Spark executors, :class:`mploader.spark.phase2.SparkPartitions`;
     default: :func:`mploader.load_plan.plan_load`'s choice): the data dirs' start-up (preflight, locks, marker,
-    checkpoints) and the result stay here.
+    checkpoints) and the result stay here.  ``strays`` says which loaded logs are strays, renamed as Kafka renames
+    them (:mod:`mploader.manager.strays`: a KRaft broker's, from its metadata image; default none).
     ``mutations`` is told of every change before it is made (:mod:`mploader.disk.mutations`: the kill-point
     tests), in the worker processes of :class:`~mploader.runners.ProcessPartitions` too when the plan starts them
     (a runner given as ``partitions`` is given its own).
     """
     cfg = config or LoaderConfig()
-    return _load_logs(data_dirs, cfg, now_ms, metrics, progress, open_disk(cfg.dry_run, mutations=mutations), engine,
-                      partitions, mutations=mutations)
+    load = _Load(cfg, open_disk(cfg.dry_run, mutations=mutations), _now(now_ms), metrics or MetricsRegistry(),
+                 _tracker(progress, metrics), LoadStats(), strays=strays, mutations=mutations, engine=engine,
+                 partitions=partitions)
+    return _load_logs(data_dirs, load)
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -90,29 +113,31 @@ def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: Loader
     dirs' locks, so that ``mploader verify`` can tell it for the dirs of a running broker too (where the files
     may change under it: the prediction is then of the moment it read them)."""
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=True)
-    return _load_logs(data_dirs, cfg, now_ms, None, None, open_disk(True, check_lock=False), engine,
-                      check_writes=False)
+    load = _Load(cfg, open_disk(True, check_lock=False), _now(now_ms), MetricsRegistry(), _tracker(None, None),
+                 LoadStats(), engine=engine)
+    return _load_logs(data_dirs, load, check_writes=False)
 
 
-def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, now_ms: int | None,
-               metrics: MetricsRegistry | None, progress: Progress | None, disk: Disk,
-               engine: EngineFactory | None = None, partitions: PartitionRunner | None = None,
-               check_writes: bool = True, mutations: MutationHook = NO_HOOK) -> LoadResult:
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    # the figures (bytes to recover, rate, ETA) are kept only for someone who reads them
-    tracker = ProgressTracker([sink for sink in (progress, None if metrics is None else ProgressGauges(metrics))
-                               if sink is not None])
-    metrics = metrics or MetricsRegistry()
+def _now(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else now_ms
+
+
+def _tracker(progress: Progress | None, metrics: MetricsRegistry | None) -> ProgressTracker:
+    """The load's progress: the caller's, and the recovery gauges where someone reads the metrics."""
+    return ProgressTracker([sink for sink in (progress, None if metrics is None else ProgressGauges(metrics))
+                            if sink is not None])
+
+
+def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], load: _Load, check_writes: bool = True) -> LoadResult:
+    cfg, disk, stats, channel = load.cfg, load.disk, load.stats, load.channel
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    stats = LoadStats()
     dirs = validate_dirs(data_dirs)
-    channel = LogDirFailureChannel()
     states: list[DirState] = [DirState(d) for d in dirs]
     try:
         # reads only: a start-up failure it finds changes no byte.  Partitions loaded elsewhere (``partitions``) are
         # changed by another process's disk: this one keeps no listing of theirs, which its changes would not keep true
-        preflight(states, cfg, disk, channel, keep_listings=partitions is None, check_writes=check_writes)
+        preflight(states, cfg, disk, channel, keep_listings=load.partitions is None, check_writes=check_writes)
         stats.seconds["preflight"] = time.perf_counter() - t0
         log.debug("preflight of %d data dirs, %d partitions: nothing that fails start-up before recovery (%.1f ms)",
                   len(states), sum(len(s.partitions) for s in states), stats.seconds["preflight"] * 1000)
@@ -121,14 +146,13 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 create_and_lock(state, disk, channel)
             for state in states:  # the checkpoint files, the marker; the listing if the preflight could not
                 prepare_dir(state, disk, channel)
-            result = _load_prepared(states, dirs, cfg, disk, now, metrics, tracker, channel, stats, engine,
-                                    partitions, mutations)
+            result = _load_prepared(states, dirs, load)
         except StartupFailedError as e:
             commit_clean_dirs(states, cfg, disk, channel)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
                 note_written(e, disk)
             raise
-        _commit(states, cfg, disk, channel, stats)
+        _commit(states, load)
         stats.seconds["total"] = time.perf_counter() - t0
         # this process's CPU, all its threads, none of its workers': the serial part no worker count removes
         stats.seconds["cpu"] = time.process_time() - cpu0
@@ -141,48 +165,51 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig, n
                 os.close(s.lock_fd)  # releases the lock
 
 
-def _commit(states: list[DirState], cfg: LoaderConfig, disk: Disk, channel: LogDirFailureChannel,
-            stats: LoadStats) -> None:
+def _commit(states: list[DirState], load: _Load) -> None:
     """The loads' writes made durable, then the markers deleted (the commit), then what a killed --resumable load
     recorded forgotten (of no more use: recovery.resume)."""
     t0 = time.perf_counter()
-    flush(states, disk, channel)
-    commit_clean_dirs(states, cfg, disk, channel)
+    flush(states, load.disk, load.channel)
+    commit_clean_dirs(states, load.cfg, load.disk, load.channel)
     for s in states:
-        if s.path not in channel:
-            forget_recovered(disk, s.path)
-    stats.seconds["flush"] = time.perf_counter() - t0
+        if s.path not in load.channel:
+            forget_recovered(load.disk, s.path)
+    load.stats.seconds["flush"] = time.perf_counter() - t0
 
 
-def _load_prepared(states: list[DirState], dirs: list[str], cfg: LoaderConfig, disk: Disk, now: int,
-                   metrics: MetricsRegistry, progress: ProgressTracker, channel: LogDirFailureChannel,
-                   stats: LoadStats, factory: EngineFactory | None = None,
-                   runner: PartitionRunner | None = None, mutations: MutationHook = NO_HOOK) -> LoadResult:
-    live = _live_dirs(states, dirs, channel)
+def _load_prepared(states: list[DirState], dirs: list[str], load: _Load) -> LoadResult:
+    cfg, disk = load.cfg, load.disk
+    live = _live_dirs(states, dirs, load.channel)
     if cfg.persist_recovery_points:  # a dir whose checkpoint could not be read is left to Kafka (resume.py)
         for s in live:
-            if not channel.goes_offline(s.path):
+            if not load.channel.goes_offline(s.path):
                 s.resume = RecoveryPointWriter(disk, s.path, s.recovery_points)
                 s.recovered = read_recovered(disk, s.path)
     try:
         plans = [_dir_plan(s, cfg, disk) for s in live]
         plan = LoadPlan()
-        if runner is None and factory is None:
-            plan = plan_load(cfg, plans, watched=progress.watched)
+        if load.partitions is None and load.engine is None:
+            plan = plan_load(cfg, plans, watched=load.progress.watched)
             if plan.partition_workers:
                 for s in live:  # the workers change them: listings kept by this disk would no longer be true
                     for path, _, _ in s.partitions:
                         disk.release(path)
-                runner = plan.runner(cfg, disk, [p.data_dir for p in plans], stats, metrics, progress, mutations)
-        if runner is None:
-            engine = (plan.engine(cfg, [p.data_dir for p in plans], stats, metrics, progress) if factory is None
-                      else factory(stats, progress))
-            runner = LoadingThreads(engine, disk, cfg.num_recovery_threads_per_data_dir)
-        with runner:
-            loaded = _run(live, plans, cfg, now, runner, stats, channel, disk, metrics, progress, plan.planned)
+        with _runner(load, plan, [p.data_dir for p in plans]) as runner:
+            loaded = _run(live, plans, load, runner, plan.planned)
     finally:  # also after a failure or Ctrl-C: the partitions that finished are not recovered again
-        write_recovery_points(live, channel)
-    return _result(states, loaded, channel, stats)
+        write_recovery_points(live, load.channel)
+    return _result(states, loaded, load.channel, load.stats)
+
+
+def _runner(load: _Load, plan: LoadPlan, data_dirs: list[str]) -> PartitionRunner:
+    """Where the partitions load: the runner given, else the plan's (loading threads with the engine given, or the
+    plan's)."""
+    if load.partitions is not None:
+        return load.partitions
+    if load.engine is not None:
+        return LoadingThreads(load.engine(load.stats, load.progress), load.disk,
+                              load.cfg.num_recovery_threads_per_data_dir)
+    return plan.runner(load.cfg, load.disk, data_dirs, load.stats, load.metrics, load.progress, load.mutations)
 
 
 def _live_dirs(states: list[DirState], dirs: list[str], channel: LogDirFailureChannel) -> list[DirState]:
@@ -230,13 +257,13 @@ def _dir_plan(s: DirState, cfg: LoaderConfig, disk: Disk) -> DirPlan:
                    clean_scans=s.clean_scans, disk=disk)
 
 
-def _run(states: list[DirState], plans: list[DirPlan], cfg: LoaderConfig, now: int, runner: PartitionRunner,
-         stats: LoadStats, channel: LogDirFailureChannel, disk: Disk, metrics: MetricsRegistry,
-         progress: ProgressTracker, planned: Mapping[str, PlannedScans]) -> list[LoadedLog]:
+def _run(states: list[DirState], plans: list[DirPlan], load: _Load, runner: PartitionRunner,
+         planned: Mapping[str, PlannedScans]) -> list[LoadedLog]:
     """Every partition of ``states`` loaded by ``runner``, each outcome taken once (:class:`_Outcomes`) as the
     runner tells of it or, for those it did not, when it returns: an ``OSError`` takes the dir offline, another
     exception fails the load once all ran (Kafka waits for every job, then rethrows the first)."""
-    gauges = _Gauges(metrics, states, runner.gauges_per_dir)
+    progress, stats = load.progress, load.stats
+    gauges = _Gauges(load.metrics, states, runner.gauges_per_dir)
     progress.start({s.path: len(s.partitions) for s in states})
     log_loading(states, elsewhere=runner.elsewhere)
     t0 = time.perf_counter()
@@ -246,21 +273,21 @@ def _run(states: list[DirState], plans: list[DirPlan], cfg: LoaderConfig, now: i
     stats.seconds["plan"] = time.perf_counter() - t0
     planned = {**planned, **runner.planned}
     for s in states:  # what was planned (an unclean dir's scans), else nothing: counted as they go
-        report_plan(progress, planned.get(s.path), s.path, disk)
-    jobs = [(s, _job(s, path, tp, kind, now)) for s in states for path, tp, kind in s.partitions]
-    outcomes = _Outcomes(jobs, stats, gauges, progress, runner.reports_scans, t0)
+        report_plan(progress, planned.get(s.path), s.path, load.disk)
+    jobs = [(s, _job(s, path, tp, kind, load.now)) for s in states for path, tp, kind in s.partitions]
+    outcomes = _Outcomes(jobs, load, gauges, runner.reports_scans, t0)
     try:
-        for i, outcome in enumerate(runner.run([job for _, job in jobs], cfg, outcomes)):
+        for i, outcome in enumerate(runner.run([job for _, job in jobs], load.cfg, outcomes)):
             outcomes.loaded(i, outcome)  # those the runner did not tell of
         runner.account(stats)
     finally:  # what the runner's processes changed, for a failure's note (note_written)
-        disk.changed_elsewhere(runner.changed_dirs)
+        load.disk.changed_elsewhere(runner.changed_dirs)
         gauges.remove()
         progress.close()
     fatal = [f for i in sorted(outcomes.errors)
-             if (f := failed(jobs[i][0], jobs[i][1].dir, outcomes.errors[i], channel)) is not None]
+             if (f := failed(jobs[i][0], jobs[i][1].dir, outcomes.errors[i], load.channel)) is not None]
     for s in states:
-        channel.settle(s.path)
+        load.channel.settle(s.path)
     if fatal:  # the first in the jobs' order
         raise fatal[0]
     return [outcomes.logs[i] for i in sorted(outcomes.logs)]
@@ -313,9 +340,10 @@ class _Outcomes(RunEvents):
     """The manager's side of a run: each job's outcome taken once, from whichever thread the runner tells it in
     (the log, its counts, the gauges, the progress, --resumable's recovery points), its error kept for the end."""
 
-    def __init__(self, jobs: list[tuple[DirState, PartitionJob]], stats: LoadStats, gauges: _Gauges,
-                 progress: ProgressTracker, scans_reported: bool, t0: float) -> None:
-        self.jobs, self.stats, self.gauges, self.progress = jobs, stats, gauges, progress
+    def __init__(self, jobs: list[tuple[DirState, PartitionJob]], load: _Load, gauges: _Gauges, scans_reported: bool,
+                 t0: float) -> None:
+        self.jobs, self.gauges = jobs, gauges
+        self.stats, self.progress, self.strays, self.disk = load.stats, load.progress, load.strays, load.disk
         self.scans_reported = scans_reported  # the runner's scans reached the progress as they went
         self.t0 = t0
         self.logs: dict[int, LoadedLog] = {}
@@ -325,8 +353,13 @@ class _Outcomes(RunEvents):
         self._lock = threading.Lock()
 
     def loaded(self, index: int, outcome: Outcome, seconds: float | None = None) -> None:
-        """As LogManager.loadLogs' job ends: its INFO line, then the dir's remaining logs one fewer."""
+        """As LogManager.loadLogs' job ends: a stray renamed, its INFO line, then the dir's remaining logs one fewer."""
         s, job = self.jobs[index]
+        if not isinstance(outcome, BaseException):
+            try:
+                outcome = (settle_stray(outcome[0], self.strays, self.disk), outcome[1])
+            except OSError as e:  # LocalLog.renameDir's IOException: the dir goes offline
+                outcome = e
         with self._lock:
             if index in self._taken:
                 return

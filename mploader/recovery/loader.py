@@ -217,8 +217,8 @@ class LogLoader:
         # UnifiedLog constructor (initializeTopicId, keepPartitionMetadataFile in KRaft): an existing
         # partition.metadata is read after loading; its IOException takes the dir offline, a bad UUID fails start-up
         metadata = self.path(checkpoint.PARTITION_METADATA)
-        if self.disk.exists(metadata):
-            checkpoint.parse_partition_metadata(self.disk.read(metadata), metadata)
+        topic_id = (checkpoint.parse_partition_metadata(self.disk.read(metadata), metadata)
+                    if self.disk.exists(metadata) else None)
         local_start = max(new_log_start, first_base)
         log_start = new_log_start if self.cfg.remote_storage else local_start
         segments = [SegmentInfo(s.base_offset, log_size(self.disk, s), 0) for s in self.segments.ascending()]
@@ -231,7 +231,7 @@ class LogLoader:
             leader_epochs=list(self.epochs.entries) if self.epochs is not None else None,
             producers=self.psm.producer_infos(), recovered_segments=list(dict.fromkeys(ctx.recovered)),
             truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
-            index_checks=[c.to_json() for c in ctx.index_checks], journal=self._journal_kept,
+            index_checks=[c.to_json() for c in ctx.index_checks], journal=self._journal_kept, topic_id=topic_id,
         )
 
     def _clean_shortcut(self, log_start: int, log_end: int) -> bool:
