@@ -26,6 +26,7 @@ _ORIGIN = {  # public name -> the module that defines it
     "LoadResult": "result", "LoadedLog": "result", "LoadStats": "result", "SegmentInfo": "result",
     "ProducerInfo": "result", "Impact": "result",
     "MetricsRegistry": "metrics", "Progress": "progress", "DirProgress": "progress", "MetricsServer": "prometheus",
+    "broker_setup": "broker_config",
     "ProcessPartitions": "runners", "PartitionRunner": "runners", "RunEvents": "runners",
     **{name: "errors" for name in (
         "MploaderError", "CorruptFileError", "CorruptRecordError", "CorruptIndexError", "CorruptSnapshotError",
@@ -52,6 +53,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from mploader.api import load_logs
+    from mploader.broker_config import broker_setup
     from mploader.config import LoaderConfig, TopicConfig
     from mploader.errors import (
         CheckpointNumberFormatError,
