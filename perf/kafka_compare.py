@@ -1,7 +1,7 @@
 """mploader against Kafka's own loader (the oracle of ../shared/kafka-oracle), whole process against whole process.
 
     .venv/bin/python perf/kafka_compare.py [--rounds 3] [--quick] [--sets a,b,...] [--oracle PATH] [--json-out F]
-        [--work DIR] [--keep]
+        [--work DIR] [--keep] [--base REV]
 
 For each data set below (ONE data dir each, made with ``mploader.generate``, no faults; unclean with the
 recovery point forced to 0 unless said, so that every segment is recovered) it times, in alternating rounds
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from perf.trees import mploader_argv, scratch_dir  # noqa: E402
+from perf.trees import mploader_argv, scratch_dir, worktree_of  # noqa: E402
 
 MB = 1_000_000
 
@@ -298,23 +298,34 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory (the generated data sets) and "
                     "print its path")
     ap.add_argument("--json-out", help="also write every timing and stat here")
+    ap.add_argument("--base", metavar="REV", help="also time mploader at this git revision (a worktree of it), each "
+                    "variant beside this tree's, in the same rounds: a change's cost or gain against Kafka's")
     args = ap.parse_args()
     with scratch_dir("mploader-kafka-compare-", args.work, args.keep) as root:
-        return run_sets(args, root)
+        if args.base is None:
+            return run_sets(args, root)
+        with worktree_of(args.base, root) as base:
+            return run_sets(args, root, base)
 
 
-def run_sets(args: argparse.Namespace, root: Path) -> int:
-    """Every data set asked for, generated under ``root``: timed, checked, reported; 1 if a run failed or differed."""
+def run_sets(args: argparse.Namespace, root: Path, base: Path | None = None) -> int:
+    """Every data set asked for, generated under ``root``: timed, checked, reported; 1 if a run failed or differed.
+    ``base``: a worktree whose mploader runs beside this tree's (``--base``)."""
     rounds = 1 if args.quick else args.rounds
     oracle = find_oracle(args.oracle)
 
+    def ours(label: str, workers: str) -> list[Contender | None]:
+        here = Contender(f"mploader {label}", "mploader", mploader_argv(workers))
+        return [here, None if base is None else
+                Contender(f"base {label}", "mploader", mploader_argv(workers, base))]
+
     listed = [
-        Contender("mploader N=1", "mploader", mploader_argv("1")),
+        *ours("N=1", "1"),
         Contender("Kafka 1 thread", "kafka", oracle_argv(oracle, 1)) if oracle else None,
-        Contender("mploader N=2", "mploader", mploader_argv("2")),
+        *ours("N=2", "2"),
         Contender("Kafka 2 threads", "kafka", oracle_argv(oracle, 2)) if oracle else None,
-        Contender("mploader auto", "mploader", mploader_argv("auto")),
-        Contender("mploader P=2", "mploader", mploader_argv("p2")),
+        *ours("auto", "auto"),
+        *ours("P=2", "p2"),
     ]
     contenders = [c for c in listed if c is not None]
     names = [c.name for c in contenders]
