@@ -445,7 +445,7 @@ def test_a_load_lists_each_partition_directory_once_and_syncs_once(tmp_path: Pat
     snapshots = sorted(p.name for p in pb.path.iterdir() if p.suffix == ".snapshot")
     assert result.logs[next(iter(result.logs))].recovered_segments == list(range(0, 40, 4))
     assert len(snapshots) >= 2
-    # once, by the preflight, which leaves it to Phase 2 (within preflight.KEPT_NAMES; beyond it, twice:
+    # once, by the preflight, which leaves it to Phase 2 (within preflight.LISTING_CACHE_NAMES; beyond it, twice:
     # tests/test_preflight.py), however many segments Phase 2 recovers
     assert listed.count(str(pb.path)) == 1
     assert len(synced) == 1 and os.stat(synced[0]).st_dev == os.stat(pb.path).st_dev

@@ -1830,11 +1830,11 @@ def test_the_plan_asks_the_loads_disk_not_the_file_system_again(tmp_path, monkey
     def refused(*args: object) -> None:
         raise AssertionError(f"asked the file system again: {args}")
 
-    # a partition the preflight did not keep (preflight.KEPT_NAMES) is listed by the plan, and not kept by it: the
-    # listings of every partition would otherwise stay in memory until each one's load
+    # a partition the preflight did not cache (preflight.LISTING_CACHE_NAMES) is listed by the plan, and not cached by
+    # it: the listings of every partition would otherwise stay in memory until each one's load
     other = RealDisk()
     assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=other))) == expected
-    assert other.kept_listing(str(pb.path)) is None
+    assert other.cached_listing(str(pb.path)) is None
     monkeypatch.setattr(plan_mod.os, "listdir", refused)
     monkeypatch.setattr(plan_mod.os.path, "getsize", refused)
     assert list(partition_scans(DirPlan(str(d), False, [part], {TopicPartition("t", 0): 20}, disk=disk))) == expected

@@ -182,7 +182,7 @@ def test_a_failure_only_recovery_finds_says_where_the_load_had_written(tmp_path:
 @pytest.mark.parametrize("kept_names, kept_partitions", [(100_000, 6), (0, 0), (10, 2)])
 def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        kept_names: int, kept_partitions: int) -> None:
-    """Each partition directory is listed once when the preflight's listing is kept (``preflight.KEPT_NAMES``
+    """Each partition directory is listed once when the preflight's listing is kept (``preflight.LISTING_CACHE_NAMES``
     names at most, over all partitions), twice when it is not; the outcome is the same either way."""
     import mploader.disk.reader as reader
     from mploader.recovery import preflight
@@ -199,7 +199,7 @@ def test_the_preflight_leaves_its_listings_to_the_loader_within_a_bound(tmp_path
         return scandir(path)
 
     monkeypatch.setattr(reader.os, "scandir", counting)
-    monkeypatch.setattr(preflight, "KEPT_NAMES", kept_names)
+    monkeypatch.setattr(preflight, "LISTING_CACHE_NAMES", kept_names)
     result = load_logs([str(d)], LoaderConfig(), now_ms=NOW)
     assert sorted(lg.log_end_offset for lg in result.logs.values()) == [3] * 6
     per_partition = [listed.count(f"orders-{p}") for p in range(6)]

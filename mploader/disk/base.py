@@ -28,7 +28,7 @@ class DiskReader(abc.ABC):
         once; later listings come from what this disk knows of it (every change goes through it), until
         :meth:`release`."""
 
-    def kept_listing(self, directory: str) -> list[str] | None:
+    def cached_listing(self, directory: str) -> list[str] | None:
         """:meth:`list_files` of ``directory`` where this disk keeps its listing already, else None (and nothing
         listed or kept: a planner's question must not keep every partition's listing until its load)."""
         return None

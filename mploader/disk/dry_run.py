@@ -2,7 +2,7 @@
 
 Reads through this disk see the changed files, so the load runs exactly as it would; the bytes on
 disk never change.  A file the overlay holds is either new bytes (``data``) or the on-disk bytes cut
-or zero-extended (``data is None``: the first ``kept`` bytes on disk, then zeros up to ``size``; a
+or zero-extended (``data is None``: the first ``disk_bytes`` bytes on disk, then zeros up to ``size``; a
 truncation makes no copy).
 """
 
@@ -20,9 +20,9 @@ from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_buffer
 
 @dataclass(slots=True)
 class _Virtual:
-    data: bytes | None  # None: the first `kept` on-disk bytes, zero-extended to `size`
+    data: bytes | None  # None: the first `disk_bytes` on-disk bytes, zero-extended to `size`
     size: int
-    kept: int = 0  # with data None: how many of the on-disk bytes are still the file's (the smallest size yet)
+    disk_bytes: int = 0  # with data None: how many of the on-disk bytes are still the file's (the smallest size yet)
 
 
 _DELETED = _Virtual(None, -1)
@@ -43,9 +43,9 @@ class DryRunDisk(Disk):
     def list_files(self, directory: str) -> list[str]:
         return self._with_overlay(directory, self._files.list_files(directory))
 
-    def kept_listing(self, directory: str) -> list[str] | None:
-        kept = self._files.kept_listing(directory)
-        return None if kept is None else self._with_overlay(directory, kept)
+    def cached_listing(self, directory: str) -> list[str] | None:
+        cached = self._files.cached_listing(directory)
+        return None if cached is None else self._with_overlay(directory, cached)
 
     def _with_overlay(self, directory: str, on_disk: list[str]) -> list[str]:
         """The names ``on_disk`` in ``directory`` with this disk's changes: its files added, its deletions gone."""
@@ -96,7 +96,7 @@ class DryRunDisk(Disk):
         if v.data is not None:
             data = v.data
         else:
-            data = self._files.read(path, 0, v.kept)
+            data = self._files.read(path, 0, v.disk_bytes)
             data += bytes(v.size - len(data))
         return data[start:end]
 
@@ -116,7 +116,7 @@ class DryRunDisk(Disk):
         v = self._overlay.get(task.path)
         if v is None or v is _DELETED:
             return source.scan(task)
-        if v.data is None and v.kept == v.size:  # the on-disk bytes, cut: the engine scans them
+        if v.data is None and v.disk_bytes == v.size:  # the on-disk bytes, cut: the engine scans them
             return source.scan(replace(task, end=v.size))
         data = self.read(task.path)  # bytes of this run: scanned here, the engine only sees the disk
         return scan_buffer(data, replace(task, end=None), len(data))
@@ -154,8 +154,8 @@ class DryRunDisk(Disk):
         elif v is _DELETED or (v is None and not os.path.exists(path)):
             self._overlay[path] = _Virtual(bytes(size), size)
         else:  # as on disk, or already resized: the on-disk bytes beyond the smallest size are gone
-            kept = min(size, self._files.size(path) if v is None else v.kept)
-            self._overlay[path] = _Virtual(None, size, kept)
+            disk_bytes = min(size, self._files.size(path) if v is None else v.disk_bytes)
+            self._overlay[path] = _Virtual(None, size, disk_bytes)
 
     def rename(self, src: str, dst: str) -> None:
         v = self._overlay.get(src)

@@ -56,7 +56,7 @@ class FileSystemReader(DiskReader):
             self._others[directory] = others
         return sorted(listing)  # Java's order is the file system's; sorted, every run (and a dry run) reports alike
 
-    def kept_listing(self, directory: str) -> list[str] | None:
+    def cached_listing(self, directory: str) -> list[str] | None:
         return self.list_files(directory) if directory in self._listings else None
 
     def symlinks(self, directory: str) -> set[str]:

@@ -125,10 +125,10 @@ class AdaptiveController:
         assert base is not None
         self._probe_from = None
         if here > base:  # more workers: worth it only for a real gain
-            kept = self.rates[here] > self.rates[base] * (1 + self.gain)
+            pays = self.rates[here] > self.rates[base] * (1 + self.gain)
         else:  # fewer workers on a saturated device: worth it if the throughput stays near the best seen
-            kept = self.rates[here] >= max(self.rates.values()) * (1 - self.gain)
-        if kept:  # and on in the same direction while it pays (down: while the device stays saturated)
+            pays = self.rates[here] >= max(self.rates.values()) * (1 - self.gain)
+        if pays:  # and on in the same direction while it pays (down: while the device stays saturated)
             self._backoff.pop(here, None)
             step = 1 if here > base else -1
             if 1 <= here + step <= self.cap and self._allowed(here + step) and (room if step > 0 else saturated):

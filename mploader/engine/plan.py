@@ -37,9 +37,9 @@ class DirPlan:
     max_index_size: Callable[[str], int] | None = None  # segment.index.bytes of a topic
     scan_all: bool = False  # index_check="full": Phase 2 reads every segment (a -delete dir's too)
     clean_scans: CleanScans | None = None  # what a clean load may scan, where the preflight sized it
-    # the load's disk: the partition listings and .log sizes the preflight kept there (preflight.KEPT_NAMES) are asked
-    # of it, not of the file system again (a listing a partition and a stat a planned segment, twice); a partition it
-    # did not keep is listed here and not kept; None: the file system
+    # the load's disk: the partition listings and .log sizes the preflight cached there (preflight.LISTING_CACHE_NAMES)
+    # are asked of it, not of the file system again (a listing a partition and a stat a planned segment, twice); a
+    # partition it did not cache is listed here and not cached; None: the file system
     disk: Disk | None = None
 
 
@@ -56,9 +56,9 @@ def partition_scans(plan: DirPlan, bound_only: bool = False) -> Iterator[SizedSc
     scans: for a caller that may stop before the last (``load_plan.early_partition_workers``)."""
     for part in plan.partitions:
         path, tp, kind = part
-        kept = None if plan.disk is None else plan.disk.kept_listing(path)
+        cached = None if plan.disk is None else plan.disk.cached_listing(path)
         try:
-            files = set(os.listdir(path) if kept is None else kept)
+            files = set(os.listdir(path) if cached is None else cached)
         except OSError:
             yield 0, part, []
             continue

@@ -181,7 +181,7 @@ class PoolEngine(Engine):
         self._queue: dict[str, deque[_Pending]] = {d: deque() for d in data_dirs}  # with chunks to submit
         self._in_flight = dict.fromkeys(data_dirs, 0)  # chunks submitted and not yet freed
         self._submitting = {d: threading.Lock() for d in data_dirs}  # one top-up at a time per data dir
-        self._kept: set[TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
+        self._parent_scans: set[TaskKey] = set()  # tasks the parent keeps (parent_head_bytes)
         self._remaining: dict[str, int] = {}
         # "adaptive": the workers started are a cap; a gate per dir lets as many scan as pay (engine.adaptive)
         self.adaptive: Adaptive | None = None
@@ -318,7 +318,7 @@ class PoolEngine(Engine):
                                   head_bytes=self.parent_head_bytes if budget is None else 0)
             if self.adaptive is not None:
                 self.adaptive.begin(plan.data_dir)
-            self._kept.update(task_key(task) for task, _ in head)  # scan() scans them
+            self._parent_scans.update(task_key(task) for task, _ in head)  # scan() scans them
             ranges = [(task.path, 0, st[0]) for task, st in head]
             ranges += [(task.path, a, b) for task, _, cuts in cut for a, b in zip(cuts, cuts[1:])]
             self.start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
@@ -381,8 +381,9 @@ class PoolEngine(Engine):
         with self._submitting[data_dir]:  # not while a top-up submits one of this task's chunks
             with self.lock:
                 pend = self._pending.pop(task_key(task), None)
-                if pend is None and task_key(task) in self._kept:  # the head of the order: the parent's own scan
-                    self._kept.discard(task_key(task))
+                # the head of the order: the parent's own scan
+                if pend is None and task_key(task) in self._parent_scans:
+                    self._parent_scans.discard(task_key(task))
                     self.stats.scans_in_parent += 1
                 if pend is not None:  # this thread's now: what is not submitted yet, the parent scans
                     todo, pend.todo = pend.todo, []

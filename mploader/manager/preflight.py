@@ -66,9 +66,9 @@ class _PartitionChecks:
                  keep_listings: bool, check_writes: bool) -> None:
         self.cfg, self.disk, self.channel = cfg, disk, channel
         self.states = states
-        self.keep_listings = keep_listings  # the listings may stay in the disk's cache, up to KEPT_NAMES names
+        self.keep_listings = keep_listings  # the listings may stay cached, up to LISTING_CACHE_NAMES names
         self.check_writes = check_writes
-        self.kept = 0  # names of the listings left to the loader (preflight.KEPT_NAMES)
+        self.cached_names = 0  # names of the listings left to the loader (preflight.LISTING_CACHE_NAMES)
         # per clean data dir (an unclean load plans its scans exactly), what a clean load may scan, per partition
         self.sized: dict[str, list[CleanScans]] = {s.path: [] for s in states if s.clean}
 
@@ -87,13 +87,13 @@ class _PartitionChecks:
             self.disk.release(path)
             _refuse(s, problem, self.channel)
             return
-        keep = self.keep_listings and self.kept < partition_preflight.KEPT_NAMES
+        keep = self.keep_listings and self.cached_names < partition_preflight.LISTING_CACHE_NAMES
         failure = partition_preflight.startup_failure(self.disk, path, kind, self.cfg.for_topic(tp.topic),
-                                                      keep_listing=keep, clean_scans=self.sized.get(s.path),
+                                                      cache_listing=keep, clean_scans=self.sized.get(s.path),
                                                       sized_logs=None if s.clean else s.sized_logs)
         if keep:
             try:
-                self.kept += len(self.disk.list_files(path))  # the preflight's listing, from the disk's cache
+                self.cached_names += len(self.disk.list_files(path))  # the preflight's listing, from the disk's cache
             except OSError:  # not listable: the loader meets that itself
                 pass
         if failure is not None and partition_preflight.will_not_fail_with_io_error(path):

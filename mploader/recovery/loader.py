@@ -100,7 +100,7 @@ class LogLoader:
         self._scans = _ScanCache()
         self._floor_pin: str | None = None  # see _pin_for_recover_log
         self._journaled: bool | None = None  # a killed clean load's producer-state choice (recovery.journal)
-        self._journal_kept = False  # a journal is in the directory (replayed or written), for the commit to delete
+        self._journal_on_disk = False  # a journal is in the directory (replayed or written), for the commit to delete
         self._snapshot_files = SnapshotFiles()  # the directory's snapshots, listed when the load starts (_load)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -176,7 +176,7 @@ class LogLoader:
         self._open_epoch_cache()
         listing = self.disk.list_files(self.dir)
         self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, listing)
-        self._journal_kept = self._journaled is not None
+        self._journal_on_disk = self._journaled is not None
         # kept true by every manager's change and the loader's own (recovery/snapshot_files.py); from the listing
         # just taken: a replayed shortcut deleted every snapshot in it, nothing else in the replay touches one
         self._snapshot_files = SnapshotFiles.of(self.dir, () if self._journaled else listing)
@@ -231,7 +231,7 @@ class LogLoader:
             leader_epochs=list(self.epochs.entries) if self.epochs is not None else None,
             producers=self.psm.producer_infos(), recovered_segments=list(dict.fromkeys(ctx.recovered)),
             truncated_bytes=ctx.truncated_bytes, deleted_files=list(ctx.deleted_files),
-            index_checks=[c.to_json() for c in ctx.index_checks], journal=self._journal_kept, topic_id=topic_id,
+            index_checks=[c.to_json() for c in ctx.index_checks], journal=self._journal_on_disk, topic_id=topic_id,
         )
 
     def _clean_shortcut(self, log_start: int, log_end: int) -> bool:
@@ -246,9 +246,9 @@ class LogLoader:
         writes = log_end > self.psm.last_snap_offset  # what the shortcut would write
         if self.psm.latest_snapshot_offset() is None:
             if writes:
-                self._journal_kept = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=True)
+                self._journal_on_disk = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=True)
         elif writes and log_end <= log_start:
-            self._journal_kept = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=False)
+            self._journal_on_disk = journal.note_clean_start(self.disk, self.dir, self.ctx.data_dir, shortcut=False)
         return True
 
     def _check_indexes(self) -> None:

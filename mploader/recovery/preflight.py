@@ -35,16 +35,16 @@ from mploader.scan.plan import CleanScans
 MAX_SEGMENT_BYTES = 2**31 - 1  # the loader's limit (FileRecords refuses to open a larger .log)
 # file names the preflight leaves listed for the loader, over all partitions (~100 B each: ~10 MB at most); a
 # partition's cached listing saves the loader a second listing of the directory (~20-30 us a partition)
-KEPT_NAMES = 100_000
+LISTING_CACHE_NAMES = 100_000
 
 
 def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveConfig,
-                    keep_listing: bool = False, clean_scans: list[CleanScans] | None = None,
+                    cache_listing: bool = False, clean_scans: list[CleanScans] | None = None,
                     sized_logs: dict[str, tuple[int, int]] | None = None) -> StartupFailedError | None:
     """The first StartupFailedError the loader meets in ``directory`` before recovering anything, or None
     (no such failure, or an IOException comes first: see :func:`will_not_fail_with_io_error`).  The listing
-    is read through the disk, which keeps it for the loader if ``keep_listing`` (the loader releases it when the
-    partition is loaded), else releases it at once: the manager keeps at most :data:`KEPT_NAMES` names, since
+    is read through the disk, which keeps it for the loader if ``cache_listing`` (the loader releases it when the
+    partition is loaded), else releases it at once: the manager keeps at most :data:`LISTING_CACHE_NAMES` names, since
     holding every partition's listing until its turn to load cost ~120 B of memory per segment on a big clean
     broker.  ``clean_scans``: where what a clean load of the partition may scan is appended, when the preflight
     sized every ``.log`` (:func:`_oversized_log`); ``sized_logs``: where the bytes and the number of its ``.log``
@@ -54,7 +54,7 @@ def startup_failure(disk: Disk, directory: str, kind: DirKind, cfg: EffectiveCon
     except (OSError, MploaderError, ValueError):  # the loader meets an IOException (or something else) first
         return None
     finally:
-        if not keep_listing:
+        if not cache_listing:
             disk.release(directory)
 
 
