@@ -135,7 +135,7 @@ def test_cli_load_passes_its_options_to_the_loader(tmp_path: Path, monkeypatch) 
 
     seen: list[LoaderConfig] = []
 
-    def fake_load_logs(dirs, cfg, now_ms=None, progress=None):  # type: ignore[no-untyped-def]
+    def fake_load_logs(dirs, cfg, now_ms=None, **options):  # type: ignore[no-untyped-def]
         seen.append(cfg)
         raise SystemExit(0)
 
