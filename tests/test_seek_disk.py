@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from mploader.cli.main import main
 from mploader.experiments.disk_model import (
     HDD_7200,
     SSD_LIKE,
@@ -24,10 +28,11 @@ from mploader.experiments.disk_model import (
     track_bytes,
     transfer_s,
 )
+from mploader.experiments.leftovers import scratch_base
 from mploader.experiments.places import fuse_problem, name_prefix, seek_loop
-from mploader.experiments.seek_daemon import ModelledDisk
+from mploader.experiments.seek_daemon import MODULE, ModelledDisk
 from tests.examples import examples
-from tests.test_experiments import NOTHING, _ours
+from tests.test_experiments import NOTHING, REPO, _ours
 from tests.test_host import root_only
 
 MB = 1_000_000
@@ -247,3 +252,53 @@ def test_the_seek_modelled_device_is_removed_after_an_error(tmp_path: Path) -> N
         raise KeyboardInterrupt
     assert _ours(tmp_path) == NOTHING
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(name_prefix())]
+
+
+@root_only
+@needs_fuse
+def test_cleanup_removes_what_a_killed_experiment_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An experiment killed with SIGKILL while its seek-modelled disk is mounted leaves the mounts, the loop
+    device, the daemon and the image; ``mploader cleanup`` finds them by the dead pid in their names and removes
+    them all."""
+    code = ("import sys, time; from pathlib import Path; from mploader.experiments.places import seek_loop; "
+            "from mploader.experiments.disk_model import HDD_7200; "
+            "made = seek_loop(Path(sys.argv[1]), 64 << 20, HDD_7200); made.__enter__(); print('ready', flush=True); "
+            "time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        made = _ours(tmp_path)
+        assert made["loops"] and len(made["mounts"]) == 2 and made["files"]
+        daemons = [p for p in psutil.process_iter(["cmdline"])
+                   if MODULE in (p.info["cmdline"] or []) and str(proc.pid) in p.info["cmdline"]]
+        assert len(daemons) == 1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _ours(tmp_path)["loops"]  # the kill left them
+    assert main(["cleanup"]) == 0
+    out = capsys.readouterr().out
+    assert f"mploader-exp-{proc.pid}" in out and "could not remove" not in out
+    assert _ours(tmp_path) == NOTHING
+    assert not daemons[0].is_running()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(f"mploader-exp-{proc.pid}")]
+
+
+def test_cleanup_removes_a_dead_experiments_scratch_directory_and_keeps_a_live_ones(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # a pid that has exited
+    base = scratch_base()
+    left, live = base / f"mploader-exp-{dead}-test", base / f"mploader-exp-{os.getpid()}-test"
+    try:
+        for d in (left, live):
+            (d / "broker").mkdir(parents=True)
+            (d / "broker" / "00000000000000000000.log").write_bytes(b"x")
+        assert main(["cleanup"]) == 0
+        out = capsys.readouterr().out
+        assert not left.exists() and str(left) in out
+        assert live.exists() and str(live) not in out
+    finally:
+        for d in (left, live):
+            shutil.rmtree(d, ignore_errors=True)

@@ -63,6 +63,16 @@ SSD_LIKE = DiskProfile("ssd", outer_rate=550e6, inner_rate=550e6, access_s=0.000
 PROFILES = {p.name: p for p in (HDD_7200, SSD_LIKE)}
 
 
+def describe(p: DiskProfile) -> str:
+    """The profile in a line, for reports."""
+    rate = f"{p.outer_rate / 1e6:.0f}-{p.inner_rate / 1e6:.0f} MB/s" if p.outer_rate != p.inner_rate else \
+        f"{p.outer_rate / 1e6:.0f} MB/s"
+    if p.rpm is None:
+        return f"{p.name}: {rate}, {p.access_s * 1e3:g} ms access, {p.channels} channels"
+    return (f"{p.name}: {p.rpm:g} rpm, one head, seek {p.settle_s * 1e3:g} ms track-to-track / {p.average_seek_s * 1e3:g} "
+            f"ms average (square-root law), half a turn {p.revolution_s / 2 * 1e3:.2f} ms, {rate} outer to inner")
+
+
 def rate_at(p: DiskProfile, offset: int) -> float:
     """The media rate at ``offset``, in bytes/s: outer zone at 0, inner zone at the end of the stroke."""
     where = min(max(offset / p.stroke_bytes, 0.0), 1.0) if p.stroke_bytes else 0.0
@@ -104,5 +114,5 @@ def service_s(p: DiskProfile, head: int | None, offset: int, size: int) -> float
     return positioning_s(p, head, offset) + transfer_s(p, offset, size)
 
 
-__all__ = ["HDD_7200", "PROFILES", "SSD_LIKE", "DiskProfile", "positioning_s", "rate_at", "seek_s", "service_s",
+__all__ = ["HDD_7200", "PROFILES", "SSD_LIKE", "DiskProfile", "describe", "positioning_s", "rate_at", "seek_s", "service_s",
            "track_bytes", "transfer_s"]
