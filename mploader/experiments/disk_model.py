@@ -69,8 +69,9 @@ def describe(p: DiskProfile) -> str:
         f"{p.outer_rate / 1e6:.0f} MB/s"
     if p.rpm is None:
         return f"{p.name}: {rate}, {p.access_s * 1e3:g} ms access, {p.channels} channels"
-    return (f"{p.name}: {p.rpm:g} rpm, one head, seek {p.settle_s * 1e3:g} ms track-to-track / {p.average_seek_s * 1e3:g} "
-            f"ms average (square-root law), half a turn {p.revolution_s / 2 * 1e3:.2f} ms, {rate} outer to inner")
+    return (f"{p.name}: {p.rpm:g} rpm, one head, seek {p.settle_s * 1e3:g} ms track-to-track / "
+            f"{p.average_seek_s * 1e3:g} ms average (square-root law), half a turn {p.revolution_s / 2 * 1e3:.2f} ms, "
+            f"{rate} outer to inner")
 
 
 def rate_at(p: DiskProfile, offset: int) -> float:
@@ -114,5 +115,5 @@ def service_s(p: DiskProfile, head: int | None, offset: int, size: int) -> float
     return positioning_s(p, head, offset) + transfer_s(p, offset, size)
 
 
-__all__ = ["HDD_7200", "PROFILES", "SSD_LIKE", "DiskProfile", "describe", "positioning_s", "rate_at", "seek_s", "service_s",
-           "track_bytes", "transfer_s"]
+__all__ = ["HDD_7200", "PROFILES", "SSD_LIKE", "DiskProfile", "describe", "positioning_s", "rate_at", "seek_s",
+           "service_s", "track_bytes", "transfer_s"]
