@@ -242,16 +242,26 @@ def test_calibration_one_reader_near_the_model_two_readers_far_apart_much_slower
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(name_prefix())]
 
 
+def _queues() -> dict[str, tuple[str, ...]]:
+    return {d.name: tuple((d / "queue" / s).read_text().strip() for s in ("rotational", "read_ahead_kb", "scheduler"))
+            for d in Path("/sys/block").glob("loop*")}
+
+
 @root_only
 @needs_fuse
-def test_the_seek_modelled_device_is_removed_after_an_error(tmp_path: Path) -> None:
+def test_the_seek_modelled_device_is_removed_after_an_error_its_queue_put_back(tmp_path: Path) -> None:
+    before = _queues()
     with pytest.raises(KeyboardInterrupt), seek_loop(tmp_path, 64 * MiB, SSD_LIKE) as place:
         made = _ours(tmp_path)
         assert made["loops"] and str(place.dir) in made["mounts"] and len(made["mounts"]) == 2
-        assert place.storage.device is not None and place.storage.device.rotational is False
+        loop = made["loops"][0]
+        rotational, read_ahead, scheduler = _queues()[loop]
+        assert (rotational, read_ahead) == ("0", "128") and "[none]" in scheduler
         raise KeyboardInterrupt
     assert _ours(tmp_path) == NOTHING
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(name_prefix())]
+    if loop in before:  # a loop device keeps its queue's read-ahead and scheduler when detached: put back
+        assert _queues()[loop][1:] == before[loop][1:]
 
 
 @root_only

@@ -94,8 +94,9 @@ def run_experiment(args: argparse.Namespace) -> int:
             say(f"mploader experiment: skipping the {device} device class: {why}")
 
         runs, places = run_hdd_vs_ssd(work, broker.data_dirs, plan, interval, args.cache_method, run_line, skipped)
-    notes.append(f"every run from a cold page cache; sampling every {interval} s; throttled device: reads capped at "
-                 f"{format_bytes(args.read_bps)}/s and {args.read_iops} IOPS")
+    notes.append(f"every run from a cold page cache; sampling every {interval} s")
+    if "throttled" in args.devices:
+        notes.append(f"throttled device: reads capped at {format_bytes(args.read_bps)}/s and {args.read_iops} IOPS")
     if {"hdd-seek", "ssd-seek"} & set(args.devices):
         notes.append(f"seek-modelled devices: {describe(HDD_7200)}; {describe(SSD_LIKE)} (docs/experiments.md)")
     report = Report("hdd-vs-ssd", "mploader experiment hdd-vs-ssd" + (" (quick)" if args.quick else ""),

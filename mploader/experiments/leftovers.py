@@ -140,6 +140,7 @@ def _remove_dirs(done: Cleaned, points: list[str]) -> None:
 def remove_leftovers() -> Cleaned:
     """Remove what experiments that are gone left (see the module docstring)."""
     done = Cleaned()
+    daemons = list(_orphaned_daemons())  # before their file systems go: a daemon then exits, and its image is named
     points = _orphaned_mounts(fuse=False)
     for point in points:
         done.step(f"mount {point}", _run("umount", point))
@@ -150,7 +151,7 @@ def remove_leftovers() -> Cleaned:
     fuse_points = _orphaned_mounts(fuse=True)
     for point in fuse_points:
         done.step(f"FUSE mount {point}", _run("umount", point))
-    for process, image in _orphaned_daemons():
+    for process, image in daemons:
         done.step(f"disk model daemon {process.pid}", functools.partial(_end, process))
         if image is not None:
             files.append(image)

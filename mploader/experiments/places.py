@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes.util
+import functools
 import importlib.util
 import logging
 import os
@@ -199,16 +200,28 @@ def fuse_problem() -> str | None:
     return None
 
 
-def _queue_like_a_disk(name: str, rotational: bool) -> None:
+def _queue_like_a_disk(stack: contextlib.ExitStack, name: str, rotational: bool) -> None:
     """The loop device's queue set as a SATA disk's: its rotational flag, 128 KiB of read-ahead (the kernel's
     default for a disk that reports no optimal I/O size; a loop device's own, 2560 KiB here, hid most of the
-    cost of two readers taking turns at the head) and, for a disk with a head, the mq-deadline scheduler."""
+    cost of two readers taking turns at the head) and the mq-deadline scheduler for a disk with a head, none
+    for the SSD-like one.  The loop device keeps its queue's settings after it is detached: they are put back
+    on leaving, for whatever uses the device next."""
     queue = f"/sys/block/{name}/queue"
-    _write(f"{queue}/rotational", "1" if rotational else "0")
-    _write(f"{queue}/read_ahead_kb", str(DISK_READ_AHEAD_KB))
-    if rotational:
-        with contextlib.suppress(OSError):  # a kernel built without it keeps its default
-            _write(f"{queue}/scheduler", "mq-deadline")
+    wanted = {"rotational": "1" if rotational else "0", "read_ahead_kb": str(DISK_READ_AHEAD_KB),
+              "scheduler": "mq-deadline" if rotational else "none"}
+    for setting, value in wanted.items():
+        path = f"{queue}/{setting}"
+        if setting != "rotational":  # the kernel sets that one afresh when a loop device is attached
+            before = _current(Path(path).read_text())
+            stack.callback(_undo, f"{path} back to {before}", functools.partial(_write, path, before))
+        with contextlib.suppress(OSError):  # a kernel built without mq-deadline keeps its scheduler
+            _write(path, value)
+
+
+def _current(text: str) -> str:
+    """A sysfs setting's value; of a scheduler list such as "none [mq-deadline] bfq", the chosen one."""
+    chosen = [w[1:-1] for w in text.split() if w.startswith("[")]
+    return chosen[0] if chosen else text.strip()
 
 
 @contextlib.contextmanager
@@ -226,7 +239,7 @@ def seek_loop(work_dir: Path, size_bytes: int, profile: DiskProfile) -> Iterator
         stack.callback(_undo, f"mount point {served_dir}", lambda: os.rmdir(served_dir))
         served = stack.enter_context(served_image(image, profile.name, served_dir, os.getpid()))
         loop, mount_point, renew = _loop_file_system(stack, served, f"{profile.name}-seek", work_dir)
-        _queue_like_a_disk(os.path.basename(loop), rotational=profile.rpm is not None)
+        _queue_like_a_disk(stack, os.path.basename(loop), rotational=profile.rpm is not None)
         storage = storage_of(str(mount_point))
         yield Place(SEEK_LABELS[profile.name], mount_point, storage, renew=renew, figures=lambda: read_figures(image))
 
