@@ -78,6 +78,11 @@ class ModelledDisk:
         self.head: int | None = None
         self.free_at = 0.0
         self.figures = Figures()
+        self.counting = threading.Lock()  # the stats writer reads the figures while requests add to them
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.counting:
+            return self.figures.to_json()
 
     def serve(self, offset: int, size: int, io: Callable[[], T], write: bool = False) -> T:
         p = self.profile
@@ -95,7 +100,8 @@ class ModelledDisk:
             if done < deadline:
                 time.sleep(deadline - done)
             self.free_at = max(deadline, done)
-            self._count(size, write, deadline - start, done - now, positioning > 0 or p.rpm is None)
+            with self.counting:
+                self._count(size, write, deadline - start, done - now, positioning > 0 or p.rpm is None)
         return result
 
     @contextlib.contextmanager
@@ -187,13 +193,13 @@ def image_operations(image: Path, profile: DiskProfile) -> Any:
 
 
 @contextlib.contextmanager
-def stats_writer(path: Path, figures: Callable[[], Figures]) -> Iterator[None]:
+def stats_writer(path: Path, figures: Callable[[], dict[str, Any]]) -> Iterator[None]:
     """Writes the figures to ``path`` every half second while inside, and once more on leaving."""
     stop = threading.Event()
 
     def write() -> None:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(figures().to_json()))
+        tmp.write_text(json.dumps(figures()))
         os.replace(tmp, path)
 
     def loop() -> None:
@@ -269,7 +275,7 @@ def main(argv: list[str]) -> int:
     args = a.parse_args(argv)
     args.stats = args.stats.absolute()  # libfuse changes to / before serving
     mfusepy, ops = image_operations(args.image, PROFILES[args.profile])
-    with stats_writer(args.stats, lambda: ops.disk.figures):
+    with stats_writer(args.stats, ops.disk.snapshot):
         # foreground: the experiment holds the process; allow_other: the loop device's I/O is the kernel's
         mfusepy.FUSE(ops, str(args.mount), foreground=True, allow_other=True, fsname=f"mploader-exp-{args.owner}",
                      subtype="seekdisk")
