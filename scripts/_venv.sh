@@ -24,5 +24,9 @@ if [ -z "${JAVA_HOME:-}" ] && ! command -v java >/dev/null 2>&1; then  # the spa
   echo "java not found: the Spark tests (tests/test_spark*.py) will be skipped; install Java 17, e.g." \
        "'apt-get install openjdk-17-jre-headless', or set JAVA_HOME" >&2
 fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libfuse3\?\.so'; then  # mfusepy (the experiments extra) loads libfuse
+  echo "libfuse not found: the seek-modelled disk's tests (tests/test_seek_disk.py) will be skipped; install it," \
+       "e.g. 'apt-get install libfuse3-3'" >&2
+fi
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"

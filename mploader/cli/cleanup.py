@@ -1,4 +1,6 @@
-"""``mploader cleanup``: remove what killed loads left in /dev/shm (safe while other loads run)."""
+"""``mploader cleanup``: remove what killed loads left in /dev/shm, and what killed experiments left (mounts, loop
+devices, disk model daemons, cgroups, scratch files: :mod:`mploader.experiments.leftovers`); safe while other
+loads and experiments run."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import argparse
 
 from mploader.cli.exit_codes import EXIT_OK
 from mploader.engine.cleanup import remove_orphaned_blocks
+from mploader.experiments.leftovers import remove_leftovers
 
 
 def add_cleanup_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,4 +24,10 @@ def run_cleanup(args: argparse.Namespace) -> int:
     if removed.locked:
         print(f"left {len(removed.locked)} that look dead but are still locked by a running load: "
               + ", ".join(removed.locked))
+    cleaned = remove_leftovers()
+    print(f"removed {len(cleaned.removed)} things left by experiments that were killed")
+    for what in cleaned.removed:
+        print(f"  {what}")
+    for what in cleaned.failed:
+        print(f"could not remove {what}")
     return EXIT_OK

@@ -24,6 +24,7 @@ from mploader.cli.output import SCHEMA_VERSION, print_document, tool
 from mploader.cli.units import format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
 from mploader.experiments.cache import METHODS
+from mploader.experiments.leftovers import scratch_base
 from mploader.experiments.places import HDD_LIKE
 from mploader.experiments.report import Report, findings
 from mploader.experiments.run import RunResult
@@ -117,7 +118,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def scratch(args: argparse.Namespace) -> Iterator[Path]:
     """A scratch directory, removed at the end; SIGTERM is a Ctrl-C meanwhile."""
-    base = args.work_dir or Path("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
+    base = args.work_dir or scratch_base()
     if not base.is_dir():
         raise UsageError(f"--work-dir {base} is not a directory")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)

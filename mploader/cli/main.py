@@ -55,13 +55,14 @@ COMMANDS: dict[str, Command] = {
                       "verify"),
     "dump": Command("show one file of a data dir (.log batches, an index, a snapshot, a checkpoint); read-only",
                     "dump"),
-    "cleanup": Command("remove the shared memory that killed loads left in /dev/shm (safe while others run)",
+    "cleanup": Command("remove the shared memory that killed loads left in /dev/shm, and the devices and files "
+                       "killed experiments left (safe while others run)",
                        "cleanup"),
     "spark": Command("verify or load many brokers' data dirs on a Spark cluster (Parquet inventory)", "spark"),
     "sweep": Command("load a broker with 1..N worker processes, sampling disk %%util, CPU and memory; plots and a "
                      "report", "sweep", run="run_sweep_command"),
     "experiment": Command("run a named experiment (hdd-vs-ssd: seed 002's restart on a disk, a throttled loop "
-                          "device and tmpfs)", "experiment"),
+                          "device, seek-modelled HDD and SSD-like devices and tmpfs)", "experiment"),
 }
 
 

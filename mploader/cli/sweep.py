@@ -57,7 +57,8 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
                    help="IO budgets (max_read_bytes_per_sec) to run too, cold, with 1 and 2 workers, e.g. 50MB,200MB "
                         "(default: none; --quick 100MB)")
     p.add_argument("--device", choices=DEVICE_CLASSES, default="disk",
-                   help="where the copies go: the work dir's disk (default), a throttled loop device, or tmpfs")
+                   help="where the copies go: the work dir's disk (default), a throttled loop device, a seek-modelled "
+                        "HDD (hdd-seek) or SSD-like device (ssd-seek), or tmpfs")
     add_throttle_arguments(p, "--device throttled")
     add_common_arguments(p, "mploader-sweep")
 

@@ -2,10 +2,11 @@
 
 Seed 002 measured an unclean restart of a broker on HDDs: recovery held the disks at ~90% utilisation for
 over an hour, and more recovery threads made it slower (1h16m with one, 1h36m with two), as concurrent
-readers broke the sequential pattern a spinning disk needs.  Here the same load runs on three device
-classes (:mod:`.places`): the machine's own disk, a throttled loop device with HDD-like limits, and tmpfs
-as the no-disk upper bound, always from a cold page cache (the disk is what is measured).  A device class
-this machine cannot make (no root, no throttle controller) is skipped with the reason, and the rest runs.
+readers broke the sequential pattern a spinning disk needs.  Here the same load runs on each device class
+(:mod:`.places`): the machine's own disk, a throttled loop device with HDD-like limits, the seek-modelled HDD
+and SSD-like devices, and tmpfs as the no-disk upper bound, always from a cold page cache (the disk is what is
+measured).  A device class this machine cannot make (no root, no throttle controller, no FUSE) is skipped with
+the reason, and the rest runs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class HddVsSsdPlan:
     devices: tuple[str, ...] = DEVICE_CLASSES
     restarts: tuple[str, ...] = RESTARTS
     limits: ReadLimits = HDD_LIKE
-    device_bytes: int = 1 << 30  # size of the throttled device and of the tmpfs (must hold one copy)
+    device_bytes: int = 1 << 30  # size of the loop devices and of the tmpfs (must hold one copy)
     repeat: int = 1  # rounds on each device (the reports take each run's fastest round)
 
     def specs(self) -> list[RunSpec]:

@@ -39,6 +39,7 @@ class Place:
     cgroup_procs: str | None = None  # runs join this cgroup (the throttle) before they read
     limits: ReadLimits = ReadLimits()
     renew: Callable[[], None] | None = None  # makes its file system afresh before each run (see throttled_loop)
+    figures: Callable[[], dict[str, Any]] | None = None  # a modelled device's own request figures (seek_daemon)
 
 
 @dataclass(frozen=True, slots=True)
