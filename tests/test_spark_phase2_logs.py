@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from mploader import LoaderConfig, load_logs
 from mploader.recovery.job import PartitionJob
 from mploader.result import LoadedLog
+from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, RunEvents
 from tests.kafkadir import NOW
 from tests.test_cli_operator import EXPECTED_IMPACT, _lossy_broker
 
@@ -54,6 +56,20 @@ def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
     return [pickle.loads(outcome) for _, outcome in rows[:-1]]
 
 
+class _OneTask(PartitionRunner):
+    """A runner of one ``load_rows`` task in this process; the jobs it was given kept."""
+
+    description = "one Spark task's rows, in this process"
+
+    def __init__(self, seen: _Seen | None = None) -> None:
+        self.seen = seen
+        self.jobs: list[PartitionJob] = []
+
+    def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
+        self.jobs.extend(jobs)
+        return _one_task(list(jobs), cfg, self.seen)
+
+
 def test_the_task_logs_nothing_and_the_driver_logs_its_warnings_once(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     d, _ = _lossy_broker(tmp_path)
@@ -64,7 +80,7 @@ def test_the_task_logs_nothing_and_the_driver_logs_its_warnings_once(tmp_path: P
     try:
         with caplog.at_level(logging.WARNING):
             result = load_logs([str(d)], LoaderConfig(dry_run=True), NOW,
-                               partitions=lambda jobs, cfg: _one_task(jobs, cfg, seen))
+                               partitions=_OneTask(seen))
         assert mploader_logger.level == logging.INFO and mploader_logger.handlers == [seen]
     finally:
         mploader_logger.removeHandler(seen)
@@ -83,13 +99,9 @@ def test_the_task_collects_only_records_at_the_drivers_level(tmp_path: Path) -> 
     from mploader.spark.phase2 import load_rows
 
     d, _ = _lossy_broker(tmp_path)
-    jobs: list[PartitionJob] = []
-
-    def keep(js: list[PartitionJob], cfg: LoaderConfig) -> list[tuple[LoadedLog, int] | BaseException]:
-        jobs.extend(js)
-        return _one_task(js, cfg)
-
-    load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=keep)
+    runner = _OneTask()
+    load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
+    jobs = runner.jobs
     batch = pa.record_batch([pa.array(range(len(jobs)), pa.int64()), pa.array([pickle.dumps(j) for j in jobs])],
                             names=["job", "spec"])
     last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([batch]))[-1]
