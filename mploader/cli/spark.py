@@ -96,14 +96,14 @@ def run_spark(args: argparse.Namespace) -> int:
                                     policy=policy)
                 tables, ran = loaded.tables, fleet.where_it_ran(loaded.engines)
             paths = tables.write(args.out)
-            master = spark.sparkContext.master
+            master, app = spark.sparkContext.master, spark.sparkContext.appName
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         return interrupted(args, "run it again (verify and a dry run change nothing; an applied load is finished "
                                  "by a rerun)")
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
         return _fail(args, EXIT_FAILURE, "error", str(e))
     unit = "segment(s) or chunk(s)" if args.spark_command == "verify" else "partition(s)"
-    spark_info = {"master": master, "seconds": time.perf_counter() - t0, "inventory": paths[0],
+    spark_info = {"master": master, "app_name": app, "seconds": time.perf_counter() - t0, "inventory": paths[0],
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
                   "unit": unit.replace("(s)", "s"), **ran}
     wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "
