@@ -155,7 +155,7 @@ def test_spark_submit_master_conf_and_json(broker: Path, tmp_path: Path) -> None
     """spark-submit's ``--master local[1]`` is the job's, ``--conf`` reaches the session, stdout and the file
     hold one JSON document each (spark-submit copies the Python driver's stderr to its stdout)."""
     submit = _pyspark_bin("spark-submit")
-    from mploader.spark import submit as app
+    from mploader.cli import spark_submit as app
 
     got = subprocess.run([submit, "--master", "local[1]", str(app.__file__), "spark", "verify", str(broker),
                           "--out", str(tmp_path / "out"), "--now-ms", str(NOW), "--json",
