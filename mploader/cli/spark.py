@@ -11,6 +11,7 @@ starts), 4 a load lost (would lose) acknowledged records.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -20,9 +21,10 @@ from mploader.cli.exit_codes import EXIT_FAILURE, EXIT_LOST, EXIT_OK, EXIT_USAGE
 from mploader.cli.failures import interrupted
 from mploader.cli.load import lost_acknowledged, result_document, summary_lines
 from mploader.cli.logs import CHANGE_LOGGERS, quiet_unless_verbose
-from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool, tool_version
+from mploader.cli.output import SCHEMA_VERSION, error_document, fail, print_document, tool, tool_version
 from mploader.cli.verify import report_lines
 from mploader.errors import MploaderError
+from mploader.spark.jobs import EXECUTOR_TIMEOUT
 
 # what verify's predictions (dry-run loads) log: their warnings are in the report already (-v shows them); a load
 # logs its WARN lines as `mploader load` does
@@ -47,6 +49,16 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--out", metavar="PATH", required=True,
                        help="where to write inventory/ and summary/ (Parquet; a path the driver's Spark can write)")
         q.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+        q.add_argument("--json-out", metavar="PATH", default=None,
+                       help="also write the JSON document to PATH (under spark-submit, whose Python driver's stderr "
+                            "Spark copies to stdout with its stdout, the document to parse)")
+        q.add_argument("--conf", metavar="KEY=VALUE", action="append", default=[],
+                       help="a Spark property for the session mploader makes (repeatable; as spark-submit's --conf)")
+        q.add_argument("--driver-fallback", action="store_true",
+                       help="when a Spark job fails, do its work in the driver (default: the command fails)")
+        q.add_argument("--executor-timeout", type=float, default=EXECUTOR_TIMEOUT, metavar="S",
+                       help=f"end a Spark job none of whose tasks runs or completes for S seconds (no executor); "
+                            f"0: wait forever (default: {EXECUTOR_TIMEOUT:g})")
         q.add_argument("--now-ms", type=int, default=None, metavar="MS",
                        help="wall clock for producer expiry (default: now)")
         q.add_argument("-v", "--verbose", action="count", dest="sub_verbose", default=argparse.SUPPRESS,
@@ -59,44 +71,76 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
 def run_spark(args: argparse.Namespace) -> int:
     setup = config_setup(args)  # every broker is loaded with this configuration
     if (why := data_dirs_problem(args.dirs)) is not None:
-        return fail(args, EXIT_USAGE, "usage", why)
+        return _fail(args, EXIT_USAGE, "usage", why)
     try:
         from mploader.spark import fleet
-        from mploader.spark.session import spark_session
+        from mploader.spark.session import parse_conf, spark_session
     except ImportError as e:
-        return fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
+        return _fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
+    try:
+        conf = parse_conf(args.conf)
+    except ValueError as e:
+        return _fail(args, EXIT_USAGE, "usage", str(e))
+    policy = fleet.JobPolicy(args.driver_fallback, args.executor_timeout or None)
     log_config_warnings(setup)
     t0 = time.perf_counter()
     try:
         with quiet_unless_verbose(_QUIET_LOGGERS[args.spark_command]):
             spark = spark_session(args.master, f"mploader spark {args.spark_command}",
-                                  verbosity=args.verbose + vars(args).get("sub_verbose", 0))
+                                  verbosity=args.verbose + vars(args).get("sub_verbose", 0), conf=conf)
             if args.spark_command == "verify":
-                run = fleet.verify(spark, args.dirs, setup.config, now_ms=args.now_ms)
-                tables = run.tables
+                run = fleet.verify(spark, args.dirs, setup.config, now_ms=args.now_ms, policy=policy)
+                tables, ran = run.tables, fleet.where_it_ran(run.engines)
             else:
-                loaded = fleet.load(spark, args.dirs, setup.config, apply=args.apply, now_ms=args.now_ms)
-                tables = loaded.tables
+                loaded = fleet.load(spark, args.dirs, setup.config, apply=args.apply, now_ms=args.now_ms,
+                                    policy=policy)
+                tables, ran = loaded.tables, fleet.where_it_ran(loaded.engines)
             paths = tables.write(args.out)
-            master = spark.sparkContext.master
+            master, app = spark.sparkContext.master, spark.sparkContext.appName
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         return interrupted(args, "run it again (verify and a dry run change nothing; an applied load is finished "
                                  "by a rerun)")
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
-        return fail(args, EXIT_FAILURE, "error", str(e))
-    spark_info = {"master": master, "seconds": time.perf_counter() - t0, "inventory": paths[0],
-                  "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows}
+        return _fail(args, EXIT_FAILURE, "error", str(e))
+    unit = "segment(s) or chunk(s)" if args.spark_command == "verify" else "partition(s)"
+    spark_info = {"master": master, "app_name": app, "seconds": time.perf_counter() - t0, "inventory": paths[0],
+                  "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
+                  "unit": unit.replace("(s)", "s"), **ran}
     wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "
-             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s)")
+             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s; {ran['on_executors']} {unit} on the "
+             f"executors, {ran['in_driver']} in the driver)")
     if args.spark_command == "verify":
         report = run.report
         report.tool_version = tool_version()
-        if args.json:
-            print_document({**report.to_json(), "command": "verify", "spark": spark_info})
-        else:
-            print("\n".join([*report_lines(report), wrote]))
+        _answer(args, {**report.to_json(), "command": "verify", "spark": spark_info},
+                [*report_lines(report), wrote])
         return EXIT_OK if report.healthy else EXIT_FAILURE
     return _print_load(args, loaded, spark_info, wrote)
+
+
+def _fail(args: argparse.Namespace, code: int, kind: str, message: str) -> int:
+    """:func:`mploader.cli.output.fail`, and its error document to ``--json-out``'s file."""
+    if args.json_out is not None:
+        _write_json(args.json_out, error_document(kind, message, exit_code=code))
+    return fail(args, code, kind, message)
+
+
+def _write_json(path: str, doc: dict[str, Any]) -> None:
+    """``doc`` to ``path``, whole or not at all (written beside it, then renamed)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        print_document(doc, f)
+    os.replace(tmp, path)
+
+
+def _answer(args: argparse.Namespace, doc: dict[str, Any], lines: list[str]) -> None:
+    """The document on stdout (``--json``) or the lines; and the document to ``--json-out``'s file."""
+    if args.json_out is not None:
+        _write_json(args.json_out, doc)
+    if args.json:
+        print_document(doc)
+    else:
+        print("\n".join(lines))
 
 
 def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any], wrote: str) -> int:
@@ -116,11 +160,8 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
         lost = lost or lost_acknowledged(result)
         docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
         lines.extend(summary_lines(result, dry_run))
-    if args.json:
-        print_document({"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
-                        "brokers": docs, "spark": spark_info})
-    else:
-        print("\n".join([*lines, wrote]))
+    _answer(args, {"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
+                   "brokers": docs, "spark": spark_info}, [*lines, wrote])
     return EXIT_FAILURE if failed else EXIT_LOST if lost else EXIT_OK
 
 

@@ -17,11 +17,14 @@ Data flow::
     scan(dir, task) (Phase 2 asks): wait for the task's
       pieces, stitch chunks (engine.chunks); a piece
       whose job failed (lost executors, a stopped
-      session), a file changed since planning, or a
-      task never planned is scanned here
+      session, no executor: mploader.spark.jobs) fails
+      the load (SparkJobFailed) unless driver_fallback;
+      a file changed since planning, or a task never
+      planned, is scanned here
     audit(dir, tasks) (verify): one job per wave of
       segments, audit_segment on the executors, the
-      audits back in Arrow, yielded in order
+      audits back in Arrow, yielded in order (a failed
+      job: as a failed scan)
 
 Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The results never depend on
 where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine conformance tests.
@@ -55,6 +58,7 @@ from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 from mploader.spark.arrow import audits_from_arrow, scans_from_arrow
+from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
 from mploader.spark.phase1 import audit_frame, scan_frame
 from mploader.spark.session import check_session
 from mploader.spark.tasks import Piece, cores, piece_frame
@@ -92,7 +96,8 @@ class SparkEngine(Engine):
 
     def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
                  chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES, *,
-                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
+                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None,
+                 driver_fallback: bool = False, executor_timeout: float | None = EXECUTOR_TIMEOUT):
         # the executors read: the driver's hints help none
         super().__init__(stats, progress, read_ahead_bytes=0, max_read_bytes_per_sec=max_read_bytes_per_sec,
                          planned=planned)
@@ -102,6 +107,9 @@ class SparkEngine(Engine):
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir, as the pool
         self.wave_bytes = wave_bytes
         self.executor_pieces = 0  # pieces whose scan or audit came back from an executor
+        self.driver_pieces = 0  # pieces scanned or audited in the driver instead (driver_fallback)
+        self.driver_fallback = driver_fallback  # a failed job's pieces done in the driver (else the job's error)
+        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self._planned: dict[TaskKey, _Planned] = {}
         self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
         self._failed: dict[int, str] = {}  # piece -> why its job failed
@@ -140,17 +148,17 @@ class SparkEngine(Engine):
         return order
 
     def _run(self, planned: list[list[Piece]], tasks: dict[int, SegmentTask]) -> None:
-        self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 1 scans", interruptOnCancel=True)
         for wave in planned:
             if self._closed.is_set():
                 error = "the load was closed"
                 results = {}
             else:
                 try:
-                    results = scans_from_arrow(scan_frame(piece_frame(self.spark, wave)).toArrow(), tasks)
-                    error = ""
-                except Exception as e:  # noqa: BLE001 - a failed job (lost executors, a stopped session, Ctrl-C)
-                    results, error = {}, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    table = collect(scan_frame(piece_frame(self.spark, wave)), self.job_group,
+                                    "mploader Phase 1 scans", self.executor_timeout)
+                    results, error = scans_from_arrow(table, tasks), ""
+                except SparkJobFailed as e:  # lost executors, a stopped session, Ctrl-C, no executor
+                    results, error = {}, str(e)
             with self._arrived:
                 self._results.update(results)
                 self.executor_pieces += len(results)
@@ -173,10 +181,12 @@ class SparkEngine(Engine):
         with self.lock:
             self.stats.wait_seconds += time.perf_counter() - t0
         if failed:
-            log.warning("%s: the Spark job that had %s failed (%s); scanning it in the driver", data_dir, task.path,
-                        failed[0])
+            if not self.driver_fallback:
+                raise SparkJobFailed(f"{data_dir}: {failed[0]}")
+            log.warning("%s: %s; scanning %s in the driver (--driver-fallback)", data_dir, failed[0], task.path)
             with self.lock:
                 self.stats.inline_fallbacks += 1
+                self.driver_pieces += len(planned.pieces)
             return self.inline_source(data_dir).scan(task)
         try:
             fresh = file_stat(task.path) == planned.stat
@@ -201,20 +211,24 @@ class SparkEngine(Engine):
     # ---- verify's audits -----------------------------------------------------------------------
 
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
-        """One Spark job per wave of segments, in order; a wave whose job failed is audited here."""
-        self.spark.sparkContext.setJobGroup(self.job_group, f"mploader verify {data_dir}", interruptOnCancel=True)
+        """One Spark job per wave of segments, in order; a wave whose job failed fails the audit (SparkJobFailed),
+        or with ``driver_fallback`` is audited here."""
         pieces = [Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)]
         for wave in waves(pieces, self.wave_bytes):
             if self._closed.is_set():
                 raise LoadInterrupted("the engine was closed")
             try:
-                got = audits_from_arrow(audit_frame(piece_frame(self.spark, wave)).toArrow())
-            except Exception as e:  # noqa: BLE001 - a failed job: audited here (read-only, so twice is harmless)
-                log.warning("%s: a Spark audit job failed (%s: %s); auditing its %d segments in the driver", data_dir,
-                            type(e).__name__, str(e).splitlines()[0] if str(e) else "", len(wave))
+                got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, wave)), self.job_group,
+                                                f"mploader verify {data_dir}", self.executor_timeout))
+            except SparkJobFailed as e:
+                if not self.driver_fallback:
+                    raise
+                log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
+                            len(wave))
                 got = {}
             with self.lock:
                 self.executor_pieces += len(got)
+                self.driver_pieces += sum(p.id not in got for p in wave)
                 self.stats.inline_fallbacks += sum(p.id not in got for p in wave)
             for p in wave:
                 yield got.get(p.id) or audit_segment(tasks[p.id])

@@ -32,6 +32,7 @@ from mploader.manager import load_logs
 from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
 from mploader.spark.engine import SparkEngine
+from mploader.spark.jobs import EXECUTOR_TIMEOUT
 from mploader.spark.output import FleetTables, load_tables, verify_tables
 from mploader.spark.phase2 import SparkPartitions
 from mploader.spark.session import check_session
@@ -98,9 +99,28 @@ class FleetVerify:
         return merged
 
 
-def _engine(spark: SparkSession, engines: list[SparkEngine]) -> EngineFactory:
+@dataclass(frozen=True, slots=True)
+class JobPolicy:
+    """What a failed Spark job does: fail the run (the default), or with ``driver_fallback`` leave its work to the
+    driver; ``executor_timeout``: seconds a job may wait with no task running or completing
+    (:class:`mploader.spark.jobs.Watchdog`; None: no bound)."""
+
+    driver_fallback: bool = False
+    executor_timeout: float | None = EXECUTOR_TIMEOUT
+
+
+def where_it_ran(runners: Sequence[SparkEngine | SparkPartitions]) -> dict[str, int]:
+    """How many pieces (verify: segments or chunks; load: partitions) ran on the executors and how many in the
+    driver (``--driver-fallback``)."""
+    executors = sum(r.executor_pieces if isinstance(r, SparkEngine) else r.executor_partitions for r in runners)
+    driver = sum(r.driver_pieces if isinstance(r, SparkEngine) else r.driver_partitions for r in runners)
+    return {"on_executors": executors, "in_driver": driver}
+
+
+def _engine(spark: SparkSession, engines: list[SparkEngine], policy: JobPolicy) -> EngineFactory:
     def make(stats: LoadStats, progress: Progress | None) -> Engine:
-        engine = SparkEngine(spark, stats, progress)
+        engine = SparkEngine(spark, stats, progress, driver_fallback=policy.driver_fallback,
+                             executor_timeout=policy.executor_timeout)
         engines.append(engine)
         return engine
 
@@ -108,15 +128,17 @@ def _engine(spark: SparkSession, engines: list[SparkEngine]) -> EngineFactory:
 
 
 def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
-         apply: bool = False, now_ms: int | None = None) -> FleetLoad:
+         apply: bool = False, now_ms: int | None = None, policy: JobPolicy = JobPolicy()) -> FleetLoad:
     """Load every broker's dirs: a dry run (nothing changes) unless ``apply``, which recovers them as
-    ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised."""
+    ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised; a failed Spark job raises
+    :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
     engines: list[SparkPartitions] = []
 
     def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError]:
-        runner = SparkPartitions(spark)
+        runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
+                                 executor_timeout=policy.executor_timeout)
         engines.append(runner)
         try:
             return dirs, load_logs(dirs, cfg, now_ms, partitions=runner)
@@ -130,14 +152,15 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
-           now_ms: int | None = None, predict: bool = True) -> FleetVerify:
-    """Verify every broker's dirs (``verify_logs``: read-only, no lock), audits on the executors."""
+           now_ms: int | None = None, predict: bool = True, policy: JobPolicy = JobPolicy()) -> FleetVerify:
+    """Verify every broker's dirs (``verify_logs``: read-only, no lock), audits on the executors; a failed Spark
+    job raises :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
     cfg = config or LoaderConfig()
     engines: list[SparkEngine] = []
 
     def one(dirs: list[str]) -> tuple[list[str], VerifyReport]:
-        return dirs, verify_logs(dirs, cfg, now_ms=now_ms, predict=predict, engine=_engine(spark, engines))
+        return dirs, verify_logs(dirs, cfg, now_ms=now_ms, predict=predict, engine=_engine(spark, engines, policy))
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
@@ -145,4 +168,4 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
     return FleetVerify(verify_tables(spark, reports), reports, engines, time.perf_counter() - t0)
 
 
-__all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "brokers", "load", "verify"]
+__all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]

@@ -36,17 +36,19 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from mploader.config import LoaderConfig
-from mploader.errors import MploaderError
 from mploader.recovery.job import PartitionJob
 from mploader.result import LoadStats
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
+from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 JOB_COLUMNS = "job long, spec binary"  # a job's index in the runner's list, and its pickled PartitionJob
 OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
@@ -54,10 +56,6 @@ OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
 #: made (a pickled :data:`TaskWork`)
 TASK_WORK = -1
 TaskWork = tuple[LoadStats, list[logging.LogRecord]]
-
-
-class SparkJobFailed(MploaderError, RuntimeError):
-    """The Spark job of Phase 2 did not complete (its error is the ``__cause__``)."""
 
 
 def load_rows(config: bytes, level: int = logging.WARNING
@@ -101,11 +99,16 @@ class SparkPartitions(PartitionRunner):
     ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`)."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, *, driver_fallback: bool = False,
+                 executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
         check_session(spark)
         self.spark = spark
         self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
         self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
+        self.driver_fallback = driver_fallback  # a failed job's partitions loaded in the driver (else it fails)
+        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
+        self.executor_partitions = 0  # partitions loaded by Spark tasks, and in the driver (driver_fallback)
+        self.driver_partitions = 0
 
     @property
     def description(self) -> str:
@@ -125,15 +128,17 @@ class SparkPartitions(PartitionRunner):
 
         frame = binned_frame(self.spark, [(i, pickle.dumps(j)) for i, j in enumerate(jobs)],
                              [partition_cost(j) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
-        self.spark.sparkContext.setJobGroup(self.job_group, "mploader Phase 2: partitions recovered on executors")
         level = logging.getLogger("mploader").getEffectiveLevel()
+        recovering = frame.mapInArrow(load_rows(pickle.dumps(cfg), level), from_arrow_schema(OUTCOME_SCHEMA))
         try:
-            rows = frame.mapInArrow(load_rows(pickle.dumps(cfg), level), from_arrow_schema(OUTCOME_SCHEMA)).toArrow()
-        except Exception as e:  # the job failed or was cancelled (e.g. the session is going away)
+            rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s) on the executors",
+                           self.executor_timeout)
+        except SparkJobFailed as e:  # the job failed or was cancelled (e.g. the session is going away)
+            if self.driver_fallback:
+                return self._in_driver(jobs, cfg, e)
             what = "nothing was written (a dry run)" if cfg.dry_run else (
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
-            raise SparkJobFailed(f"the Spark job recovering {len(jobs)} partition(s) failed ({type(e).__name__}); "
-                                 f"{what}") from e
+            raise SparkJobFailed(f"{e}; {what}") from e.__cause__
         out: list[Outcome | None] = [None] * len(jobs)
         for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
             if job == TASK_WORK:
@@ -143,7 +148,18 @@ class SparkPartitions(PartitionRunner):
         missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
         if missing:
             raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
+        self.executor_partitions += len(jobs)
         return [o for o in out if o is not None]
+
+    def _in_driver(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, failed: SparkJobFailed) -> list[Outcome]:
+        """``--driver-fallback``: every job loaded here, one after another (a load is idempotent: what a failed
+        task wrote, this one completes)."""
+        log.warning("%s; loading its %d partition(s) in the driver (--driver-fallback)", failed, len(jobs))
+        here = PartitionsHere(cfg)
+        out = [here.load(job) for job in jobs]
+        self.work.add_work(here.finish())
+        self.driver_partitions += len(jobs)
+        return out
 
 
 __all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "TaskWork", "load_rows",

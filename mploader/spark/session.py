@@ -1,4 +1,5 @@
-"""The Spark session mploader's jobs run in: the caller's, or one it makes (``local[*]`` unless told).
+"""The Spark session mploader's jobs run in: the caller's, or one it makes (the master it is given, else the one
+spark-submit or Spark's configuration set, else ``local[*]``).
 
 Whatever the session, the jobs need classic Spark (not Spark Connect: the tasks are lists of file paths made
 on the driver, read by the executors) and no speculative execution (a speculative copy of a Phase 1 task is
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-DEFAULT_MASTER = "local[*]"
+DEFAULT_MASTER = "local[*]"  # Spark's own when nothing sets one (spark-submit, spark-defaults.conf)
 #: the log4j2 configuration of a quiet session's JVM (package data: errors only, on stderr)
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -38,31 +40,57 @@ def spark_log_level(verbosity: int) -> str | None:
     return "ERROR" if verbosity <= 0 else None if verbosity == 1 else "INFO"
 
 
-def spark_session(master: str | None = None, app_name: str = "mploader", verbosity: int = 0) -> SparkSession:
-    """The active session, or a new one: at ``master`` if given, else the master spark-submit set, else
-    :data:`DEFAULT_MASTER`.  A local master runs the executors' Python with this interpreter (which has mploader).
+def under_spark_submit() -> bool:
+    """Whether this process is spark-submit's Python driver: its JVM exists already (PySpark connects to its
+    gateway), started with spark-submit's master and configuration."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(master: str | None = None, app_name: str = "mploader", verbosity: int = 0,
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The active session, or a new one: at ``master`` if given, else the master something else set
+    (spark-submit's ``--master``, ``spark.master`` in ``spark-defaults.conf``), else ``local[*]`` (Spark's own
+    default).  The master is left to Spark unless given: it is known only once the JVM exists (under spark-submit
+    the JVM is started already, otherwise PySpark starts it when the session is made), so it is never read here
+    first.  ``conf``: Spark properties (``--conf key=value``), set on a new session after mploader's own.
+    A local master runs the executors' Python with this interpreter (which has mploader) unless
+    ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another.
     A new session logs as :func:`spark_log_level` of ``verbosity`` says (0: only errors, its JVM started with
     :data:`QUIET_LOG4J2`); an active one keeps the levels it has.  Under spark-submit the JVM is started already
     (its configuration is spark-submit's), and only the level set once the session is made applies."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in _CONF.items():
+    settings = {**_CONF, **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    conf = SparkConf()
-    chosen = master or conf.get("spark.master", DEFAULT_MASTER)
-    builder = builder.master(chosen)
-    if chosen.startswith("local"):  # the workers are forked on this host: this interpreter, unless told otherwise
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master is not None:
+        builder = builder.master(master)
     level = spark_log_level(verbosity)
     new = SparkContext._active_spark_context is None  # we make the context (and, unless spark-submit did, the JVM)
-    if new and level == "ERROR":
-        builder = builder.config(_JAVA_OPTIONS, quiet_java_options(conf.get(_JAVA_OPTIONS, "")))
+    if new and level == "ERROR" and not under_spark_submit():
+        builder = builder.config(_JAVA_OPTIONS, quiet_java_options(settings.get(_JAVA_OPTIONS, "")))
     session = builder.getOrCreate()
+    context = session.sparkContext
+    if new and (context.master or "").startswith("local") and "PYSPARK_PYTHON" not in os.environ \
+            and "spark.pyspark.python" not in settings:
+        context.pythonExec = sys.executable  # the workers are forked on this host: this interpreter
     if new and level is not None:
-        session.sparkContext.setLogLevel(level)
+        context.setLogLevel(level)
     return session
+
+
+def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
+    """``--conf key=value`` arguments as Spark properties (a later key wins, as with spark-submit); ValueError
+    names one without ``=``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {pair!r}: expected key=value (a Spark property)")
+        out[key.strip()] = value
+    return out
 
 
 def quiet_java_options(options: str) -> str:
@@ -83,5 +111,5 @@ def check_session(spark: SparkSession) -> None:
                          "set spark.speculation=false for mploader's jobs")
 
 
-__all__ = ["DEFAULT_MASTER", "QUIET_LOG4J2", "check_session", "quiet_java_options", "spark_log_level",
-           "spark_session"]
+__all__ = ["DEFAULT_MASTER", "QUIET_LOG4J2", "check_session", "parse_conf", "quiet_java_options", "spark_log_level",
+           "spark_session", "under_spark_submit"]
