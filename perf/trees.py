@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -64,17 +65,26 @@ def compile_bytecode(tree: Path) -> None:
 
 @contextlib.contextmanager
 def worktree_of(rev: str, root: Path) -> Iterator[Path]:
-    """A git worktree of ``rev`` under ``root`` with its compiled walk built in place (as scripts/_venv.sh builds
-    it), removed from git's list on the way out, whatever happened."""
+    """A git worktree of ``rev`` under ``root`` with its compiled walk built in place (the flags of setup.py),
+    removed from git's list on the way out, whatever happened."""
     wt = root / "base"
     subprocess.run(["git", "-C", str(_ROOT), "worktree", "add", "--detach", str(wt), rev], check=True,
                    capture_output=True)
     try:
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=wt, check=True,
-                       capture_output=True)
+        build_walk(wt)
         yield wt
     finally:
         subprocess.run(["git", "-C", str(_ROOT), "worktree", "remove", "--force", str(wt)], check=False)
+
+
+def build_walk(tree: Path) -> None:
+    """``tree``'s compiled walk built in place with this interpreter's compiler and headers, the flags of its
+    setup.py (the compiler directly: ``setup.py build_ext`` depends on the installed setuptools reading the
+    revision's pyproject.toml)."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    out = f"mploader/scan/_walk{sysconfig.get_config_var('EXT_SUFFIX')}"
+    subprocess.run([*cc, "-O3", "-Wall", "-Wextra", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}",
+                    "mploader/scan/_walk.c", "-o", out], cwd=tree, check=True, capture_output=True)
 
 
 @contextlib.contextmanager
