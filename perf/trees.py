@@ -36,8 +36,8 @@ def worker_start_as(start: str | None) -> Iterator[None]:
 
 
 def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[str]]:
-    """``mploader load --json --no-progress --workers W DIR [DIR ...]`` as a command line for the data dirs
-    (``W`` = ``pN``: ``--partition-workers N`` instead).
+    """``mploader load --json --no-progress --create-missing --workers W DIR [DIR ...]`` as a command line for the
+    data dirs (``W`` = ``pN``: ``--partition-workers N`` instead).
 
     Without ``tree``: the console script beside this interpreter (the working tree as installed).  With one:
     ``python -P -m mploader`` with ``PYTHONPATH`` on that tree (``-P``: the working directory, maybe this tree,
@@ -54,7 +54,8 @@ def mploader_argv(workers: str, tree: Path | None = None) -> Callable[..., list[
         base = ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "mploader"]
     # "pN": whole partitions in N worker processes (mploader.runners.processes)
     flag = ["--partition-workers", workers[1:]] if workers.startswith("p") else ["--workers", workers]
-    return lambda *dirs: [*base, "load", "--json", "--no-progress", *flag, *dirs]
+    # --create-missing: an empty data dir is a new one (a broker's first start), the empty set's fixed cost
+    return lambda *dirs: [*base, "load", "--json", "--no-progress", "--create-missing", *flag, *dirs]
 
 
 def compile_bytecode(tree: Path) -> None:
