@@ -113,7 +113,8 @@ def _end(p: psutil.Process) -> None:
 
 def _remove_files(done: Cleaned, files: list[str]) -> None:
     for name in files:
-        for path in (Path(name), stats_path(Path(name)), Path(name + ".log")):
+        stats = stats_path(Path(name))  # and its unfinished rewrite, where the daemon died in the middle of one
+        for path in (Path(name), stats, stats.with_name(stats.name + ".tmp"), Path(name + ".log")):
             if path.exists() and orphaned(path.name):
                 done.step(f"file {path}", path.unlink)
 
