@@ -16,18 +16,13 @@ from typing import Any
 
 from mploader.format import metadata_records as mr, records
 from mploader.format.metadata_image import OFFSET_WIDTH, SNAPSHOT_SUFFIX
+from mploader.format.varint import encode_unsigned_varint
 
 API_KEY = {schema.record: key for key, schema in mr.SCHEMAS.items()}
 
 
 def uvarint(n: int) -> bytes:
-    n &= 0xFFFFFFFF
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return encode_unsigned_varint(n & 0xFFFFFFFF)
 
 
 def encode_field(f: mr.Field, value: Any) -> bytes:

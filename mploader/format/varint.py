@@ -10,13 +10,16 @@ _MAX_VARLONG_BYTES = 10
 
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed int (works for int32 and int64 values)."""
-    zz = (value << 1) ^ (value >> 63)
-    zz &= 0xFFFFFFFFFFFFFFFF
+    return encode_unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def encode_unsigned_varint(value: int) -> bytes:
+    """A non-negative int as Kafka's ``ByteUtils.writeUnsignedVarint`` writes it (7 bits a byte, low first)."""
     out = bytearray()
-    while zz >= 0x80:
-        out.append((zz & 0x7F) | 0x80)
-        zz >>= 7
-    out.append(zz)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
 
 

@@ -53,8 +53,9 @@ class LoadingThreads(PartitionRunner):
         cancel = threading.Event()  # set on Ctrl-C: loading threads stop at their next segment
         pools: list[ThreadPoolExecutor] = []
         futures: list[Future[Outcome]] = []
+        by_dir = _by_dir(jobs)
         try:
-            for data_dir, indexes in _by_dir(jobs).items():
+            for data_dir, indexes in by_dir.items():
                 numbers = _ThreadNumbers()
                 pool = ThreadPoolExecutor(max_workers=self.threads_per_dir,
                                           thread_name_prefix=f"log-recovery-{data_dir}", initializer=numbers.take)
@@ -71,7 +72,7 @@ class LoadingThreads(PartitionRunner):
             raise
         for pool in pools:
             pool.shutdown()
-        order = [i for indexes in _by_dir(jobs).values() for i in indexes]
+        order = [i for indexes in by_dir.values() for i in indexes]
         outcomes: list[Outcome | None] = [None] * len(jobs)
         for i, future in zip(order, futures, strict=True):
             outcomes[i] = future.result()
