@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mploader.config import LoaderConfig
@@ -146,7 +146,7 @@ class _Pool:
             self._out[i] = outcome
             self.events.loaded(i, outcome)
 
-    def told(self, group: int, worker: int) -> Any:
+    def told(self, group: int, worker: int) -> Callable[[int, int], None]:
         """The ``segments`` callback of ``group``'s jobs loaded by ``worker``."""
         return lambda i, n: self.events.segments_left(self.groups[group][i], worker, n)
 
