@@ -32,8 +32,9 @@ from mploader.manager import load_logs
 from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
 from mploader.spark.engine import SparkEngine
+from mploader.spark.identity import broker_key, read_meta_properties
 from mploader.spark.jobs import EXECUTOR_TIMEOUT
-from mploader.spark.output import FleetTables, load_tables, verify_tables
+from mploader.spark.output import FleetTables, RunInfo, load_tables, verify_tables
 from mploader.spark.phase2 import SparkPartitions
 from mploader.spark.session import check_session
 from mploader.verify import VerifyReport, verify_logs
@@ -48,25 +49,11 @@ BROKERS_AT_ONCE = 4  # brokers handled side by side by the driver (their Spark j
 
 def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
     """The dirs grouped by broker (see the module docstring), in the order first seen."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for d in data_dirs:
         path = os.path.abspath(os.fspath(d))
-        groups.setdefault(_broker_of(path), []).append(path)
+        groups.setdefault(broker_key(path, read_meta_properties(path)), []).append(path)
     return list(groups.values())
-
-
-def _broker_of(path: str) -> tuple[str, str]:
-    props: dict[str, str] = {}
-    try:
-        with open(os.path.join(path, "meta.properties"), encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith("#"):
-                    props[key.strip()] = value.strip()
-    except (OSError, UnicodeDecodeError):
-        return ("dir", path)
-    node = props.get("node.id") or props.get("broker.id")
-    return ("dir", path) if node is None else (props.get("cluster.id", ""), node)
 
 
 @dataclass(slots=True)
@@ -133,6 +120,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised; a failed Spark job raises
     :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("load --apply" if apply else "load")
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
     engines: list[SparkPartitions] = []
 
@@ -148,7 +136,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
 
     with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
         results = list(threads.map(one, brokers(log_dirs)))
-    return FleetLoad(load_tables(spark, results), results, engines)
+    return FleetLoad(load_tables(spark, results, run), results, engines)
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -156,6 +144,7 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
     """Verify every broker's dirs (``verify_logs``: read-only, no lock), audits on the executors; a failed Spark
     job raises :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("verify")
     cfg = config or LoaderConfig()
     engines: list[SparkEngine] = []
 
@@ -165,7 +154,7 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
     t0 = time.perf_counter()
     with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
         reports = list(threads.map(one, brokers(log_dirs)))
-    return FleetVerify(verify_tables(spark, reports), reports, engines, time.perf_counter() - t0)
+    return FleetVerify(verify_tables(spark, reports, run), reports, engines, time.perf_counter() - t0)
 
 
 __all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]
