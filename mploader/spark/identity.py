@@ -20,6 +20,7 @@ from mploader.broker_config.properties import PropertiesError, read_properties
 
 META_PROPERTIES = "meta.properties"
 _INT = re.compile(r"[+-]?[0-9]+")  # what Integer.parseInt takes (ASCII digits)
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")  # Base64.getUrlDecoder()'s alphabet, and its padding
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,13 @@ def _java_int(text: str, key: str) -> int:
 
 def _uuid_bytes(text: str) -> bytes:
     """``Uuid.fromString``: at most 24 characters of URL-safe base64 that decode to 16 bytes."""
+    if len(text) > 24 or not _BASE64URL.fullmatch(text):
+        raise ValueError(f"directory.id={text!r} is not a Uuid")
     try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+        raw = base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
     except (binascii.Error, ValueError) as e:
         raise ValueError(f"directory.id={text!r} is not a Uuid: {e}") from e
-    if len(text) > 24 or len(raw) != 16:
+    if len(raw) != 16:
         raise ValueError(f"directory.id={text!r} is not a Uuid")
     return raw
 
