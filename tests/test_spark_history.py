@@ -139,9 +139,9 @@ def test_types_and_identity_read_back(spark: Any, history: History) -> None:  # 
             "run_time", "run_date", "broker_dirs", "max_timestamp", "node_id")} == {
             "run_time": T.TimestampType, "run_date": T.DateType, "broker_dirs": T.ArrayType, "node_id": T.IntegerType,
             **({"max_timestamp": T.TimestampType} if table == "inventory" else {})}
+        assert spark.read.parquet(str(h.out / table)).schema["broker_dirs"].dataType.elementType == T.StringType()
+    assert INVENTORY_SCHEMA.field("max_timestamp").type == pa.timestamp("ms", tz="UTC")  # the files' (above)
     inventory = _read(h.out / "inventory").to_pylist()
-    assert pq.read_schema(next((h.out / "inventory").rglob("*.parquet"))).field("max_timestamp").type == \
-        pa.timestamp("ms", tz="UTC")
     commands = {r.doc["spark"]["run_id"]: c for r, c in zip(h.runs, ("verify", "load --apply", "verify"))}
     meta = {d: meta_properties(read_properties(Path(d) / "meta.properties")) for d in h.broker_dirs}
     segments = {(s["base_offset"], p["dir"], run.doc["spark"]["run_id"]): s for run in (h.runs[0], h.runs[2])
@@ -259,8 +259,8 @@ def test_spark_appends_the_same_history(spark: Any, tmp_path: Path) -> None:  # 
     d, _ = _lossy_broker(tmp_path / "src")
     out = tmp_path / "out"
     runs = [fleet.verify(spark, [str(d)], LoaderConfig(), now_ms=NOW) for _ in range(2)]
-    for f in runs[0].tables.summary.schema:
-        assert f.nullable == SUMMARY_SCHEMA.field(f.name).nullable, f  # the DataFrames' schema: Arrow's
+    for frame, schema in ((runs[0].tables.inventory, INVENTORY_SCHEMA), (runs[0].tables.summary, SUMMARY_SCHEMA)):
+        assert [(f.name, f.nullable) for f in frame.schema] == [(f.name, f.nullable) for f in schema]
     written = []
     for run in runs:
         dataclasses.replace(run.tables, inventory_table=None, summary_table=None).write(out)
