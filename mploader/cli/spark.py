@@ -154,7 +154,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
     failed = lost = False
     docs: list[dict[str, Any]] = []
     lines = [] if args.apply else ["dry run: nothing on disk was changed; this is what the load would do"]
-    for dirs, result in loaded.results:
+    for (dirs, result), warnings in zip(loaded.results, loaded.warnings, strict=True):
         if isinstance(result, Exception):
             failed = True
             message = f"a Kafka broker would fail to start on this input: {result}"
@@ -164,7 +164,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
             continue
         failed = failed or bool(result.offline_dirs)
         lost = lost or lost_acknowledged(result)
-        docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
+        docs.append({"dirs": dirs, **result_document(result, dry_run, warnings)})
         lines.extend(summary_lines(result, dry_run))
     _answer(args, {"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
                    "brokers": docs, "spark": spark_info}, [*lines, wrote])

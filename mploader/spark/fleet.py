@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,30 @@ def _broker_of(path: str) -> tuple[str, str]:
     return ("dir", path) if node is None else (props.get("cluster.id", ""), node)
 
 
+class BrokerWarnings(logging.Handler):
+    """While open (``with``), the text of every WARNING (or worse) mploader logs, by the thread that logs it: a
+    broker's thread logs its load's own lines and, replayed, its executors' (:class:`SparkPartitions`), so that
+    each broker's document says what ``mploader load`` would have said of it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.by_thread: dict[int, list[str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.by_thread.setdefault(threading.get_ident(), []).append(record.getMessage())
+
+    def mine(self) -> list[str]:
+        """What this thread logged, once each, sorted (as ``mploader load --json``'s ``warnings``)."""
+        return sorted(set(self.by_thread.pop(threading.get_ident(), [])))
+
+    def __enter__(self) -> BrokerWarnings:
+        logging.getLogger("mploader").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("mploader").removeHandler(self)
+
+
 @dataclass(slots=True)
 class FleetLoad:
     """What :func:`load` returns: per broker the load's result, or the start-up failure Kafka would hit."""
@@ -79,6 +104,7 @@ class FleetLoad:
     tables: FleetTables
     results: list[tuple[list[str], LoadResult | StartupFailedError]]
     engines: list[SparkPartitions]  # one per broker (what ran on Spark, what in the driver)
+    warnings: list[list[str]] = dataclasses.field(default_factory=list)  # per broker, as results: its WARN lines
     spark_jobs: int = 0  # the Spark jobs the load ran (one for every broker's partitions)
     job_groups: tuple[str, ...] = ()  # their Spark job groups (statusTracker)
 
@@ -149,19 +175,22 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     recoveries: Gathering[Recovery, Recovered] = Gathering(len(groups), job)
     engines: list[SparkPartitions] = []
 
-    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError]:
+    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str]]:
         with recoveries.seat() as seat:
             runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
                                      executor_timeout=policy.executor_timeout, seat=seat)
             engines.append(runner)
             try:
-                return dirs, load_logs(dirs, cfg, now_ms, partitions=runner)
+                return dirs, load_logs(dirs, cfg, now_ms, partitions=runner), collector.mine()
             except StartupFailedError as e:
                 log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
-                return dirs, e
+                return dirs, e, collector.mine()
 
-    results = _each_broker(one, groups)
-    return FleetLoad(load_tables(spark, results), results, engines, recoveries.rounds, (job.job_group,))
+    with BrokerWarnings() as collector:
+        loads = _each_broker(one, groups)
+    results = [(dirs, result) for dirs, result, _ in loads]
+    return FleetLoad(load_tables(spark, results), results, engines, [w for _, _, w in loads], recoveries.rounds,
+                     (job.job_group,))
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
@@ -200,4 +229,4 @@ def _each_broker(one: Callable[[list[str]], _T], groups: list[list[str]]) -> lis
         return list(threads.map(one, groups))
 
 
-__all__ = ["FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]
+__all__ = ["BrokerWarnings", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]

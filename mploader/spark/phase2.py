@@ -53,11 +53,13 @@ log = logging.getLogger(__name__)
 
 JOB_COLUMNS = "seat long, job long, spec binary"  # the load's seat, the job's index in its list, the PartitionJob
 OUTCOME_SCHEMA = pa.schema([("seat", pa.int64()), ("job", pa.int64()), ("outcome", pa.binary())])
-#: the ``job`` of a task's last rows: per seat what the task scanned and wrote (a pickled LoadStats), then (seat
-#: :data:`TASK_WORK` too) the log records its loads made (a pickled list of LogRecords)
+#: the ``job`` of a task's last rows: per seat what the task scanned and wrote, and the log records its loads made
+#: (a pickled :data:`TaskWork`)
 TASK_WORK = -1
+TaskWork = tuple[LoadStats, list[logging.LogRecord]]
 Recovery = tuple[LoaderConfig, Sequence[PartitionJob]]  # a load's partitions to recover, and its config
-Recovered = tuple[list[Outcome], LoadStats]  # their outcomes in order, and what the tasks scanned and wrote
+#: their outcomes in order, what the tasks scanned and wrote, and the log records the loads made
+Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord]]
 
 
 def load_rows(config: bytes, level: int = logging.WARNING
@@ -68,21 +70,23 @@ def load_rows(config: bytes, level: int = logging.WARNING
 
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
-    no dry-run mark), where the driver's user does not look.  The task's last rows (``job`` :data:`TASK_WORK`)
-    carry them to the driver with what the task scanned and wrote, for the loads' stats."""
+    no dry-run mark), where the driver's user does not look.  The task's last rows (``job`` :data:`TASK_WORK`, one
+    per load) carry each load's records to the driver with what the task scanned and wrote, for its stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         cfg = pickle.loads(config)
         here: dict[int, PartitionsHere] = {}
+        records: dict[int, list[logging.LogRecord]] = {}
         with collected(level) as collect:
             for batch in batches:
                 for row in batch.to_pylist():
                     seat = row["seat"]
                     runner = here.get(seat) or here.setdefault(seat, PartitionsHere(cfg))
                     yield _row(seat, row["job"], runner.load(pickle.loads(row["spec"])))
+                    records.setdefault(seat, []).extend(collect.take())
             for seat, runner in here.items():  # each load's partitions durable before the task completes
-                yield _row(seat, TASK_WORK, runner.finish())
-            yield _row(TASK_WORK, TASK_WORK, collect.records)
+                work = runner.finish()
+                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
 
     return run
 
@@ -90,6 +94,28 @@ def load_rows(config: bytes, level: int = logging.WARNING
 def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
     return pa.record_batch([pa.array([seat], pa.int64()), pa.array([job], pa.int64()),
                             pa.array([pickle.dumps(outcome)])], schema=OUTCOME_SCHEMA)
+
+
+def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recovered]:
+    """The driver side of a job's ``rows``: each load's outcomes in its jobs' order, its tasks' work and its log
+    records (for its own thread to log: :meth:`SparkPartitions.run`)."""
+    outcomes: dict[int, list[Outcome | None]] = {seat: [None] * len(jobs) for seat, (_, jobs) in work.items()}
+    stats = {seat: LoadStats() for seat in work}
+    records: dict[int, list[logging.LogRecord]] = {seat: [] for seat in work}
+    for seat, job, blob in zip(*(rows.column(c).to_pylist() for c in ("seat", "job", "outcome")), strict=True):
+        if job == TASK_WORK:
+            task: TaskWork = pickle.loads(blob)
+            stats[seat].add_work(task[0])
+            records[seat].extend(task[1])
+        else:
+            outcomes[seat][job] = pickle.loads(blob)
+    answers: dict[int, Recovered] = {}
+    for seat, got in outcomes.items():
+        missing = [work[seat][1][i].dir for i, o in enumerate(got) if o is None]
+        if missing:
+            raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
+        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat])
+    return answers
 
 
 class RecoveryJob:
@@ -118,28 +144,7 @@ class RecoveryJob:
         loads = f" of {len(work)} loads" if len(work) > 1 else ""
         rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",
                        self.executor_timeout)
-        return self._answers(work, rows)
-
-    @staticmethod
-    def _answers(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recovered]:
-        """Each load's outcomes in its jobs' order and its tasks' work; their log records logged here, through this
-        process's handlers at its loggers' levels (as the process pool's parent logs its workers')."""
-        outcomes: dict[int, list[Outcome | None]] = {seat: [None] * len(jobs) for seat, (_, jobs) in work.items()}
-        stats = {seat: LoadStats() for seat in work}
-        for seat, job, blob in zip(*(rows.column(c).to_pylist() for c in ("seat", "job", "outcome")), strict=True):
-            if seat == TASK_WORK:
-                replay(pickle.loads(blob))
-            elif job == TASK_WORK:
-                stats[seat].add_work(pickle.loads(blob))
-            else:
-                outcomes[seat][job] = pickle.loads(blob)
-        answers: dict[int, Recovered] = {}
-        for seat, got in outcomes.items():
-            missing = [work[seat][1][i].dir for i, o in enumerate(got) if o is None]
-            if missing:
-                raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
-            answers[seat] = ([o for o in got if o is not None], stats[seat])
-        return answers
+        return recovered(work, rows)
 
 
 class SparkPartitions(PartitionRunner):
@@ -174,13 +179,17 @@ class SparkPartitions(PartitionRunner):
         if not jobs:
             return []
         try:
-            out, self.work = self.seat.submit((cfg, jobs)) if self.seat is not None else self.job({0: (cfg, jobs)})[0]
+            out, self.work, records = (self.seat.submit((cfg, jobs)) if self.seat is not None
+                                       else self.job({0: (cfg, jobs)})[0])
         except SparkJobFailed as e:  # the job failed or was cancelled (e.g. the session is going away)
             if self.driver_fallback:
                 return self._in_driver(jobs, cfg, e)
             what = "nothing was written (a dry run)" if cfg.dry_run else (
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
             raise SparkJobFailed(f"{e}; {what}") from e.__cause__
+        # the tasks' log records logged here, in the load's own thread, through this process's handlers at its
+        # loggers' levels (as the process pool's parent logs its workers')
+        replay(records)
         self.executor_partitions += len(jobs)
         return out
 
@@ -196,4 +205,5 @@ class SparkPartitions(PartitionRunner):
 
 
 __all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "Recovered", "Recovery", "RecoveryJob", "SparkJobFailed",
-           "SparkPartitions", "load_rows"]
+           "SparkPartitions", "TaskWork", "load_rows",
+           "recovered"]
