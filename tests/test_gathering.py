@@ -115,3 +115,26 @@ def test_a_closed_seat_cannot_submit() -> None:
     seat.close()  # idempotent: the seat leaves once
     with pytest.raises(RuntimeError, match="closed"):
         seat.submit([1])
+
+
+def test_a_cancelled_gathering_answers_its_waiting_seats_and_runs_no_more() -> None:
+    calls = Calls()
+    gathering: Gathering[list[int], list[int]] = Gathering(2, calls)
+    first, second = gathering.seat(), gathering.seat()
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            first.submit([1])
+        except KeyboardInterrupt as e:
+            raised.append(e)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    waiter.join(0.2)
+    gathering.cancel(KeyboardInterrupt("Ctrl-C"))
+    waiter.join(5)
+    assert [str(e) for e in raised] == ["Ctrl-C"]
+    with pytest.raises(KeyboardInterrupt):
+        second.submit([2])
+    assert calls.given == []

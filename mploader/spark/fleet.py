@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
-from mploader.errors import StartupFailedError
+from mploader.errors import LoadInterrupted, StartupFailedError
 from mploader.manager import load_logs
 from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
@@ -187,7 +187,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
                 return dirs, e, collector.mine()
 
     with BrokerWarnings() as collector:
-        loads = _each_broker(one, groups)
+        loads = _each_broker(one, groups, spark, [(recoveries, job.job_group)])
     results = [(dirs, result) for dirs, result, _ in loads]
     return FleetLoad(load_tables(spark, results), results, engines, [w for _, _, w in loads], recoveries.rounds,
                      (job.job_group,))
@@ -218,15 +218,25 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
                                      engine=_engine(spark, engines, policy, seats), partitions=runner)
 
     t0 = time.perf_counter()
-    reports = _each_broker(one, groups)
+    reports = _each_broker(one, groups, spark, [(audits, audit_job.job_group),
+                                                (predictions, prediction_job.job_group)])
     return FleetVerify(verify_tables(spark, reports), reports, engines, runners, time.perf_counter() - t0,
                        audits.rounds + predictions.rounds, (audit_job.job_group, prediction_job.job_group))
 
 
-def _each_broker(one: Callable[[list[str]], _T], groups: list[list[str]]) -> list[_T]:
-    """``one`` of every broker, all at once: each waits at its gatherings for the others."""
+def _each_broker(one: Callable[[list[str]], _T], groups: list[list[str]], spark: SparkSession,
+                 gatherings: Sequence[tuple[Gathering[Any, Any], str]]) -> list[_T]:
+    """``one`` of every broker, all at once: each waits at its gatherings for the others.  Ctrl-C cancels the
+    gatherings and their jobs (``(gathering, its job group)``), so that the brokers' threads end and the interrupt
+    reaches the caller."""
     with ThreadPoolExecutor(max(1, len(groups)), thread_name_prefix="mploader-broker") as threads:
-        return list(threads.map(one, groups))
+        try:
+            return list(threads.map(one, groups))
+        except KeyboardInterrupt:
+            for gathering, job_group in gatherings:
+                gathering.cancel(LoadInterrupted("interrupted (Ctrl-C)"))
+                spark.sparkContext.cancelJobGroup(job_group)
+            raise
 
 
 __all__ = ["BrokerWarnings", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]

@@ -41,13 +41,25 @@ class Gathering(Generic[T, A]):
         self._answers: dict[int, A | BaseException] = {}
         self._cond = threading.Condition()
         self.rounds = 0  # the runs so far (one Spark job each)
+        self._cancelled: BaseException | None = None
 
     def seat(self) -> Seat[T, A]:
         with self._cond:
             return Seat(self, self._free.pop())
 
+    def cancel(self, error: BaseException) -> None:
+        """No round runs from now on: the seats waiting and those that submit later raise ``error`` (Ctrl-C)."""
+        with self._cond:
+            self._cancelled = error
+            for n in self._waiting:
+                self._answers[n] = error
+            self._waiting = {}
+            self._cond.notify_all()
+
     def _submit(self, number: int, work: T) -> A:
         with self._cond:
+            if self._cancelled is not None:
+                raise self._cancelled
             self._waiting[number] = work
             self._maybe_run()
             while number not in self._answers:
