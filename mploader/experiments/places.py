@@ -90,18 +90,28 @@ def _command(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _undo(what: str, step: Callable[[], None]) -> None:
-    """Run an undo step, retrying while the kernel says busy (a process still leaving the cgroup, a mount
-    still in use for a moment); a step that keeps failing is logged, never raised over the first error."""
+def _busy_retried(step: Callable[[], None]) -> None:
+    """Run a step, retrying briefly while the kernel says busy (a process still leaving the cgroup, a mount still
+    in use for a moment, something on the machine holding a loop device for a moment after its file system was
+    unmounted: mkfs refused one once, "apparently in use by the system", and took it a moment later); the last
+    error is raised."""
     for attempt in range(UNDO_TRIES):
         try:
             step()
             return
-        except OSError as e:
+        except OSError:
             if attempt == UNDO_TRIES - 1:
-                log.error("could not remove %s: %s", what, e)
-                return
+                raise
             time.sleep(UNDO_WAIT_S)
+
+
+def _undo(what: str, step: Callable[[], None]) -> None:
+    """Run an undo step, retried while busy; a step that keeps failing is logged, never raised over the first
+    error."""
+    try:
+        _busy_retried(step)
+    except OSError as e:
+        log.error("could not remove %s: %s", what, e)
 
 
 def _need_root(what: str) -> None:
@@ -160,11 +170,15 @@ def _loop_file_system(stack: contextlib.ExitStack, backing: Path, kind: str,
         """A fresh file system for each run: copies written into the space earlier runs freed came out
         fragmented on a small device, and a run then took twice as long (measured: 7 s, then 17 s)."""
         _unmount(mount_point)
-        _command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop)
+        _busy_retried(lambda: _mkfs(loop))
         _command("mount", "-o", "noatime", loop, str(mount_point))
 
     renew()
     return loop, mount_point, renew
+
+
+def _mkfs(device: str) -> None:
+    _command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
 
 
 def _sparse_image(stack: contextlib.ExitStack, work_dir: Path, kind: str, size_bytes: int) -> Path:

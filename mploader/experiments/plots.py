@@ -144,7 +144,7 @@ def plot_points(panels: Sequence[Panel], series: Callable[[Point], str], path: P
 def _titles(fig: Any, title: str, subtitle: str) -> None:
     lines = subtitle.count("\n") + 2
     fig.suptitle(f"{title}\n{subtitle}", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.17 * lines + 0.1) / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.15 * lines / fig.get_figheight()))
 
 
 def plot_timeline(run: RunResult, path: Path, subtitle: str, title: str) -> None:
