@@ -38,9 +38,10 @@ from mploader.experiments.points import Point
 from mploader.experiments.report import Draw, Report, machine_facts
 from mploader.experiments.run import RunResult
 
-QUICK = {"size": 200_000_000, "segment_bytes": 2 << 20, "partitions": 32}
+QUICK = {"size": 50_000_000, "segment_bytes": 1 << 20, "partitions": 16}
 FULL = {"size": 2_000_000_000, "segment_bytes": 8 << 20, "partitions": 64}
-QUICK_WORKERS: tuple[int | str, ...] = (1, 4, "auto", "adaptive")
+QUICK_WORKERS: tuple[int | str, ...] = (1, 4, "adaptive")
+QUICK_RESTARTS = ("unclean",)
 QUICK_KAFKA_THREADS = (1, 4)
 TITLE = "mploader experiment hdd-vs-ssd"
 
@@ -50,7 +51,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("name", choices=["hdd-vs-ssd"], help="hdd-vs-ssd: seed 002's experiment (see the module help)")
     p.add_argument("--workers", type=worker_counts, metavar="LIST",
-                   help="mploader's --workers values (default 1,2,4,8,auto,adaptive; --quick 1,4,auto,adaptive)")
+                   help="mploader's --workers values (default 1,2,4,8,auto,adaptive; --quick 1,4,adaptive)")
     p.add_argument("--partition-workers", type=lambda t: worker_counts(t, ("auto",), empty=True), default=("auto",),
                    metavar="LIST", help="mploader's --partition-workers values, run too (default auto; '' for none)")
     p.add_argument("--kafka-threads", type=lambda t: counts(t, empty=True), metavar="LIST",
@@ -66,8 +67,8 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk (the work dir's), throttled (a loop device under a cgroup's read limits), hdd-seek and "
                         "ssd-seek (a loop device on a disk model: one 7200 rpm head, or an SSD's channels), tmpfs "
                         "(default all)")
-    p.add_argument("--restarts", type=choices(RESTARTS), default=RESTARTS, metavar="LIST",
-                   help="clean, unclean or both (default both)")
+    p.add_argument("--restarts", type=choices(RESTARTS), metavar="LIST",
+                   help="clean, unclean or both (default both; --quick unclean)")
     add_throttle_arguments(p, "the throttled device")
     add_common_arguments(p, "mploader-hdd-vs-ssd")
 
@@ -129,10 +130,11 @@ def _run(args: argparse.Namespace) -> int:
     interval = interval_of(args)
     t0 = time.monotonic()
     threads, oracle, notes = _kafka(args)
+    restarts = args.restarts or (QUICK_RESTARTS if args.quick else RESTARTS)
     with scratch(args) as work:
         made = {n: broker_for(args, work, **sizes, data_dirs=n, brokers=len(args.data_dirs)) for n in args.data_dirs}
         plan = HddVsSsdPlan(args.workers or (QUICK_WORKERS if args.quick else WORKERS), args.partition_workers,
-                            threads, args.devices, args.restarts, args.data_dirs, limits_of(args),
+                            threads, args.devices, restarts, args.data_dirs, limits_of(args),
                             max(b.device_bytes for b in made.values()), args.repeat, oracle)
         say(f"{'; '.join(b.description for b in made.values())}; {plan.total()} runs")
 
@@ -153,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
                     machine_facts(done.places),
                     "; ".join(b.description for b in made.values())
                     + "; clean restart: as generated (clean-shutdown marker); unclean: marker removed and every "
-                      "recovery point 0", done.runs, notes, time.monotonic() - t0, _plots(done.runs, args.restarts),
+                      "recovery point 0", done.runs, notes, time.monotonic() - t0, _plots(done.runs, restarts),
                     scale, args.repeat)
     return finish(args, report)
 

@@ -25,7 +25,6 @@ A run is flagged "busy host" (:func:`busy_reasons`) when the others' CPU average
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
@@ -127,15 +126,5 @@ def busy_reasons(others_cpu_percent: float | None, others_reads: int | None, dev
     return out
 
 
-def sum_known(values: Iterable[float | None]) -> float | None:
-    """The sum, or None if any value is unknown."""
-    total = 0.0
-    for v in values:
-        if v is None:
-            return None
-        total += v
-    return total
-
-
 __all__ = ["BUSY_CPU_PERCENT", "BUSY_READ_BYTES", "BUSY_READ_SHARE", "OthersCpu", "ProcTimes", "busy_reasons",
-           "busy_seconds", "descendants", "io_accounting", "parse_stat", "process_table", "sum_known"]
+           "busy_seconds", "descendants", "io_accounting", "parse_stat", "process_table"]
