@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
-from mploader.engine.diskorder import reads_in_disk_order
+from mploader.engine.diskorder import disk_ordered, reads_in_disk_order
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
-from mploader.engine.readahead import Range, ReadAhead, auto_window, piece_bytes
+from mploader.engine.readahead import Range, ReadAhead, auto_window, disk_turns, piece_bytes
 from mploader.engine.throttle import ReadBudget, paced_scan
+from mploader.host.devices import queue_of
 from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
@@ -166,12 +167,27 @@ class Engine(abc.ABC):
         ``on_read``: see :class:`~mploader.engine.readahead.ReadAhead`."""
         if not ranges or self.read_ahead_bytes == 0 or not hasattr(os, "posix_fadvise"):
             return
-        window = (auto_window(self.workers_per_dir, max(end - start for _, start, end in ranges))
-                  if self.read_ahead_bytes == "auto" else int(self.read_ahead_bytes))
+        window = self._window(data_dir, max(end - start for _, start, end in ranges))
+        try:
+            queue = queue_of(data_dir)
+        except OSError:
+            queue = None
+        turns = disk_turns(queue.disk) if gated and queue is not None else None  # one reader at a time a disk
+        self._read_ahead[data_dir] = ReadAhead(ranges, window, piece_bytes(queue), gated, on_read, turns)
+
+    def in_disk_order(self, data_dir: str, planned: PlannedScans) -> PlannedScans:
+        """``planned`` in disk order (:func:`mploader.engine.diskorder.disk_ordered`), a partition's segments too
+        where half the read-ahead's window holds them."""
+        return disk_ordered(planned, self._window(data_dir, 0) // 2)
+
+    def _window(self, data_dir: str, largest_range: int) -> int:
+        """The read-ahead's window of ``data_dir`` whose largest range is ``largest_range``."""
+        window = (auto_window(self.workers_per_dir, largest_range) if self.read_ahead_bytes == "auto"
+                  else int(self.read_ahead_bytes))
         budget = self.budget(data_dir)
         if budget is not None:  # the kernel would read the whole window at the disk's speed
             window = min(window, budget.piece_bytes)
-        self._read_ahead[data_dir] = ReadAhead(ranges, window, piece_bytes(data_dir), gated, on_read)
+        return window
 
     def close(self, kill: bool = False) -> None:
         """End what the engine started (``kill``: at once, on Ctrl-C)."""

@@ -11,8 +11,8 @@ device, and every scan waits for its range to be read: the scans, however many, 
   bytes are not in the page cache (a warm load reads nothing from the disk: it keeps the usual order and workers);
 * :func:`disk_ordered`: the dir's planned partitions by where the first byte each scans lies on the device
   (``FS_IOC_FIEMAP``, exact; ext4, xfs and btrfs map it), else by inode number (ext4 and xfs put a new file's
-  first blocks near its inode: close, not exact).  A partition's segments stay in offset order (Phase 2's), and
-  Phase 2 takes the partitions in this order too: the reader reads them in the order they are asked for.
+  first blocks near its inode: close, not exact), and a small partition's segments in that order too.  Phase 2
+  takes the partitions in this order: the reader reads them as they are asked for.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import struct
 from collections.abc import Sequence
 
 from mploader.disk import Disk
-from mploader.engine.plan import DirPlan, Partition, PlannedScans
+from mploader.engine.plan import DirPlan, PlannedScans
 from mploader.format.files import open_regular
 from mploader.format.names import LOG_SUFFIX
 from mploader.host.devices import queue_of
-from mploader.scan import SegmentTask
 
 FS_IOC_FIEMAP = 0xC020660B  # _IOWR('f', 11, struct fiemap)
 _FIEMAP = struct.Struct("=QQIIII")  # fm_start, fm_length, fm_flags, fm_mapped_extents, fm_extent_count, fm_reserved
@@ -54,30 +53,35 @@ def physical_offset(fd: int, offset: int) -> int | None:
     return None if flags & _NO_PLACE else physical + max(0, offset - logical)
 
 
-def _place(path: str, offset: int) -> tuple[int, int]:
-    """The sort key of a partition whose first planned scan reads ``path`` from ``offset``: (0, its byte on the
-    device), else (1, the file's inode number), else (2, 0): a file that cannot be opened goes last."""
+def _place(path: str, offset: int) -> tuple[tuple[int, int], int]:
+    """Where a scan of ``path`` from ``offset`` starts reading, as a sort key: (0, its byte on the device), else (1,
+    the file's inode number), else (2, 0) (a file that cannot be opened: last); and the bytes it reads."""
     try:
         fd, st = open_regular(path)
     except OSError:
-        return 2, 0
+        return (2, 0), 0
     try:
         physical = physical_offset(fd, offset)
     except OSError:
         physical = None
     finally:
         os.close(fd)
-    return (1, st.st_ino) if physical is None else (0, physical)
+    return ((1, st.st_ino) if physical is None else (0, physical)), max(0, st.st_size - offset)
 
 
-def disk_ordered(planned: PlannedScans) -> PlannedScans:
-    """``planned``'s partitions in the order their first planned bytes lie on the device (see the module
-    docstring); partitions with nothing to scan last, in their order."""
-    def key(entry: tuple[Partition, list[SegmentTask]]) -> tuple[int, int]:
-        tasks = entry[1]
-        return (3, 0) if not tasks else _place(tasks[0].path, tasks[0].start)
-
-    return sorted(planned, key=key)
+def disk_ordered(planned: PlannedScans, within_bytes: int) -> PlannedScans:
+    """``planned``'s partitions in the order their first planned bytes lie on the device, partitions with nothing
+    to scan last; the segments of a partition that scans at most ``within_bytes`` in the order they lie too (the
+    read-ahead's window holds it whole: Phase 2, which takes them in offset order, waits for them only while the
+    partition is read); a bigger partition's in offset order (Phase 2's: its segments are big, a seek between them
+    costs little).  One ``FS_IOC_FIEMAP`` a segment."""
+    parts = []
+    for part, tasks in planned:
+        placed = [(*_place(t.path, t.start), t) for t in tasks]
+        if sum(size for _, size, _ in placed) <= within_bytes:
+            placed.sort(key=lambda p: p[0])
+        parts.append((placed[0][0] if placed else (3, 0), part, [t for _, _, t in placed]))
+    return [(part, tasks) for _, part, tasks in sorted(parts, key=lambda p: p[0])]
 
 
 def reads_in_disk_order(plan: DirPlan, read_ahead_bytes: int | str) -> bool:

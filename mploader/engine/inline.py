@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mploader.engine.base import Engine
-from mploader.engine.diskorder import disk_ordered
 from mploader.engine.plan import DirPlan, Partition, file_size
 from mploader.scan import SegmentScan, SegmentTask
 
@@ -23,7 +22,7 @@ class InlineEngine(Engine):
                 continue
             gated = self.one_reader(plan)
             if gated:
-                in_order = disk_ordered(self.plan(plan))
+                in_order = self.in_disk_order(plan.data_dir, self.plan(plan))
                 order[plan.data_dir] = [part for part, _ in in_order]
             else:
                 rank = {part: i for i, part in enumerate(plan.partitions)}

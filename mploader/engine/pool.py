@@ -74,7 +74,6 @@ from mploader.engine.chunks import (
     task_key,
 )
 from mploader.engine.cleanup import claim, load_prefix, release, remove_orphaned_blocks
-from mploader.engine.diskorder import disk_ordered
 from mploader.engine.plan import DirPlan, Partition, PlannedScans
 from mploader.engine.throttle import wait_turn
 from mploader.engine.worker import (
@@ -314,7 +313,7 @@ class PoolEngine(Engine):
             planned = self.plan(plan)  # in Phase 2's order: the biggest partitions first, or the disk's
             gated = self.one_reader(plan)
             if gated:
-                planned = disk_ordered(planned)
+                planned = self.in_disk_order(plan.data_dir, planned)
             order[plan.data_dir] = [part for part, _ in planned]
             budget = self.budget(plan.data_dir)
             # with a budget every scan is in pieces of it, at its turn: none whole in the parent

@@ -26,7 +26,8 @@ Two ways to run, as the engine chooses per data dir (:mod:`mploader.engine.disko
   only once its range is read (:meth:`ReadAhead.wait_read`, :meth:`ReadAhead.ready`; the pool submits a chunk
   then), so however many scan, the disk sees one sequential stream of large requests.  Its reads are what every
   scan waits for: the normal I/O class.  No scan waits for a thread that waits for room in its window (the scans
-  it waits for might be the waiting ones): the gate opens then, and when the thread ends or is closed.
+  it waits for might be the waiting ones): the gate opens then, and when the thread ends or is closed.  The gated
+  threads of one disk (several data dirs on it) take turns, a range each (:class:`DiskTurns`).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mploader.format.files import open_regular
-from mploader.host.devices import queue_of
+from mploader.host.devices import Queue
 
 STEP_BYTES = 4 * 1024 * 1024  # the largest piece of advice (vda here: 4 MiB requests, 8 MiB read-ahead)
 WINDOW_BYTES = 256 * 1024 * 1024  # asked ahead beyond what the busy scans hold (auto_window)
 CLOSE_WAIT_S = 0.2  # close() waits this long for the thread (see there)
+TURN_POLL_S = 0.1  # a reader waiting for its disk's turn looks this often whether it was closed
 
 Range = tuple[str, int, int]  # path, start, end
 
@@ -66,15 +68,47 @@ def _available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def piece_bytes(path: str) -> int:
-    """The read-ahead's piece for files on ``path``'s device: what one ``WILLNEED`` reads there (the larger of its
-    ``read_ahead_kb`` and ``max_sectors_kb``), at most :data:`STEP_BYTES`; that where the device is unknown."""
-    try:
-        queue = queue_of(path)
-    except OSError:
-        queue = None
+def piece_bytes(queue: Queue | None) -> int:
+    """The read-ahead's piece for files on the device of ``queue``: what one ``WILLNEED`` reads there (the larger
+    of its ``read_ahead_kb`` and ``max_sectors_kb``), at most :data:`STEP_BYTES`; that where the device is unknown."""
     sizes = [] if queue is None else [b for b in (queue.read_ahead_bytes, queue.max_request_bytes) if b]
     return min(STEP_BYTES, max(sizes)) if sizes else STEP_BYTES
+
+
+class DiskTurns:
+    """The gated read-aheads of one disk take turns, a range each, in the order they ask (several data dirs on one
+    disk: one reader at a time, or the head would jump between them at every piece)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[object] = deque()  # the readers asking, the one whose turn it is first
+
+    def take(self, reader: object, stopped: Callable[[], bool]) -> bool:
+        """Wait for ``reader``'s turn; False (not taken) once ``stopped`` says so."""
+        with self._cond:
+            self._queue.append(reader)
+            while self._queue[0] is not reader:
+                if stopped():
+                    self._queue.remove(reader)
+                    self._cond.notify_all()
+                    return False
+                self._cond.wait(TURN_POLL_S)
+        return True
+
+    def give(self, reader: object) -> None:
+        with self._cond:
+            self._queue.remove(reader)
+            self._cond.notify_all()
+
+
+_TURNS: dict[str, DiskTurns] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def disk_turns(disk: str) -> DiskTurns:
+    """The turns of the gated read-aheads of ``disk`` (a kernel device name: :attr:`Queue.disk`)."""
+    with _TURNS_LOCK:
+        return _TURNS.setdefault(disk, DiskTurns())
 
 
 def auto_window(workers: int, largest_range: int) -> int:
@@ -90,7 +124,8 @@ class _Piece:
 
     fd: int  # the descriptor it was asked through
     byte: int  # its last byte
-    read: int  # the ranges read once it is
+    range: int  # the range it is of
+    last: bool = False  # the last piece asked of its range: the range is read once it is
 
 
 class ReadAhead:
@@ -99,16 +134,19 @@ class ReadAhead:
     ``on_read`` is called (in the thread) whenever a scan may have stopped waiting."""
 
     def __init__(self, ranges: Sequence[Range], window: int, step: int = STEP_BYTES, gated: bool = False,
-                 on_read: Callable[[], None] | None = None):
+                 on_read: Callable[[], None] | None = None, turns: DiskTurns | None = None):
         self.window = max(window, step)  # room for one piece, or the thread could never move
         self.step = step
         self.ranges = tuple(ranges)
         self.gated = gated
         self.advised = 0  # bytes asked for so far
         self.scanned = 0  # bytes reported done
-        self.read = 0  # ranges read (the first ``read`` of them), in order
+        self.read = 0  # ranges read (in the order given, mostly the scans' order: see engine.diskorder)
+        self._read = [False] * len(self.ranges)
         self._index = {(path, start): i for i, (path, start, _) in reversed(list(enumerate(self.ranges)))}
         self._on_read = on_read
+        self._turns = turns  # gated: the disk's turns, taken a range at a time (None: the disk is this one's)
+        self._holding = False  # the disk's turn is this reader's
         self._waiting_room = False  # the thread waits for scans to end: no scan may wait for it
         self._ended = False
         self._stopped = False
@@ -148,8 +186,7 @@ class ReadAhead:
         self._thread.join(timeout=CLOSE_WAIT_S)
 
     def _ready(self, i: int | None) -> bool:
-        return (not self.gated or i is None or i < self.read or self._waiting_room or self._ended
-                or self._stopped)
+        return not self.gated or i is None or self._read[i] or self._waiting_room or self._ended or self._stopped
 
     def _run(self) -> None:
         if not self.gated:  # gated, the scans wait for these reads: they are nobody's idle time
@@ -160,16 +197,18 @@ class ReadAhead:
                     return
             self._settle(0)
         finally:
-            for piece in self._in_flight:
-                self._close(piece.fd)
+            for fd in {piece.fd for piece in self._in_flight}:  # stopped: not waited for
+                os.close(fd)
             with self._cond:
                 self._ended = True
                 self._cond.notify_all()
             self._tell()
 
     def _advise(self, i: int, path: str, start: int, end: int) -> bool:
-        """Ask for range ``i`` piece by piece, at most two pieces in flight; False once stopped.  Advice only: a
-        file that cannot be opened, or changed, ends the advice for it."""
+        """Ask for range ``i`` piece by piece, at most two pieces in flight, in the disk's turn; False once stopped.
+        Advice only: a file that cannot be opened, or changed, ends the advice for it."""
+        if not self._take_turn():
+            return False
         try:
             self._advising, _ = open_regular(path)  # never a FIFO (the thread would block in open) nor a link
             for offset in range(start, end, self.step):
@@ -182,13 +221,14 @@ class ReadAhead:
         except OSError:
             pass
         finally:
+            self._give_turn()
             fd, self._advising = self._advising, None
             if fd is not None and all(p.fd != fd for p in self._in_flight):
                 os.close(fd)
-        if self._in_flight:  # the range is read once the last piece asked of it (or before it) is
-            self._in_flight[-1].read = i + 1
-        else:
-            self._mark(i + 1)
+        if self._in_flight and self._in_flight[-1].range == i:  # read once the last piece asked of it is
+            self._in_flight[-1].last = True
+        else:  # nothing asked of it, or all read already
+            self._mark(i)
         return True
 
     def _settle(self, keep: int) -> None:
@@ -197,18 +237,19 @@ class ReadAhead:
             piece = self._in_flight.popleft()
             _wait_for_read(piece.fd, piece.byte)
             self._close(piece.fd)
-            self._mark(piece.read)
+            if piece.last:
+                self._mark(piece.range)
 
     def _close(self, fd: int) -> None:
         """Close ``fd`` unless a piece in flight or the range being asked for still needs it."""
         if fd != self._advising and all(p.fd != fd for p in self._in_flight):
             os.close(fd)
 
-    def _mark(self, read: int) -> None:
+    def _mark(self, i: int) -> None:
+        """Range ``i`` is read."""
         with self._cond:
-            if read <= self.read:
-                return
-            self.read = read
+            self._read[i] = True
+            self.read += 1
             self._cond.notify_all()
         self._tell()
 
@@ -222,6 +263,7 @@ class ReadAhead:
                 self.advised += n
                 return True
         self._settle(0)
+        self._give_turn()  # the disk's other readers go on meanwhile
         with self._cond:
             self._waiting_room = True
             self._cond.notify_all()
@@ -230,10 +272,29 @@ class ReadAhead:
             while not self._stopped and self.advised + n - self.scanned > self.window:
                 self._cond.wait()
             self._waiting_room = False
-            if self._stopped:
-                return False
+        if not self._take_turn():
+            return False
+        with self._cond:
             self.advised += n
             return True
+
+    def _take_turn(self) -> bool:
+        """The disk's turn (at once where it has no turns); False once stopped."""
+        def stopped() -> bool:
+            with self._cond:
+                return self._stopped
+
+        if stopped():
+            return False
+        if self._turns is not None:
+            self._holding = self._turns.take(self, stopped)
+            return self._holding
+        return True
+
+    def _give_turn(self) -> None:
+        if self._turns is not None and self._holding:
+            self._turns.give(self)
+            self._holding = False
 
     def _tell(self) -> None:
         """``on_read``, whose failure is its caller's to see again (the engine tops up after every scan too)."""
@@ -280,4 +341,4 @@ def _wait_for_read(fd: int, byte: int) -> None:
         pass
 
 
-__all__ = ["ReadAhead", "auto_window", "piece_bytes", "STEP_BYTES", "WINDOW_BYTES"]
+__all__ = ["DiskTurns", "ReadAhead", "auto_window", "disk_turns", "piece_bytes", "STEP_BYTES", "WINDOW_BYTES"]

@@ -219,6 +219,7 @@ def _storage_devices(path: str, seen: set[str]) -> list[BlockDevice]:
 class Queue:
     """What the block layer says of the device a file system sits on (its disk's queue, for a partition)."""
 
+    disk: str  # the kernel's name of the device whose queue it is (a partition's disk)
     rotational: bool | None  # queue/rotational
     read_ahead_bytes: int | None  # queue/read_ahead_kb: the kernel's read-ahead of a file on it (the bdi's ra_pages)
     max_request_bytes: int | None  # queue/max_sectors_kb: the largest request it is sent (the bdi's io_pages)
@@ -240,7 +241,8 @@ def queue_of(path: str) -> Queue | None:
         return int(text) * 1024 if text and text.isdigit() else None
 
     rot = read_text(os.path.join(queue, "rotational"))
-    return Queue(None if rot is None else rot == "1", kib("read_ahead_kb"), kib("max_sectors_kb"))
+    return Queue(os.path.basename(sys_dir), None if rot is None else rot == "1", kib("read_ahead_kb"),
+                 kib("max_sectors_kb"))
 
 
 def storage_of(path: str) -> Storage:
