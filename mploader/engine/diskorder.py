@@ -115,7 +115,8 @@ def _last_log(partition_dir: str, disk: Disk | None) -> str | None:
 
 
 def cached_share(paths: Sequence[str]) -> float:
-    """The share of the files' bytes in the page cache (``cachestat``, nothing read); 0.0 where it cannot be asked."""
+    """The share of the files' pages in the page cache (``cachestat``, nothing read); 0.0 where it cannot be asked."""
+    page = os.sysconf("SC_PAGE_SIZE")
     cached = total = 0
     for path in paths:
         try:
@@ -128,8 +129,8 @@ def cached_share(paths: Sequence[str]) -> float:
             os.close(fd)
         if pages is None:
             return 0.0
-        cached += pages * os.sysconf("SC_PAGE_SIZE")
-        total += st.st_size
+        cached += pages
+        total += -(-st.st_size // page)
     return cached / total if total else 0.0
 
 

@@ -170,9 +170,10 @@ class PoolEngine(Engine):
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = NO_PROGRESS, chunk_bytes: int | None = None,
                  read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None, *,
-                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
+                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None,
+                 disk_order: bool | None = None):
         super().__init__(stats, progress, read_ahead_bytes, max_read_bytes_per_sec=max_read_bytes_per_sec,
-                         planned=planned)
+                         planned=planned, disk_order=disk_order)
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
