@@ -32,11 +32,11 @@ from mploader.host.cgroup import ReadLimits
 
 
 def worker_counts(text: str) -> tuple[int | str, ...]:
-    """``"1-4"``, ``"1,2,4,8"``, ``"1,2,adaptive"`` -> counts (and "adaptive")."""
+    """``"1-4"``, ``"1,2,4,8"``, ``"1,2,auto,adaptive"`` -> counts (and "auto", "adaptive")."""
     out: list[int | str] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         try:
-            if part == "adaptive":
+            if part in ("auto", "adaptive"):
                 out.append(part)
             elif "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
@@ -44,7 +44,7 @@ def worker_counts(text: str) -> tuple[int | str, ...]:
             else:
                 out.append(int(part))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,adaptive)")\
+            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,auto,adaptive)")\
                 from None
     if not out or any(isinstance(n, int) and n < 1 for n in out):
         raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
