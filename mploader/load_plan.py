@@ -84,9 +84,10 @@ def plan_load(cfg: LoaderConfig, plans: Sequence[DirPlan], watched: bool = True)
     (:func:`early_partition_workers`), the plans then left to the workers."""
     partitions = sum(len(p.partitions) for p in plans)
     # whether "auto" may load whole partitions in workers: never under a read budget (the scanning engine keeps it),
-    # nor where a dir is read by one reader in disk order (engine.diskorder): each worker would read it too
+    # nor where a dir that scans its segments is read by one reader in disk order (engine.diskorder): each worker
+    # would read it too
     auto = (cfg.segment_scan_workers_per_data_dir == "auto" and cfg.max_read_bytes_per_sec is None
-            and not any(reads_in_disk_order(p, cfg.read_ahead_bytes) for p in plans))
+            and not any(reads_in_disk_order(p, cfg.read_ahead_bytes) for p in plans if not p.clean or p.scan_all))
     done: dict[str, PlannedScans] = {}
     if auto and not watched:
         n, done = early_partition_workers(plans, partitions, start=cfg.worker_start)

@@ -44,8 +44,8 @@ def worker_counts(text: str) -> tuple[int | str, ...]:
             else:
                 out.append(int(part))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,auto,adaptive)")\
-                from None
+            raise argparse.ArgumentTypeError(
+                f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,auto,adaptive)") from None
     if not out or any(isinstance(n, int) and n < 1 for n in out):
         raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
     return tuple(out)
