@@ -21,7 +21,7 @@ from mploader.engine.diskorder import cached_share, disk_ordered, physical_offse
 from mploader.engine.inline import InlineEngine
 from mploader.engine.plan import DirPlan, plan_segment_scans
 from mploader.engine.pool import PoolEngine
-from mploader.engine.readahead import DiskTurns, ReadAhead, disk_turns, piece_bytes
+from mploader.engine.readahead import DiskTurns, ReadAhead, advice_bytes, disk_turns
 from mploader.host.cpus import usable_cpus
 from mploader.host.devices import queue_of
 from mploader.load_plan import plan_load
@@ -336,7 +336,7 @@ def _mean_request(dev: str, read: Callable[[], object]) -> tuple[float, int]:
 
 @root_only
 def test_one_willneed_reads_at_most_the_larger_of_read_ahead_and_largest_request(tmp_path: Path) -> None:
-    """Why the pieces are sized from the device (readahead.piece_bytes): the kernel cuts one WILLNEED there."""
+    """Why the pieces are sized from the device (readahead.advice_bytes): the kernel cuts one WILLNEED there."""
     with _loop_ext4(tmp_path) as (dev, mnt):
         path = write(mnt / "a.log", 8 * MiB)
         if not cachestat_works(path):
@@ -352,7 +352,7 @@ def test_one_willneed_reads_at_most_the_larger_of_read_ahead_and_largest_request
         assert eventually(lambda: cached_share([path]) * 8 * MiB >= cap)
         time.sleep(0.2)
         assert cached_share([path]) * 8 * MiB == cap  # not the 4 MiB asked for
-        assert piece_bytes(queue) == cap
+        assert advice_bytes(queue) == cap
 
 
 @root_only
@@ -366,7 +366,7 @@ def test_the_read_ahead_requests_are_never_smaller_than_the_kernels_own(tmp_path
                                                                      check=True))
         cold(*files)
         ranges = [(f, 0, os.path.getsize(f)) for f in files]
-        ra = ReadAhead(ranges, window=256 * MiB, step=piece_bytes(queue_of(str(mnt))), gated=True)
+        ra = ReadAhead(ranges, window=256 * MiB, step=advice_bytes(queue_of(str(mnt))), gated=True)
         try:
             ours, our_bytes = _mean_request(dev, lambda: eventually(lambda: ra.read == len(files)))
         finally:

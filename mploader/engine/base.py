@@ -29,7 +29,7 @@ from typing import Self
 
 from mploader.engine.diskorder import disk_ordered, reads_in_disk_order
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
-from mploader.engine.readahead import Range, ReadAhead, auto_window, disk_turns, piece_bytes
+from mploader.engine.readahead import Range, ReadAhead, advice_bytes, auto_window, disk_turns
 from mploader.engine.throttle import ReadBudget, paced_scan
 from mploader.host.devices import queue_of
 from mploader.progress import NO_PROGRESS, Progress
@@ -173,7 +173,7 @@ class Engine(abc.ABC):
         except OSError:
             queue = None
         turns = disk_turns(queue.disk) if gated and queue is not None else None  # one reader at a time a disk
-        self._read_ahead[data_dir] = ReadAhead(ranges, window, piece_bytes(queue), gated, on_read, turns)
+        self._read_ahead[data_dir] = ReadAhead(ranges, window, advice_bytes(queue), gated, on_read, turns)
 
     def in_disk_order(self, data_dir: str, planned: PlannedScans) -> PlannedScans:
         """``planned`` in disk order (:func:`mploader.engine.diskorder.disk_ordered`), a partition's segments too

@@ -7,7 +7,7 @@ queues the reads and returns, the thread moves on, and the scans find their page
 
 Pieces: the kernel reads at most the larger of the device's read-ahead and its largest request of one
 ``WILLNEED`` (``force_page_cache_ra``: 1280 KiB on a loop device, where a 4 MiB piece left 2.75 MiB to the
-scans' page faults, 128 KiB at a time).  So a piece is that size (:func:`piece_bytes`, from the device's queue,
+scans' page faults, 128 KiB at a time).  So a piece is that size (:func:`advice_bytes`, from the device's queue,
 at most :data:`STEP_BYTES`): every request the read-ahead makes is as large as the device takes, never smaller
 than the kernel's own read-ahead.
 
@@ -68,7 +68,7 @@ def _available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def piece_bytes(queue: Queue | None) -> int:
+def advice_bytes(queue: Queue | None) -> int:
     """The read-ahead's piece for files on the device of ``queue``: what one ``WILLNEED`` reads there (the larger
     of its ``read_ahead_kb`` and ``max_sectors_kb``), at most :data:`STEP_BYTES`; that where the device is unknown."""
     sizes = [] if queue is None else [b for b in (queue.read_ahead_bytes, queue.max_request_bytes) if b]
@@ -341,4 +341,4 @@ def _wait_for_read(fd: int, byte: int) -> None:
         pass
 
 
-__all__ = ["DiskTurns", "ReadAhead", "auto_window", "disk_turns", "piece_bytes", "STEP_BYTES", "WINDOW_BYTES"]
+__all__ = ["DiskTurns", "ReadAhead", "auto_window", "advice_bytes", "disk_turns", "STEP_BYTES", "WINDOW_BYTES"]
