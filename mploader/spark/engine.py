@@ -20,14 +20,22 @@ Data flow::
       session, no executor: mploader.spark.jobs) fails
       the load (SparkJobFailed) unless driver_fallback;
       a file changed since planning, or a task never
-      planned, is scanned here
+      planned, is scanned here; one the executor saw
+      otherwise while it is still as planned here:
+      WrongDataError (mploader.spark.identity)
     audit(dir, tasks) (verify): one job per wave of
       segments, audit_segment on the executors, the
       audits back in Arrow, yielded in order (a failed
-      job: as a failed scan)
+      job: as a failed scan; a file the executor saw
+      otherwise: as a scan's)
 
-Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The results never depend on
-where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine conformance tests.
+Every piece carries its data dir's identity and its file's size, mtime and inode as the driver planned them: an
+executor that sees another data dir at the path (another broker's on its local disk, or none) fails its task
+before it reads; one that sees another file answers so, and the driver, which alone can tell a file changed since
+planning from a host that sees other data, scans the first itself and fails on the second
+(:mod:`mploader.spark.identity`).  Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The
+results never depend on where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine
+conformance tests.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mploader.broker_config.meta import DirIdentity, identity_or_none
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     FileStat,
@@ -51,13 +60,14 @@ from mploader.engine.chunks import (
     stitch_whole,
     task_key,
 )
-from mploader.engine.plan import DirPlan, Partition, PlannedScans, file_size
+from mploader.engine.plan import DirPlan, Partition, PlannedScans
 from mploader.errors import LoadInterrupted
 from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
-from mploader.spark.arrow import audits_from_arrow, scans_from_arrow
+from mploader.spark.arrow import Scanned, audits_from_arrow, scans_from_arrow
+from mploader.spark.identity import WrongDataError
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
 from mploader.spark.phase1 import audit_frame, scan_frame
 from mploader.spark.session import check_session
@@ -111,7 +121,7 @@ class SparkEngine(Engine):
         self.driver_fallback = driver_fallback  # a failed job's pieces done in the driver (else the job's error)
         self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self._planned: dict[TaskKey, _Planned] = {}
-        self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
+        self._results: dict[int, tuple[Scanned, float]] = {}
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
         self._ids = itertools.count()
@@ -128,6 +138,7 @@ class SparkEngine(Engine):
             planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
             _, cut = plan_cuts((t for _, ts in planned for t in ts), self.workers_per_dir, self.chunk_bytes)
+            identity = identity_or_none(plan.data_dir)
             pieces: list[Piece] = []
             for task, st, cuts in cut:
                 chunks = chunk_tasks(task, cuts)
@@ -137,7 +148,7 @@ class SparkEngine(Engine):
                     tasks[pid] = chunk
                     end = st[0] if chunk.end is None else chunk.end
                     pieces.append(Piece(pid, chunk.path, chunk.base_offset, chunk.start, chunk.end, end - chunk.start,
-                                        chunk.index_interval))
+                                        chunk.index_interval, plan.data_dir, identity, st))
             per_dir.append(pieces)
         # every dir's first pieces in the first wave: Phase 2 loads the dirs side by side
         interleaved = [p for group in itertools.zip_longest(*per_dir) for p in group if p is not None]
@@ -188,14 +199,15 @@ class SparkEngine(Engine):
                 self.stats.inline_fallbacks += 1
                 self.driver_pieces += len(planned.pieces)
             return self.inline_source(data_dir).scan(task)
-        try:
-            fresh = file_stat(task.path) == planned.stat
-        except OSError:
-            fresh = False
-        if not fresh:  # the file changed since planning (e.g. a swap was completed): the pieces are of no use
+        if not _unchanged(task.path, planned.stat):  # since planning (e.g. a swap was completed): pieces of no use
+            return self.inline_source(data_dir).scan(task)
+        wrong = [r for r, _ in (g for g in got if g is not None) if isinstance(r, WrongDataError)]
+        if wrong:  # the executor saw another file than this one, which is as planned
+            self._wrong_data(data_dir, wrong[0], len(planned.pieces))
             return self.inline_source(data_dir).scan(task)
         parts = []
         for result, seconds in (g for g in got if g is not None):
+            assert not isinstance(result, WrongDataError)
             if isinstance(result, OSError):
                 raise OSError(result.errno, result.strerror, result.filename)
             with self.lock:
@@ -208,12 +220,23 @@ class SparkEngine(Engine):
         self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan
 
+    def _wrong_data(self, data_dir: str, error: WrongDataError, pieces: int) -> None:
+        """An executor saw other data than planned at a path this host still sees as planned: raised, or with
+        ``driver_fallback`` said in a WARN line, its ``pieces`` to be done here."""
+        if not self.driver_fallback:
+            raise error
+        log.warning("%s: %s; reading it in the driver (--driver-fallback)", data_dir, error)
+        with self.lock:
+            self.stats.inline_fallbacks += 1
+            self.driver_pieces += pieces
+
     # ---- verify's audits -----------------------------------------------------------------------
 
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
         """One Spark job per wave of segments, in order; a wave whose job failed fails the audit (SparkJobFailed),
-        or with ``driver_fallback`` is audited here."""
-        pieces = [Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)]
+        or with ``driver_fallback`` is audited here; so is a segment changed since it was planned."""
+        identity = identity_or_none(data_dir)
+        pieces = [_audit_piece(i, t, data_dir, identity) for i, t in enumerate(tasks)]
         for wave in waves(pieces, self.wave_bytes):
             if self._closed.is_set():
                 raise LoadInterrupted("the engine was closed")
@@ -231,7 +254,23 @@ class SparkEngine(Engine):
                 self.driver_pieces += sum(p.id not in got for p in wave)
                 self.stats.inline_fallbacks += sum(p.id not in got for p in wave)
             for p in wave:
-                yield got.get(p.id) or audit_segment(tasks[p.id])
+                audit = got.get(p.id)
+                if isinstance(audit, WrongDataError):
+                    self._audited_elsewhere(data_dir, audit, p)
+                    audit = None
+                yield audit or audit_segment(tasks[p.id])
+
+    def _audited_elsewhere(self, data_dir: str, error: WrongDataError, piece: Piece) -> None:
+        """A segment the executor saw otherwise is audited here: if it changed since planning (a running broker's
+        active segment), as a changed file is scanned here; else only with ``driver_fallback``."""
+        with self.lock:
+            self.executor_pieces -= 1
+        if piece.stat is not None and _unchanged(piece.path, piece.stat):
+            self._wrong_data(data_dir, error, 1)
+            return
+        with self.lock:
+            self.stats.inline_fallbacks += 1
+            self.driver_pieces += 1
 
     def close(self, kill: bool = False) -> None:
         """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""
@@ -244,6 +283,25 @@ class SparkEngine(Engine):
             thread.join()
         with self._arrived:
             self._arrived.notify_all()
+
+
+def _unchanged(path: str, planned: FileStat) -> bool:
+    """Whether ``path`` here is still the file planned with ``planned`` (its :func:`file_stat`)."""
+    try:
+        return file_stat(path) == planned
+    except OSError:
+        return False
+
+
+def _audit_piece(i: int, task: AuditTask, data_dir: str, identity: DirIdentity) -> Piece:
+    """Piece ``i``: ``task``'s whole file, with what the driver found of it (a file it cannot stat: 0 bytes, no
+    stat, the audit says why)."""
+    try:
+        stat: FileStat | None = file_stat(task.path)
+    except OSError:
+        stat = None
+    return Piece(i, task.path, task.base_offset, 0, None, 0 if stat is None else stat[0], data_dir=data_dir,
+                 identity=identity, stat=stat)
 
 
 __all__ = ["WAVE_BYTES", "SparkEngine", "waves"]

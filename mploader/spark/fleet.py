@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mploader.broker_config.meta import identity_or_none
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
 from mploader.errors import StartupFailedError
@@ -56,17 +57,8 @@ def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
 
 
 def _broker_of(path: str) -> tuple[str, str]:
-    props: dict[str, str] = {}
-    try:
-        with open(os.path.join(path, "meta.properties"), encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith("#"):
-                    props[key.strip()] = value.strip()
-    except (OSError, UnicodeDecodeError):
-        return ("dir", path)
-    node = props.get("node.id") or props.get("broker.id")
-    return ("dir", path) if node is None else (props.get("cluster.id", ""), node)
+    identity = identity_or_none(path)
+    return ("dir", path) if identity.node_id is None else (identity.cluster_id or "", identity.node_id)
 
 
 @dataclass(slots=True)

@@ -41,6 +41,7 @@ from mploader.result import LoadStats
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
+from mploader.spark.identity import DataDirs, WrongDataError, check_partition
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
@@ -67,18 +68,34 @@ def load_rows(config: bytes, level: int = logging.WARNING
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
     no dry-run mark), where the driver's user does not look.  The task's last row (``job`` :data:`TASK_WORK`)
-    carries them to the driver with what the task scanned and wrote, for the load's stats."""
+    carries them to the driver with what the task scanned and wrote, for the load's stats.
+
+    Before its first load, the task checks every one of its rows: each partition's data dir and files are those the
+    driver found (:func:`mploader.spark.identity.check_partition`), else :class:`WrongDataError` fails the task, and
+    nothing was read or written (a retried attempt checks the data dirs only: its first attempt may have written)."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        jobs: list[tuple[int, PartitionJob]] = [(row["job"], pickle.loads(row["spec"])) for batch in batches
+                                                for row in batch.to_pylist()]
+        dirs, files = DataDirs(), _first_attempt()
+        for _, job in jobs:
+            check_partition(job, dirs, files)
         here = PartitionsHere(pickle.loads(config))
         with collected(level) as collect:
-            for batch in batches:
-                for row in batch.to_pylist():
-                    yield _row(row["job"], here.load(pickle.loads(row["spec"])))
+            for i, job in jobs:
+                yield _row(i, here.load(job))
             work: TaskWork = (here.finish(), collect.records)  # the partitions durable before the task completes
             yield _row(TASK_WORK, work)
 
     return run
+
+
+def _first_attempt() -> bool:
+    """Whether this task is its first attempt (True outside a Spark task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is None or context.attemptNumber() == 0
 
 
 def task_work(outcome: bytes) -> LoadStats:
@@ -98,6 +115,8 @@ class SparkPartitions(PartitionRunner):
     """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks,
     ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`)."""
+
+    needs_planned_data = True  # a task may run on another host: it checks what the driver found (spark.identity)
 
     def __init__(self, spark: SparkSession, *, driver_fallback: bool = False,
                  executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
@@ -162,5 +181,5 @@ class SparkPartitions(PartitionRunner):
         return out
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "TaskWork", "load_rows",
-           "task_work"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "TaskWork",
+           "WrongDataError", "load_rows", "task_work"]
