@@ -42,7 +42,7 @@ from mploader.recovery.job import PartitionJob  # noqa: E402
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, RunEvents  # noqa: E402
 from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
 from mploader.scan.audit import AuditTask, audit_segment  # noqa: E402
-from tests.crashy_worker import tree_digest  # noqa: E402
+from tests.crashy_worker import result_digest, tree_digest  # noqa: E402
 from tests.spark_session import spark  # noqa: E402, F401
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (pip install -e '.[spark]')")
@@ -347,6 +347,13 @@ def test_executors_that_see_nothing_there_say_so(spark: Any, template: Path, tmp
         with pytest.raises(SparkJobFailed, match=rf"{b1} is not what the driver planned: not there "
                                                  r"\(FileNotFoundError"):
             fleet.load(spark, [str(b1)], LoaderConfig(), now_ms=NOW)
+        # --driver-fallback: the driver loads them, from its own view
+        fallback = fleet.load(spark, [str(b1)], LoaderConfig(), now_ms=NOW,
+                              policy=fleet.JobPolicy(driver_fallback=True))
+    (_, result), = fallback.results
+    assert result_digest(result, root) == result_digest(  # type: ignore[arg-type]
+        load_logs([str(b1)], LoaderConfig(dry_run=True), now_ms=NOW), root)
+    assert fleet.where_it_ran(fallback.engines) == {"on_executors": 0, "in_driver": _BROKER.partitions_per_topic}
     assert digests(root) == before
 
 

@@ -201,12 +201,13 @@ class SparkEngine(Engine):
             return self.inline_source(data_dir).scan(task)
         if not _unchanged(task.path, planned.stat):  # since planning (e.g. a swap was completed): pieces of no use
             return self.inline_source(data_dir).scan(task)
-        wrong = [r for r, _ in (g for g in got if g is not None) if isinstance(r, WrongDataError)]
+        answered = [g for g in got if g is not None]
+        wrong = [r for r, _ in answered if isinstance(r, WrongDataError)]
         if wrong:  # the executor saw another file than this one, which is as planned
             self._wrong_data(data_dir, wrong[0], len(planned.pieces))
             return self.inline_source(data_dir).scan(task)
         parts = []
-        for result, seconds in (g for g in got if g is not None):
+        for result, seconds in answered:
             assert not isinstance(result, WrongDataError)
             if isinstance(result, OSError):
                 raise OSError(result.errno, result.strerror, result.filename)
@@ -226,8 +227,13 @@ class SparkEngine(Engine):
         if not self.driver_fallback:
             raise error
         log.warning("%s: %s; reading it in the driver (--driver-fallback)", data_dir, error)
+        self._done_here(pieces)
+
+    def _done_here(self, pieces: int) -> None:
+        """``pieces`` an executor answered are done in the driver instead (counted so)."""
         with self.lock:
             self.stats.inline_fallbacks += 1
+            self.executor_pieces -= pieces
             self.driver_pieces += pieces
 
     # ---- verify's audits -----------------------------------------------------------------------
@@ -263,14 +269,10 @@ class SparkEngine(Engine):
     def _audited_elsewhere(self, data_dir: str, error: WrongDataError, piece: Piece) -> None:
         """A segment the executor saw otherwise is audited here: if it changed since planning (a running broker's
         active segment), as a changed file is scanned here; else only with ``driver_fallback``."""
-        with self.lock:
-            self.executor_pieces -= 1
         if piece.stat is not None and _unchanged(piece.path, piece.stat):
             self._wrong_data(data_dir, error, 1)
-            return
-        with self.lock:
-            self.stats.inline_fallbacks += 1
-            self.driver_pieces += 1
+        else:
+            self._done_here(1)
 
     def close(self, kill: bool = False) -> None:
         """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""

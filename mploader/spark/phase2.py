@@ -2,12 +2,13 @@
 
 The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
 clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
-The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes,
-what a resumed load recorded of it included), packed into Spark partitions by their cost
-(:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's pieces are
-(:func:`mploader.spark.tasks.binned_frame`); each task runs
+The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes
+and about 60 a file of its directory, what a resumed load recorded of it included), packed into Spark partitions
+by their cost (:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's
+pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
 :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
-identically mounted file system), scanning in the task
+identically mounted file system), once it has checked that it sees the data the driver planned for every one of
+them (:mod:`mploader.spark.identity`: the manager gives this runner's jobs what the driver found), scanning in the task
 (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
 partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
 ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better), then a last row
