@@ -4,9 +4,9 @@ never reported as a disk failure, an unreadable segment or an offline dir.
 
 * The executor functions themselves (``load_rows``, ``scan_pieces``, ``audit_pieces``), run here on the Arrow
   batches the driver's side makes, after the data changed in the window between the driver's planning and the task:
-  another broker's data dir at the path, a file replaced (another inode), no data dir.
-* Through Spark (``local[2]``): a file replaced in that window (a runner that changes it before it starts its job);
-  a segment that a running broker appends to after verify planned it is audited in the driver, no error.
+  another broker's data dir at the path, a file replaced (another inode), no data dir; and the driver's answer to
+  a segment that a running broker appended to after verify planned it: audited in the driver, no error.
+* Through Spark (``local[2]``): a file replaced in that window (a runner that changes it before it starts its job).
 * Executors that really see other data than the driver: their Python runs in a mount namespace of its own
   (``unshare``) where another broker's data dir, nothing, or another file is mounted at the planned path, and a host
   name of its own: ``spark load --apply``, its dry run and ``spark verify`` exit 1 with the message, and no file of
@@ -99,13 +99,13 @@ class _OneTask(PartitionRunner):
         self.between = between
 
     def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
-        from mploader.spark.phase2 import load_rows
+        from mploader.spark.phase2 import load_rows, recovered
 
         self.between(jobs)
-        batch = pa.record_batch([pa.array(range(len(jobs)), pa.int64()), pa.array([pickle.dumps(j) for j in jobs])],
-                                names=["job", "spec"])
-        rows = list(load_rows(pickle.dumps(cfg))([batch]))
-        return [pickle.loads(r.column("outcome")[0].as_py()) for r in rows[:-1]]
+        batch = pa.record_batch([pa.array([0] * len(jobs), pa.int64()), pa.array(range(len(jobs)), pa.int64()),
+                                 pa.array([pickle.dumps(j) for j in jobs])], names=["seat", "job", "spec"])
+        rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg))([batch])))
+        return recovered({0: (cfg, jobs)}, rows)[0][0]
 
 
 def test_a_task_that_sees_another_brokers_data_dir_fails_before_it_reads_or_writes(template: Path,
@@ -240,26 +240,33 @@ def test_a_file_replaced_after_the_drivers_planning_fails_the_spark_job(spark: A
     assert tree_digest(victim.parent) == before  # the other partitions' tasks may have recovered theirs
 
 
-def test_a_segment_appended_to_after_verify_planned_it_is_audited_in_the_driver(spark: Any,  # noqa: F811
-                                                                                 template: Path,
-                                                                                 tmp_path: Path) -> None:
-    """A running broker's active segment grows between the driver's planning and the executor's audit: the file
-    changed here too, so it is audited here (not a WrongDataError), as a file changed since planning is scanned."""
-    from mploader.result import LoadStats
-    from mploader.spark.engine import SparkEngine
+def test_a_segment_changed_since_the_driver_planned_it_is_audited_in_the_driver(template: Path,
+                                                                              tmp_path: Path) -> None:
+    """A running broker's active segment grows between the driver's planning and the executor's audit: the executor
+    answers that it is not the planned file, and the driver, which sees it changed too, audits it itself (no
+    WrongDataError); where the driver still sees the file as planned, the executor's WrongDataError is raised."""
+    from mploader.spark.arrow import audits_from_arrow
+    from mploader.spark.engine import audit_answer
+    from mploader.spark.identity import WrongDataError
+    from mploader.spark.phase1 import audit_pieces
+    from mploader.spark.tasks import Piece
 
     root = fresh(template, tmp_path)
     b1 = root / "b1" / "data-0"
-    tasks = [AuditTask(str(p), int(p.name[:20])) for p in sorted(partitions(b1)[0].glob("*.log"))]
-    assert len(tasks) >= 2
-    engine = SparkEngine(spark, LoadStats(), wave_bytes=1)  # a job per segment: the window between them
-    audits = engine.audit(str(b1), tasks)
-    assert next(audits) == audit_segment(tasks[0])
-    with open(tasks[1].path, "ab") as f:
+    log = sorted(partitions(b1)[0].glob("*.log"))[-1]
+
+    def planned() -> Any:
+        return Piece(0, str(log), int(log.name[:20]), 0, None, log.stat().st_size, data_dir=str(b1),
+                     identity=identity_or_none(str(b1)), stat=file_stat(str(log)))
+
+    piece = planned()
+    with open(log, "ab") as f:  # the broker appends
         f.write(b"\0" * 100)
-    rest = list(audits)
-    assert rest == [audit_segment(t) for t in tasks[1:]] and rest[0].size_bytes == os.path.getsize(tasks[1].path)
-    assert (engine.executor_pieces, engine.driver_pieces) == (len(tasks) - 1, 1)
+    answer = audits_from_arrow(pa.Table.from_batches(list(audit_pieces([_piece_batch([piece])]))))[0]
+    assert isinstance(answer, WrongDataError) and "size" in str(answer)
+    assert audit_answer(answer, piece) is None  # changed here too: audited here
+    with pytest.raises(WrongDataError):
+        audit_answer(answer, planned())  # as planned here: the executor sees other data
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,7 +378,7 @@ def test_executors_that_see_another_file_fail_the_scans_and_audits(spark: Any, t
     other = tmp_path / "other.log"
     shutil.copyfile(active, other)
     before = digests(root)
-    pattern = rf"on host {HOST}, {active} is not what the driver planned: .*inode"
+    pattern = rf"on host {HOST}, {active} is not what the driver planned: .*inode"  # raised by the driver
     with executors_seeing(spark, tmp_path, [(other, active)]):
         with pytest.raises(WrongDataError, match=pattern):
             fleet.verify(spark, [str(b1)], LoaderConfig(), now_ms=NOW, predict=False)

@@ -133,3 +133,22 @@ def test_a_url_is_written_by_spark_a_path_by_the_driver() -> None:
     assert _local_path("/tmp/out") == "/tmp/out" and _local_path("out") == "out"
     assert _local_path("file:///tmp/out") == "/tmp/out" and _local_path("file:/tmp/out") == "/tmp/out"
     assert _local_path("hdfs://nn/out") is None and _local_path("s3a://bucket/out") is None
+
+
+def test_spark_load_documents_carry_the_warnings_of_mploader_load(tmp_path: Path) -> None:
+    """Each broker's document has the ``warnings`` ``mploader load --json`` has: its executors' lines too (the
+    truncations), not only the driver's."""
+    import json
+
+    _need_spark()
+    d, _ = _lossy_broker(tmp_path / "src")
+    single, spark = tmp_path / "single", tmp_path / "spark"
+    shutil.copytree(d, single)
+    shutil.copytree(d, spark)
+    ref = _mploader("load", str(single), "--now-ms", str(NOW), "--json")
+    got = _mploader("spark", "load", str(spark), "--out", str(tmp_path / "out"), "--now-ms", str(NOW), "--json")
+    assert got.returncode == ref.returncode, (ref.stderr, got.stderr)
+    want = [w.replace(str(single), "DIR") for w in json.loads(ref.stdout)["warnings"]]
+    brokers = json.loads(got.stdout)["brokers"]
+    assert len(brokers) == 1 and any("truncat" in w.lower() for w in want), want
+    assert [w.replace(str(spark), "DIR") for w in brokers[0]["warnings"]] == want

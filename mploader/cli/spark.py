@@ -90,11 +90,16 @@ def run_spark(args: argparse.Namespace) -> int:
                                   verbosity=args.verbose + vars(args).get("sub_verbose", 0), conf=conf)
             if args.spark_command == "verify":
                 run = fleet.verify(spark, args.dirs, setup.config, now_ms=args.now_ms, policy=policy)
-                tables, ran = run.tables, fleet.where_it_ran(run.engines)
+                tables = run.tables
+                ran: dict[str, Any] = {**fleet.where_it_ran(run.engines), "brokers": len(run.reports),
+                                       "spark_jobs": run.spark_jobs,
+                                       "predictions": fleet.where_it_ran(run.predictions)}
             else:
                 loaded = fleet.load(spark, args.dirs, setup.config, apply=args.apply, now_ms=args.now_ms,
                                     policy=policy)
-                tables, ran = loaded.tables, fleet.where_it_ran(loaded.engines)
+                tables = loaded.tables
+                ran = {**fleet.where_it_ran(loaded.engines), "brokers": len(loaded.results),
+                       "spark_jobs": loaded.spark_jobs}
             paths = tables.write(args.out)
             master, app = spark.sparkContext.master, spark.sparkContext.appName
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
@@ -107,7 +112,8 @@ def run_spark(args: argparse.Namespace) -> int:
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
                   "unit": unit.replace("(s)", "s"), **ran}
     wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "
-             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s; {ran['on_executors']} {unit} on the "
+             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s, {ran['spark_jobs']} Spark job(s) for "
+             f"{ran['brokers']} broker(s); {ran['on_executors']} {unit} on the "
              f"executors, {ran['in_driver']} in the driver)")
     if args.spark_command == "verify":
         report = run.report
@@ -148,7 +154,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
     failed = lost = False
     docs: list[dict[str, Any]] = []
     lines = [] if args.apply else ["dry run: nothing on disk was changed; this is what the load would do"]
-    for dirs, result in loaded.results:
+    for (dirs, result), warnings in zip(loaded.results, loaded.warnings, strict=True):
         if isinstance(result, Exception):
             failed = True
             message = f"a Kafka broker would fail to start on this input: {result}"
@@ -158,7 +164,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
             continue
         failed = failed or bool(result.offline_dirs)
         lost = lost or lost_acknowledged(result)
-        docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
+        docs.append({"dirs": dirs, **result_document(result, dry_run, warnings)})
         lines.extend(summary_lines(result, dry_run))
     _answer(args, {"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
                    "brokers": docs, "spark": spark_info}, [*lines, wrote])

@@ -32,7 +32,7 @@ Data flow::
 Every piece carries its data dir's identity and its file's size, mtime and inode as the driver planned them: an
 executor that sees another data dir at the path (another broker's on its local disk, or none) fails its task
 before it reads; one that sees another file answers so, and the driver, which alone can tell a file changed since
-planning from a host that sees other data, scans the first itself and fails on the second
+planning from a host that sees other data, reads the first itself and fails on the second
 (:mod:`mploader.spark.identity`).  Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The
 results never depend on where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine
 conformance tests.
@@ -45,7 +45,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,15 +60,16 @@ from mploader.engine.chunks import (
     stitch_whole,
     task_key,
 )
-from mploader.engine.plan import DirPlan, Partition, PlannedScans
+from mploader.engine.plan import DirPlan, Partition, PlannedScans, file_size
 from mploader.errors import LoadInterrupted
 from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 from mploader.spark.arrow import Scanned, audits_from_arrow, scans_from_arrow
+from mploader.spark.gathering import Seat
 from mploader.spark.identity import WrongDataError
-from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
+from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
 from mploader.spark.phase1 import audit_frame, scan_frame
 from mploader.spark.session import check_session
 from mploader.spark.tasks import Piece, cores, piece_frame
@@ -101,13 +102,36 @@ def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
     return out
 
 
+class AuditJob:
+    """One Spark job auditing the segments of any number of dirs (a fleet's, each its seat:
+    :class:`mploader.spark.gathering.Gathering` calls it once per round), packed by bytes
+    (:func:`mploader.spark.tasks.piece_frame`); each dir's audits in its tasks' order (None: to be audited in the
+    driver, :func:`audit_answer`)."""
+
+    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
+        self.spark = spark
+        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
+        self.job_group = job_group("audit")  # its Spark jobs' group (statusTracker)
+
+    def __call__(self, work: Mapping[int, Sequence[AuditTask]]) -> dict[int, list[SegmentAudit | None]]:
+        ids = itertools.count()
+        identities: dict[str, DirIdentity] = {}
+        pieces = {seat: [_audit_piece(next(ids), t, identities) for t in tasks] for seat, tasks in work.items()}
+        every = [p for ps in pieces.values() for p in ps]
+        dirs = f"{len(work)} dirs" if len(work) > 1 else "a dir"
+        got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, every)), self.job_group,
+                                        f"mploader verify: {len(every)} segments of {dirs}", self.executor_timeout))
+        return {seat: [audit_answer(got.get(p.id), p) for p in ps] for seat, ps in pieces.items()}
+
+
 class SparkEngine(Engine):
     """Phase 1 in Spark tasks (see the module docstring); ``workers_per_dir`` is the cluster's cores."""
 
     def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
                  chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES, *,
                  max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None,
-                 driver_fallback: bool = False, executor_timeout: float | None = EXECUTOR_TIMEOUT):
+                 driver_fallback: bool = False, executor_timeout: float | None = EXECUTOR_TIMEOUT,
+                 audit_seats: Mapping[str, Seat[Sequence[AuditTask], list[SegmentAudit | None]]] | None = None):
         # the executors read: the driver's hints help none
         super().__init__(stats, progress, read_ahead_bytes=0, max_read_bytes_per_sec=max_read_bytes_per_sec,
                          planned=planned)
@@ -125,7 +149,9 @@ class SparkEngine(Engine):
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
         self._ids = itertools.count()
-        self.job_group = f"mploader-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
+        self.job_group = job_group("phase1")  # its Spark jobs' group (statusTracker)
+        self.audit_job = AuditJob(spark, executor_timeout)  # verify's audits, where no seat is given
+        self.audit_seats = audit_seats or {}  # per data dir: its seat at a fleet's audit job
         self._thread: threading.Thread | None = None
 
     # ---- Phase 1 of a load ---------------------------------------------------------------------
@@ -204,7 +230,13 @@ class SparkEngine(Engine):
         answered = [g for g in got if g is not None]
         wrong = [r for r, _ in answered if isinstance(r, WrongDataError)]
         if wrong:  # the executor saw another file than this one, which is as planned
-            self._wrong_data(data_dir, wrong[0], len(planned.pieces))
+            if not self.driver_fallback:
+                raise wrong[0]
+            log.warning("%s: %s; scanning it in the driver (--driver-fallback)", data_dir, wrong[0])
+            with self.lock:
+                self.stats.inline_fallbacks += 1
+                self.executor_pieces -= len(planned.pieces)
+                self.driver_pieces += len(planned.pieces)
             return self.inline_source(data_dir).scan(task)
         parts = []
         for result, seconds in answered:
@@ -221,58 +253,40 @@ class SparkEngine(Engine):
         self.progress.segments_scanned(data_dir, 1, scan.bytes_read)
         return scan
 
-    def _wrong_data(self, data_dir: str, error: WrongDataError, pieces: int) -> None:
-        """An executor saw other data than planned at a path this host still sees as planned: raised, or with
-        ``driver_fallback`` said in a WARN line, its ``pieces`` to be done here."""
-        if not self.driver_fallback:
-            raise error
-        log.warning("%s: %s; reading it in the driver (--driver-fallback)", data_dir, error)
-        self._done_here(pieces)
-
-    def _done_here(self, pieces: int) -> None:
-        """``pieces`` an executor answered are done in the driver instead (counted so)."""
-        with self.lock:
-            self.stats.inline_fallbacks += 1
-            self.executor_pieces -= pieces
-            self.driver_pieces += pieces
-
     # ---- verify's audits -----------------------------------------------------------------------
 
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
-        """One Spark job per wave of segments, in order; a wave whose job failed fails the audit (SparkJobFailed),
-        or with ``driver_fallback`` is audited here; so is a segment changed since it was planned."""
-        identity = identity_or_none(data_dir)
-        pieces = [_audit_piece(i, t, data_dir, identity) for i, t in enumerate(tasks)]
-        for wave in waves(pieces, self.wave_bytes):
+        """The dir's audits in order: with a seat for it (:attr:`audit_seats`: a fleet's one job for every dir),
+        in its gathering's job, else in one job per wave of segments; a failed job fails the audit
+        (SparkJobFailed), and so does a segment an executor saw otherwise (WrongDataError), or with
+        ``driver_fallback`` its segments are audited here; so is a segment changed since it was planned."""
+        seat = self.audit_seats.get(data_dir)
+        if seat is not None:
+            yield from self._audited(data_dir, tasks, seat.submit)
+            return
+        for wave in waves([Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)],
+                          self.wave_bytes):
             if self._closed.is_set():
                 raise LoadInterrupted("the engine was closed")
-            try:
-                got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, wave)), self.job_group,
-                                                f"mploader verify {data_dir}", self.executor_timeout))
-            except SparkJobFailed as e:
-                if not self.driver_fallback:
-                    raise
-                log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
-                            len(wave))
-                got = {}
-            with self.lock:
-                self.executor_pieces += len(got)
-                self.driver_pieces += sum(p.id not in got for p in wave)
-                self.stats.inline_fallbacks += sum(p.id not in got for p in wave)
-            for p in wave:
-                audit = got.get(p.id)
-                if isinstance(audit, WrongDataError):
-                    self._audited_elsewhere(data_dir, audit, p)
-                    audit = None
-                yield audit or audit_segment(tasks[p.id])
+            yield from self._audited(data_dir, [tasks[p.id] for p in wave], lambda some: self.audit_job({0: some})[0])
 
-    def _audited_elsewhere(self, data_dir: str, error: WrongDataError, piece: Piece) -> None:
-        """A segment the executor saw otherwise is audited here: if it changed since planning (a running broker's
-        active segment), as a changed file is scanned here; else only with ``driver_fallback``."""
-        if piece.stat is not None and _unchanged(piece.path, piece.stat):
-            self._wrong_data(data_dir, error, 1)
-        else:
-            self._done_here(1)
+    def _audited(self, data_dir: str, tasks: Sequence[AuditTask],
+                 job: Callable[[Sequence[AuditTask]], list[SegmentAudit | None]]) -> Iterator[SegmentAudit]:
+        try:
+            got = job(tasks)
+        except (SparkJobFailed, WrongDataError) as e:
+            if not self.driver_fallback:
+                raise
+            log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
+                        len(tasks))
+            got = [None] * len(tasks)
+        missed = sum(a is None for a in got)
+        with self.lock:
+            self.executor_pieces += len(tasks) - missed
+            self.driver_pieces += missed
+            self.stats.inline_fallbacks += missed
+        for task, audit in zip(tasks, got, strict=True):
+            yield audit or audit_segment(task)
 
     def close(self, kill: bool = False) -> None:
         """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""
@@ -295,15 +309,29 @@ def _unchanged(path: str, planned: FileStat) -> bool:
         return False
 
 
-def _audit_piece(i: int, task: AuditTask, data_dir: str, identity: DirIdentity) -> Piece:
+def _audit_piece(i: int, task: AuditTask, identities: dict[str, DirIdentity]) -> Piece:
     """Piece ``i``: ``task``'s whole file, with what the driver found of it (a file it cannot stat: 0 bytes, no
-    stat, the audit says why)."""
+    stat, the audit says why) and of its data dir (``identities``: those read so far, by dir)."""
+    data_dir = os.path.dirname(os.path.dirname(task.path))  # a segment of verify's: DATA_DIR/PARTITION/NAME.log
+    if data_dir not in identities:
+        identities[data_dir] = identity_or_none(data_dir)
     try:
         stat: FileStat | None = file_stat(task.path)
     except OSError:
         stat = None
     return Piece(i, task.path, task.base_offset, 0, None, 0 if stat is None else stat[0], data_dir=data_dir,
-                 identity=identity, stat=stat)
+                 identity=identities[data_dir], stat=stat)
 
 
-__all__ = ["WAVE_BYTES", "SparkEngine", "waves"]
+def audit_answer(audit: SegmentAudit | WrongDataError | None, piece: Piece) -> SegmentAudit | None:
+    """The driver's side of ``piece``'s audit: the executor's, or None where it is to be audited here (no answer, or
+    a file changed since planning: a running broker's active segment); the executor's WrongDataError raised where
+    this host still sees the file as planned (the executor sees other data)."""
+    if not isinstance(audit, WrongDataError):
+        return audit
+    if piece.stat is not None and _unchanged(piece.path, piece.stat):
+        raise audit
+    return None
+
+
+__all__ = ["WAVE_BYTES", "AuditJob", "SparkEngine", "audit_answer", "waves"]
