@@ -1,23 +1,25 @@
 """Phase 2 on the executors: each partition directory recovered by a Spark task, in segment order.
 
-The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the clean-shutdown
-marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner, which runs a
-:class:`RecoveryJob` of its own or, seated at a fleet's gathering (:mod:`mploader.spark.gathering`), the one job of
-every broker's partitions. The partitions travel as rows (:data:`JOB_COLUMNS`: the load's seat and each
-:class:`PartitionJob` pickled, a few hundred bytes and about 60 a file of its directory, what a resumed load recorded
-of it included), packed into Spark partitions by their cost (:func:`mploader.runners.processes.partition_cost`:
-``.log`` bytes and a weight a segment) as Phase 1's pieces are (:func:`mploader.spark.tasks.binned_frame`); each task
-runs :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
-identically mounted file system), once it has checked that it sees the data the driver planned for every one of them
-(:mod:`mploader.spark.identity`: the manager gives this runner's jobs what the driver found), scanning in the task
-(Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per partition:
-the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a ``LoadedLog`` holds the
-producer map and the epoch cache, which no flat Arrow row would say better), then its last rows (``job``
-:data:`TASK_WORK`): per load what the task scanned and wrote, for the load's stats, and the mploader log records its
-loads made (truncations, deleted segments, rebuilt indexes: at the driver's level and above). The driver logs them
-through its own handlers once Spark's job is done, as the process pool's parent logs its workers' records
-(:mod:`mploader.runners.processes`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
-attempts that failed answer nothing), and the executors print none of them.
+The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
+clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner, which
+runs a :class:`RecoveryJob` of its own or, seated at a fleet's gathering (:mod:`mploader.spark.gathering`), the one
+job of every broker's partitions. The partitions travel as rows (:data:`JOB_COLUMNS`: the load's seat and each
+:class:`PartitionJob` pickled, a few hundred bytes and about 60 a file of its directory, what a resumed load
+recorded of it included), packed into Spark
+partitions by their cost (:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment)
+as Phase 1's pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
+:func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
+identically mounted file system), once it has checked that it sees the data the driver planned for every one of
+them (:mod:`mploader.spark.identity`: the manager gives this runner's jobs what the driver found), scanning in the
+task (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
+partition: the loaded log, or the exception Kafka's load would end
+with, pickled in a binary column (a ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow
+row would say better), then its last rows (``job`` :data:`TASK_WORK`): per load what the task scanned and wrote, for
+the load's stats, and the mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
+the driver's level and above). The driver logs them through its own handlers once Spark's job is done, as the
+process pool's parent logs its workers' records (:mod:`mploader.runners.processes`): the load's WARN lines read as
+``mploader load``'s, once each (a retried task's attempts that failed answer nothing), and the executors print none
+of them.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory
 (:class:`mploader.disk.dry_run.DryRunDisk`); an applied load writes through :class:`mploader.disk.real.RealDisk`
