@@ -90,7 +90,7 @@ def test_spark_verify_is_verify_logs_broker_by_broker(spark, fleet_template: Pat
     inventory = run.tables.inventory.toPandas()
     assert len(inventory) == sum(len(p.segments) for p in merged.partitions) == run.tables.inventory_rows
     invalid = inventory[inventory.crc == "invalid"]
-    assert len(invalid) > 0 and set(invalid.broker.str.contains("b3")) == {True}
+    assert len(invalid) > 0 and set(invalid.data_dir.str.contains("/b3/")) == {True}
     summary = run.tables.summary.toPandas()
     assert len(summary) == len(merged.partitions)
     assert (summary.healthy == [p.healthy for p in merged.partitions]).all()

@@ -35,7 +35,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from mploader import LoaderConfig, load_logs  # noqa: E402
-from mploader.broker_config.meta import identity_or_none  # noqa: E402
+from mploader.broker_config.meta import read_meta_properties  # noqa: E402
 from mploader.engine.chunks import file_stat  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.recovery.job import PartitionJob  # noqa: E402
@@ -185,7 +185,7 @@ def test_the_executor_side_of_scans_and_audits(template: Path, tmp_path: Path) -
     b1 = root / "b1" / "data-0"
     log = sorted(partitions(b1)[0].glob("*.log"))[-1]
     base = int(log.name[:20])
-    identity = identity_or_none(str(b1))
+    identity = read_meta_properties(str(b1))
     size = log.stat().st_size
 
     def piece(stat: Any, identity: Any = identity) -> Any:
@@ -202,7 +202,7 @@ def test_the_executor_side_of_scans_and_audits(template: Path, tmp_path: Path) -
     scan = scanned(planned)
     assert isinstance(scan, SegmentScan) and scan.valid_bytes == scan_segment(SegmentTask(str(log), base)).valid_bytes
     assert audited(planned) == audit_segment(AuditTask(str(log), base))
-    other = piece(file_stat(str(log)), identity_or_none(str(root / "b2" / "data-0")))
+    other = piece(file_stat(str(log)), read_meta_properties(str(root / "b2" / "data-0")))
     for executor_side in (scan_pieces, audit_pieces):
         with pytest.raises(WrongDataError, match="node.id 1 \\(the driver's: 2\\)"):
             list(executor_side([_piece_batch([other])]))
@@ -257,7 +257,7 @@ def test_a_segment_changed_since_the_driver_planned_it_is_audited_in_the_driver(
 
     def planned() -> Any:
         return Piece(0, str(log), int(log.name[:20]), 0, None, log.stat().st_size, data_dir=str(b1),
-                     identity=identity_or_none(str(b1)), stat=file_stat(str(log)))
+                     identity=read_meta_properties(str(b1)), stat=file_stat(str(log)))
 
     piece = planned()
     with open(log, "ab") as f:  # the broker appends

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mploader.broker_config.meta import DirIdentity, identity_or_none
+from mploader.broker_config.meta import MetaProperties, read_meta_properties
 from mploader.config import LoaderConfig
 from mploader.disk import NO_HOOK, Disk, MutationHook, open_disk
 from mploader.engine.base import EngineFactory
@@ -277,9 +277,8 @@ def _run(states: list[DirState], plans: list[DirPlan], load: _Load, runner: Part
     planned = {**planned, **runner.planned}
     for s in states:  # what was planned (an unclean dir's scans), else nothing: counted as they go
         report_plan(progress, planned.get(s.path), s.path, load.disk)
-    identities = {s.path: identity_or_none(s.path) for s in states} if runner.needs_planned_data else {}
-    jobs = [(s, _job(s, path, tp, kind, load.now, identities.get(s.path))) for s in states
-            for path, tp, kind in s.partitions]
+    identities = {s.path: read_meta_properties(s.path) for s in states} if runner.needs_planned_data else None
+    jobs = [(s, _job(s, path, tp, kind, load.now, identities)) for s in states for path, tp, kind in s.partitions]
     outcomes = _Outcomes(jobs, load, gauges, runner.reports_scans, t0)
     try:
         for i, outcome in enumerate(runner.run([job for _, job in jobs], load.cfg, outcomes)):
@@ -299,12 +298,13 @@ def _run(states: list[DirState], plans: list[DirPlan], load: _Load, runner: Part
 
 
 def _job(s: DirState, path: str, tp: TopicPartition, kind: DirKind, now: int,
-         identity: DirIdentity | None) -> PartitionJob:
-    """``identity``: the data dir's, for a runner that needs what this host found (None: it does not)."""
+         identities: dict[str, MetaProperties | None] | None) -> PartitionJob:
+    """``identities``: the data dirs' ``meta.properties``, for a runner that needs what this host found (None: it
+    does not)."""
     return PartitionJob(s.path, path, tp, kind, s.clean, s.recovery_points.get(tp, 0), s.log_starts.get(tp, 0),
                         None if s.high_watermarks is None else s.high_watermarks.get(tp), now,
                         s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None,
-                        s.sized_logs.get(path), None if identity is None else planned_data(identity, path))
+                        s.sized_logs.get(path), None if identities is None else planned_data(identities[s.path], path))
 
 
 class _Gauges:

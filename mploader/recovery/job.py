@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mploader.broker_config.meta import DirIdentity
+from mploader.broker_config.meta import MetaProperties
 from mploader.config import LoaderConfig
 from mploader.disk.base import Disk
 from mploader.format.names import DirKind, TopicPartition
@@ -32,7 +32,7 @@ class PlannedData:
     """What the driver found of a partition's data before the job left it: its data dir's ``meta.properties``
     identity and the partition directory's files (:func:`listed_files`; None: not listable there)."""
 
-    identity: DirIdentity
+    identity: MetaProperties | None  # None: no meta.properties Kafka would read
     files: tuple[ListedFile, ...] | None
 
 
@@ -51,7 +51,7 @@ def listed_files(directory: str) -> tuple[ListedFile, ...]:
     return tuple(sorted(out))
 
 
-def planned_data(identity: DirIdentity, directory: str) -> PlannedData:
+def planned_data(identity: MetaProperties | None, directory: str) -> PlannedData:
     """``directory``'s files as found now, with its data dir's ``identity``."""
     try:
         return PlannedData(identity, listed_files(directory))

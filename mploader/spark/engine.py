@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mploader.broker_config.meta import DirIdentity, identity_or_none
+from mploader.broker_config.meta import MetaProperties, read_meta_properties
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     FileStat,
@@ -115,7 +115,7 @@ class AuditJob:
 
     def __call__(self, work: Mapping[int, Sequence[AuditTask]]) -> dict[int, list[SegmentAudit | None]]:
         ids = itertools.count()
-        identities: dict[str, DirIdentity] = {}
+        identities: dict[str, MetaProperties | None] = {}
         pieces = {seat: [_audit_piece(next(ids), t, identities) for t in tasks] for seat, tasks in work.items()}
         every = [p for ps in pieces.values() for p in ps]
         dirs = f"{len(work)} dirs" if len(work) > 1 else "a dir"
@@ -164,7 +164,7 @@ class SparkEngine(Engine):
             planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
             _, cut = plan_cuts((t for _, ts in planned for t in ts), self.workers_per_dir, self.chunk_bytes)
-            identity = identity_or_none(plan.data_dir)
+            identity = read_meta_properties(plan.data_dir)
             pieces: list[Piece] = []
             for task, st, cuts in cut:
                 chunks = chunk_tasks(task, cuts)
@@ -309,12 +309,12 @@ def _unchanged(path: str, planned: FileStat) -> bool:
         return False
 
 
-def _audit_piece(i: int, task: AuditTask, identities: dict[str, DirIdentity]) -> Piece:
+def _audit_piece(i: int, task: AuditTask, identities: dict[str, MetaProperties | None]) -> Piece:
     """Piece ``i``: ``task``'s whole file, with what the driver found of it (a file it cannot stat: 0 bytes, no
     stat, the audit says why) and of its data dir (``identities``: those read so far, by dir)."""
     data_dir = os.path.dirname(os.path.dirname(task.path))  # a segment of verify's: DATA_DIR/PARTITION/NAME.log
     if data_dir not in identities:
-        identities[data_dir] = identity_or_none(data_dir)
+        identities[data_dir] = read_meta_properties(data_dir)
     try:
         stat: FileStat | None = file_stat(task.path)
     except OSError:

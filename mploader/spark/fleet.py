@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from mploader.broker_config.meta import identity_or_none
+from mploader.broker_config.meta import broker_key, read_meta_properties
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
 from mploader.errors import LoadInterrupted, StartupFailedError
@@ -38,7 +38,7 @@ from mploader.scan.audit import AuditTask, SegmentAudit
 from mploader.spark.engine import AuditJob, SparkEngine
 from mploader.spark.gathering import Gathering, Seat
 from mploader.spark.jobs import EXECUTOR_TIMEOUT
-from mploader.spark.output import FleetTables, load_tables, verify_tables
+from mploader.spark.output import FleetTables, RunInfo, load_tables, verify_tables
 from mploader.spark.phase2 import Recovered, Recovery, RecoveryJob, SparkPartitions
 from mploader.spark.session import check_session
 from mploader.verify import VerifyReport, verify_logs
@@ -53,16 +53,11 @@ _T = TypeVar("_T")
 
 def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
     """The dirs grouped by broker (see the module docstring), in the order first seen."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for d in data_dirs:
         path = os.path.abspath(os.fspath(d))
-        groups.setdefault(_broker_of(path), []).append(path)
+        groups.setdefault(broker_key(path, read_meta_properties(path)), []).append(path)
     return list(groups.values())
-
-
-def _broker_of(path: str) -> tuple[str, str]:
-    identity = identity_or_none(path)
-    return ("dir", path) if identity.node_id is None else (identity.cluster_id or "", identity.node_id)
 
 
 class BrokerWarnings(logging.Handler):
@@ -161,6 +156,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     Kafka would refuse to start is reported, not raised; a failed Spark job raises
     :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("load --apply" if apply else "load")
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
     groups = brokers(log_dirs)
     job = RecoveryJob(spark, policy.executor_timeout)
@@ -181,7 +177,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     with BrokerWarnings() as collector:
         loads = _each_broker(one, groups, spark, [(recoveries, job.job_group)])
     results = [(dirs, result) for dirs, result, _ in loads]
-    return FleetLoad(load_tables(spark, results), results, engines, [w for _, _, w in loads], recoveries.rounds,
+    return FleetLoad(load_tables(spark, results, run), results, engines, [w for _, _, w in loads], recoveries.rounds,
                      (job.job_group,))
 
 
@@ -191,6 +187,7 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
     every broker's prediction (a dry-run load) in another (:mod:`mploader.spark.gathering`); a failed Spark job
     raises :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("verify")
     cfg = config or LoaderConfig()
     groups = brokers(log_dirs)
     audit_job, prediction_job = AuditJob(spark, policy.executor_timeout), RecoveryJob(spark, policy.executor_timeout)
@@ -212,7 +209,7 @@ def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], conf
     t0 = time.perf_counter()
     reports = _each_broker(one, groups, spark, [(audits, audit_job.job_group),
                                                 (predictions, prediction_job.job_group)])
-    return FleetVerify(verify_tables(spark, reports), reports, engines, runners, time.perf_counter() - t0,
+    return FleetVerify(verify_tables(spark, reports, run), reports, engines, runners, time.perf_counter() - t0,
                        audits.rounds + predictions.rounds, (audit_job.job_group, prediction_job.job_group))
 
 

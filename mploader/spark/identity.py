@@ -6,8 +6,8 @@ on every host), a task placed on another host finds another broker's data dir th
 checks, before it reads a byte of a segment and before it writes one:
 
 * the data dir's identity, its ``meta.properties`` (``cluster.id``, ``node.id`` or ``broker.id``, ``directory.id``
-  where present: :mod:`mploader.broker_config.meta`), read by the driver once per dir and by a task once per dir
-  it touches: the same, or both without one;
+  where present, read as Kafka reads them: :mod:`mploader.broker_config.meta`), read by the driver once per dir and
+  by a task once per dir it touches: the same, or both without one;
 * the files: a load's partition directory holds the files the driver listed, each with the same size, mtime and
   inode (:class:`mploader.recovery.job.PlannedData`); a scan's or an audit's file has the size, mtime and inode the
   driver planned it with (:func:`mploader.engine.chunks.file_stat`).
@@ -26,7 +26,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mploader.broker_config.meta import DirIdentity, read_identity
+from mploader.broker_config.meta import MetaProperties, load_meta_properties
 from mploader.engine.chunks import FileStat, file_stat
 from mploader.errors import MploaderError
 from mploader.recovery.job import ListedFile, PartitionJob, listed_files
@@ -45,7 +45,8 @@ def wrong_data(path: str, what: str) -> WrongDataError:
 
 
 def _why(error: BaseException) -> str:
-    return f"not there ({type(error).__name__}: {error})"
+    what = "not there" if isinstance(error, FileNotFoundError) else "not readable"
+    return f"{what} ({type(error).__name__}: {error})"
 
 
 def _differences(found: Iterable[tuple[str, object]], planned: Iterable[tuple[str, object]]) -> str:
@@ -53,41 +54,50 @@ def _differences(found: Iterable[tuple[str, object]], planned: Iterable[tuple[st
                      for (name, got), (_, want) in zip(found, planned, strict=True) if got != want)
 
 
-def _identity_fields(identity: DirIdentity) -> list[tuple[str, object]]:
-    return [("cluster.id", identity.cluster_id), ("node.id", identity.node_id),
-            ("directory.id", identity.directory_id)]
+def _identity_fields(meta: MetaProperties | None) -> list[tuple[str, object]]:
+    """What of a ``meta.properties`` names the dir (all None: none, or one that names nothing)."""
+    m = meta or MetaProperties(None, None, None)
+    return [("cluster.id", m.cluster_id), ("node.id", m.node_id), ("directory.id", m.directory_id)]
+
+
+def _said(fields: list[tuple[str, object]]) -> str:
+    return " ".join(f"{name}={value}" for name, value in fields if value is not None) or "none"
+
+
+_NONE = _identity_fields(None)
 
 
 def _stat_fields(stat: FileStat) -> list[tuple[str, object]]:
     return [("size", stat[0]), ("mtime_ns", stat[1]), ("inode", stat[2])]
 
 
-def check_data_dir(data_dir: str, planned: DirIdentity) -> None:
-    """WrongDataError unless ``data_dir`` is there with the identity the driver read (both none: the files decide)."""
+def check_data_dir(data_dir: str, planned: MetaProperties | None) -> None:
+    """WrongDataError unless ``data_dir`` is there with the ``meta.properties`` identity the driver read (both none:
+    the files decide)."""
+    want = _identity_fields(planned)
     try:
         os.stat(data_dir)
     except OSError as e:
         raise wrong_data(data_dir, _why(e)) from None
     try:
-        found = read_identity(data_dir)
-    except (OSError, ValueError) as e:  # no meta.properties, or none readable: the driver read none either?
-        if planned.known:
-            raise wrong_data(data_dir, f"meta.properties {_why(e)}, the driver read {planned}") from None
+        got = _identity_fields(load_meta_properties(data_dir))
+    except (OSError, ValueError) as e:  # none Kafka would read: the driver read none either?
+        if want != _NONE:
+            raise wrong_data(data_dir, f"meta.properties {_why(e)}, the driver read {_said(want)}") from None
         return
-    if found != planned:
+    if got != want:
         raise wrong_data(data_dir, "meta.properties: " + (
-            _differences(_identity_fields(found), _identity_fields(planned)) if planned.known and found.known
-            else f"{found} (the driver's: {planned})"))
+            _differences(got, want) if _NONE not in (got, want) else f"{_said(got)} (the driver's: {_said(want)})"))
 
 
 class DataDirs:
     """The data dirs a task found to be the driver's: each checked once (:func:`check_data_dir`)."""
 
     def __init__(self) -> None:
-        self._right: dict[str, DirIdentity] = {}
+        self._right: dict[str, MetaProperties | None] = {}
 
-    def check(self, data_dir: str, planned: DirIdentity) -> None:
-        if self._right.get(data_dir) != planned:
+    def check(self, data_dir: str, planned: MetaProperties | None) -> None:
+        if data_dir not in self._right or self._right[data_dir] != planned:
             check_data_dir(data_dir, planned)
             self._right[data_dir] = planned
 
@@ -140,7 +150,7 @@ def file_problem(path: str, planned: FileStat) -> WrongDataError | None:
 def piece_problem(row: Mapping[str, Any], dirs: DataDirs) -> WrongDataError | None:
     """A piece's row (:data:`mploader.spark.tasks.PIECE_COLUMNS`): WrongDataError raised unless its data dir is the
     driver's, returned where its file is not the one the driver planned (the driver tells which it is); None: it is."""
-    dirs.check(row["data_dir"], DirIdentity(row["cluster_id"], row["node_id"], row["directory_id"]))
+    dirs.check(row["data_dir"], MetaProperties(row["cluster_id"], row["node_id"], row["directory_id"]))
     if row["inode"] is None:  # the driver could not stat it: the scan or audit says why, as there
         return None
     return file_problem(row["path"], (row["file_size"], row["mtime_ns"], row["inode"]))

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mploader.broker_config.meta import DirIdentity
+from mploader.broker_config.meta import MetaProperties
 from mploader.engine.chunks import FileStat
 
 if TYPE_CHECKING:
@@ -39,13 +39,13 @@ class Piece:
     end: int | None
     size: int  # bytes to read (what the packing weighs)
     index_interval: int | None = None  # a whole segment's scan also drafts its recovery (mploader.scan.draft)
-    data_dir: str = ""  # its data dir, and that dir's identity as the driver read it
-    identity: DirIdentity = DirIdentity()
+    data_dir: str = ""  # its data dir, and that dir's meta.properties as the driver read it (None: none)
+    identity: MetaProperties | None = None
     stat: FileStat | None = None  # its file as the driver planned it (None: not stat-able there, the task says why)
 
 
 PIECE_COLUMNS = ("piece long, path string, base_offset long, start long, end long, index_interval long, "
-                 "data_dir string, cluster_id string, node_id string, directory_id string, "
+                 "data_dir string, cluster_id string, node_id long, directory_id string, "
                  "file_size long, mtime_ns long, inode long")
 
 
@@ -77,8 +77,9 @@ def binned_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], sizes: Se
 
 def piece_row(p: Piece) -> tuple[Any, ...]:
     """``p`` as a row of :data:`PIECE_COLUMNS`."""
-    return (p.id, p.path, p.base_offset, p.start, p.end, p.index_interval, p.data_dir, p.identity.cluster_id,
-            p.identity.node_id, p.identity.directory_id, *(p.stat or (None, None, None)))
+    meta = p.identity or MetaProperties(None, None, None)
+    return (p.id, p.path, p.base_offset, p.start, p.end, p.index_interval, p.data_dir, meta.cluster_id, meta.node_id,
+            meta.directory_id, *(p.stat or (None, None, None)))
 
 
 def piece_frame(spark: SparkSession, pieces: Sequence[Piece]) -> DataFrame:
