@@ -25,9 +25,9 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from mploader import LoaderConfig, __version__  # noqa: E402
+from mploader.broker_config.meta import MetaProperties, broker_key, meta_properties  # noqa: E402
 from mploader.broker_config.properties import read_properties  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
-from mploader.spark.identity import MetaProperties, broker_key, meta_properties  # noqa: E402
 from tests.kafkadir import NOW  # noqa: E402
 from tests.spark_session import spark  # noqa: E402, F401
 from tests.test_cli_operator import _lossy_broker  # noqa: E402

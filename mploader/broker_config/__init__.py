@@ -1,5 +1,6 @@
 """A broker's own configuration, given to a load as the broker gives it to its own: its ``server.properties``
-(:mod:`.properties`, :mod:`.broker`) and its topics' configs (:mod:`.topic`; from files: :mod:`.topic_file`).
+(:mod:`.properties`, :mod:`.broker`) and its topics' configs (:mod:`.topic`; from files: :mod:`.topic_file`); which
+broker and directory a data dir is, its ``meta.properties`` (:mod:`.meta`).
 
 :func:`loader_setup` is the one place where they meet: a topic's value is its override from ``--topic-config``,
 else its override in the cluster's metadata (a KRaft metadata image: ``image_topic_configs``), else the broker

@@ -43,8 +43,8 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         q.set_defaults(_prog=q.prog)  # "mploader spark verify" in its messages (output.fail)
         q.add_argument("dirs", nargs="*", metavar="DIR", help="data directories of one or more brokers (grouped "
-                       "by their meta.properties' node.id); the executors must see them at the same paths "
-                       "(default: --config's log.dirs)")
+                       "by their meta.properties' node.id); the executors must see them at the same paths, which "
+                       "each task checks (default: --config's log.dirs)")
         add_config_arguments(q)
         q.add_argument("--master", metavar="URL", default=None,
                        help="Spark master (default: spark-submit's, else local[*])")

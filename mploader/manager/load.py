@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mploader.broker_config.meta import MetaProperties, read_meta_properties
 from mploader.config import LoaderConfig
 from mploader.disk import NO_HOOK, Disk, MutationHook, open_disk
 from mploader.engine.base import EngineFactory
@@ -48,7 +49,7 @@ from mploader.metrics import (
     Tags,
 )
 from mploader.progress import Progress, ProgressTracker
-from mploader.recovery.job import PartitionJob
+from mploader.recovery.job import PartitionJob, planned_data
 from mploader.recovery.resume import RecoveryPointWriter, forget as forget_recovered, read_recovered
 from mploader.result import LoadedLog, LoadResult, LoadStats
 from mploader.runners import LoadingThreads, Outcome, PartitionRunner, RunEvents
@@ -276,7 +277,8 @@ def _run(states: list[DirState], plans: list[DirPlan], load: _Load, runner: Part
     planned = {**planned, **runner.planned}
     for s in states:  # what was planned (an unclean dir's scans), else nothing: counted as they go
         report_plan(progress, planned.get(s.path), s.path, load.disk)
-    jobs = [(s, _job(s, path, tp, kind, load.now)) for s in states for path, tp, kind in s.partitions]
+    identities = {s.path: read_meta_properties(s.path) for s in states} if runner.needs_planned_data else None
+    jobs = [(s, _job(s, path, tp, kind, load.now, identities)) for s in states for path, tp, kind in s.partitions]
     outcomes = _Outcomes(jobs, load, gauges, runner.reports_scans, t0)
     try:
         for i, outcome in enumerate(runner.run([job for _, job in jobs], load.cfg, outcomes)):
@@ -295,11 +297,14 @@ def _run(states: list[DirState], plans: list[DirPlan], load: _Load, runner: Part
     return [outcomes.logs[i] for i in sorted(outcomes.logs)]
 
 
-def _job(s: DirState, path: str, tp: TopicPartition, kind: DirKind, now: int) -> PartitionJob:
+def _job(s: DirState, path: str, tp: TopicPartition, kind: DirKind, now: int,
+         identities: dict[str, MetaProperties | None] | None) -> PartitionJob:
+    """``identities``: the data dirs' ``meta.properties``, for a runner that needs what this host found (None: it
+    does not)."""
     return PartitionJob(s.path, path, tp, kind, s.clean, s.recovery_points.get(tp, 0), s.log_starts.get(tp, 0),
                         None if s.high_watermarks is None else s.high_watermarks.get(tp), now,
                         s.recovered.get(tp) if kind in (DirKind.LIVE, DirKind.FUTURE) else None,
-                        s.sized_logs.get(path))
+                        s.sized_logs.get(path), None if identities is None else planned_data(identities[s.path], path))
 
 
 class _Gauges:

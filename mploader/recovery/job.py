@@ -3,15 +3,19 @@
 The manager (Kafka's LogManager) reads each data dir once: its clean-shutdown marker, its checkpoints, its
 listing.  A :class:`PartitionJob` carries the part of that one partition needs, so that the partition can be
 loaded anywhere the files are: in one of the manager's loading threads, or in a Spark task on an executor
-(:mod:`mploader.spark.phase2`).  :func:`load_partition` is the load itself, the same code in both places.
+(:mod:`mploader.spark.phase2`).  :func:`load_partition` is the load itself, the same code in both places.  A job
+loaded on another host carries what the driver found (:class:`PlannedData`), which the task checks before it reads
+or writes a byte (:mod:`mploader.spark.identity`): a host that sees other data at the paths must not load it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mploader.broker_config.meta import MetaProperties
 from mploader.config import LoaderConfig
 from mploader.disk.base import Disk
 from mploader.format.names import DirKind, TopicPartition
@@ -19,6 +23,40 @@ from mploader.recovery.loader import LogLoader, PartitionContext
 from mploader.recovery.resume import Recovered
 from mploader.result import LoadedLog
 from mploader.scan import ScanSource
+
+ListedFile = tuple[str, int, int, int]  # a file of a partition directory: name, size, mtime_ns, inode
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedData:
+    """What the driver found of a partition's data before the job left it: its data dir's ``meta.properties``
+    identity and the partition directory's files (:func:`listed_files`; None: not listable there)."""
+
+    identity: MetaProperties | None  # None: no meta.properties Kafka would read
+    files: tuple[ListedFile, ...] | None
+
+
+def listed_files(directory: str) -> tuple[ListedFile, ...]:
+    """The regular files of ``directory`` (links followed, as ``File.isFile``), by name, with their size, mtime and
+    inode: a file with the same three is the same file, unchanged.  OSError: the directory cannot be listed."""
+    out: list[ListedFile] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                if entry.is_file():
+                    st = entry.stat()
+                    out.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+            except FileNotFoundError:  # gone since the listing: not there
+                continue
+    return tuple(sorted(out))
+
+
+def planned_data(identity: MetaProperties | None, directory: str) -> PlannedData:
+    """``directory``'s files as found now, with its data dir's ``identity``."""
+    try:
+        return PlannedData(identity, listed_files(directory))
+    except OSError:  # the load meets it where it runs (an IOException: the data dir goes offline)
+        return PlannedData(identity, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +73,8 @@ class PartitionJob:
     recovered: Recovered | None = None  # --resumable: what a killed load recorded of it (recovery.resume)
     # its .log files' bytes and number as the preflight sized them (None: not sized), for the runners' cost
     logs: tuple[int, int] | None = None
+    # what the driver found, for a runner on other hosts to check (PartitionRunner.needs_planned_data; None: unchecked)
+    planned: PlannedData | None = None
 
 
 def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
@@ -58,4 +98,4 @@ def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: Scan
     return loaded, ctx
 
 
-__all__ = ["PartitionJob", "load_partition"]
+__all__ = ["ListedFile", "PartitionJob", "PlannedData", "listed_files", "load_partition", "planned_data"]

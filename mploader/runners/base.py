@@ -54,6 +54,9 @@ class PartitionRunner(abc.ABC):
     gauges_per_dir = 0
     #: the partitions load in other processes (said in the load's first log lines)
     elsewhere = True
+    #: its loads may run on other hosts: each job carries what this one found of its data
+    #: (:class:`~mploader.recovery.job.PlannedData`), checked there before a byte is read or written
+    needs_planned_data = False
 
     def order(self, plans: Sequence[DirPlan]) -> Mapping[str, list[Partition]]:
         """Per data dir, the order in which the partitions should be loaded, its Phase 1 started where it runs

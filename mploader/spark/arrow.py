@@ -7,7 +7,9 @@ recovery draft a whole-segment scan makes travels the same way, so that Phase 2 
 does after a pool worker's scan.
 
 An ``OSError`` raised by the scan (a path the executor cannot read) is a row too, with ``errno``,
-``error`` and ``filename`` set: the caller raises it again where an inline scan would have raised it.
+``error`` and ``filename`` set: the caller raises it again where an inline scan would have raised it.  A piece
+whose file is not the one the driver planned (:func:`mploader.spark.identity.piece_problem`) is a row with
+``wrong_data`` set, a scan's or an audit's: the :class:`~mploader.spark.identity.WrongDataError` it would raise.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mploader.scan import BATCH_TABLE, SegmentScan, SegmentTask, Stop
 from mploader.scan.audit import SegmentAudit
 from mploader.scan.draft import RecoveryDraft
 from mploader.scan.table import INDEX_DRAFT
+from mploader.spark.identity import WrongDataError
 
 
 def struct_type(dtype: np.dtype[Any]) -> pa.StructType:
@@ -78,13 +81,18 @@ SCAN_SCHEMA = pa.schema([
     ("errno", pa.int32()),  # set with error and filename when the scan raised an OSError
     ("error", pa.string()),
     ("filename", pa.string()),
+    ("wrong_data", pa.string()),  # set alone: the file is not the one the driver planned (WrongDataError's text)
 ])
 
 _EMPTY_DRAFT = (np.empty(0, INDEX_DRAFT), np.empty(0, _ROW), np.empty(0, _ROW))
 
 
-def scans_to_arrow(pieces: list[int], results: list[tuple[SegmentScan | OSError, float]]) -> pa.RecordBatch:
-    """One row per scanned piece: its scan (or the OSError it raised) and the seconds it took."""
+Scanned = SegmentScan | OSError | WrongDataError  # a piece's scan, the OSError it raised, or why it was not read
+
+
+def scans_to_arrow(pieces: list[int], results: list[tuple[Scanned, float]]) -> pa.RecordBatch:
+    """One row per scanned piece: its scan (or the OSError it raised, or its WrongDataError) and the seconds it
+    took."""
     scans = [r if isinstance(r, SegmentScan) else None for r, _ in results]
     errors = [r if isinstance(r, OSError) else None for r, _ in results]
     drafts = [None if s is None else s.draft for s in scans]
@@ -121,13 +129,14 @@ def scans_to_arrow(pieces: list[int], results: list[tuple[SegmentScan | OSError,
         pa.array([None if e is None else e.errno for e in errors], pa.int32()),
         pa.array([None if e is None else (e.strerror or str(e)) for e in errors], pa.string()),
         pa.array([None if e is None else e.filename for e in errors], pa.string()),
+        pa.array([str(r) if isinstance(r, WrongDataError) else None for r, _ in results], pa.string()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SCAN_SCHEMA)
 
 
-def scans_from_arrow(table: pa.Table, tasks: dict[int, SegmentTask]) -> dict[int, tuple[SegmentScan | OSError, float]]:
-    """Per piece, the scan (or OSError) of ``tasks[piece]`` that a :func:`scans_to_arrow` row holds, and its
-    seconds."""
+def scans_from_arrow(table: pa.Table, tasks: dict[int, SegmentTask]) -> dict[int, tuple[Scanned, float]]:
+    """Per piece, the scan (or OSError, or WrongDataError) of ``tasks[piece]`` that a :func:`scans_to_arrow` row
+    holds, and its seconds."""
     pieces = table.column("piece").to_pylist()
     batches = tables_of(table.column("batches"), BATCH_TABLE)
     index = tables_of(table.column("draft_index"), INDEX_DRAFT)
@@ -135,9 +144,12 @@ def scans_from_arrow(table: pa.Table, tasks: dict[int, SegmentTask]) -> dict[int
     epoch_rows = tables_of(table.column("draft_epoch_rows"), _ROW)
     plain = {name: table.column(name).to_pylist() for name in SCAN_SCHEMA.names
              if not name.startswith(("batches", "draft_index", "draft_producer", "draft_epoch"))}
-    out: dict[int, tuple[SegmentScan | OSError, float]] = {}
+    out: dict[int, tuple[Scanned, float]] = {}
     for i, piece in enumerate(pieces):
         seconds = plain["seconds"][i]
+        if plain["wrong_data"][i] is not None:
+            out[piece] = (WrongDataError(plain["wrong_data"][i]), seconds)
+            continue
         if plain["error"][i] is not None:
             out[piece] = (OSError(plain["errno"][i], plain["error"][i], plain["filename"][i]), seconds)
             continue
@@ -156,24 +168,30 @@ def scans_from_arrow(table: pa.Table, tasks: dict[int, SegmentTask]) -> dict[int
 # A SegmentAudit as an Arrow row: its fields by their annotations (a field verify adds later travels too)
 _AUDIT_TYPES = {"int": pa.int64(), "int | None": pa.int64(), "str": pa.string(), "str | None": pa.string(),
                 "list[tuple[int, int]]": pa.list_(pa.list_(pa.int64()))}
+# (a row with ``wrong_data`` set holds nothing else)
 AUDIT_SCHEMA = pa.schema([("piece", pa.int64())] + [(f.name, _AUDIT_TYPES[str(f.type)])
-                                                     for f in dataclasses.fields(SegmentAudit)])
+                                                     for f in dataclasses.fields(SegmentAudit)]
+                         + [("wrong_data", pa.string())])
 
 
-def audits_to_arrow(pieces: list[int], audits: list[SegmentAudit]) -> pa.RecordBatch:
-    rows = [{"piece": piece, **{f.name: getattr(a, f.name) for f in dataclasses.fields(SegmentAudit)}}
+def audits_to_arrow(pieces: list[int], audits: list[SegmentAudit | WrongDataError]) -> pa.RecordBatch:
+    rows = [{"piece": piece, "wrong_data": str(a)} if isinstance(a, WrongDataError) else
+            {"piece": piece, **{f.name: getattr(a, f.name) for f in dataclasses.fields(SegmentAudit)}}
             for piece, a in zip(pieces, audits)]
     return pa.RecordBatch.from_pylist(rows, schema=AUDIT_SCHEMA)
 
 
-def audits_from_arrow(table: pa.Table) -> dict[int, SegmentAudit]:
-    out = {}
+def audits_from_arrow(table: pa.Table) -> dict[int, SegmentAudit | WrongDataError]:
+    out: dict[int, SegmentAudit | WrongDataError] = {}
     for row in table.to_pylist():
-        piece = row.pop("piece")
+        piece, wrong = row.pop("piece"), row.pop("wrong_data")
+        if wrong is not None:
+            out[piece] = WrongDataError(wrong)
+            continue
         row["epoch_starts"] = [(e, s) for e, s in row["epoch_starts"]]
         out[piece] = SegmentAudit(**row)
     return out
 
 
-__all__ = ["AUDIT_SCHEMA", "SCAN_SCHEMA", "audits_from_arrow", "audits_to_arrow", "scans_from_arrow", "scans_to_arrow",
-           "struct_type", "table_column", "tables_of"]
+__all__ = ["AUDIT_SCHEMA", "SCAN_SCHEMA", "Scanned", "audits_from_arrow", "audits_to_arrow", "scans_from_arrow",
+           "scans_to_arrow", "struct_type", "table_column", "tables_of"]

@@ -20,26 +20,36 @@ Data flow::
       session, no executor: mploader.spark.jobs) fails
       the load (SparkJobFailed) unless driver_fallback;
       a file changed since planning, or a task never
-      planned, is scanned here
+      planned, is scanned here; one the executor saw
+      otherwise while it is still as planned here:
+      WrongDataError (mploader.spark.identity)
     audit(dir, tasks) (verify): one job per wave of
       segments, audit_segment on the executors, the
       audits back in Arrow, yielded in order (a failed
-      job: as a failed scan)
+      job: as a failed scan; a file the executor saw
+      otherwise: as a scan's)
 
-Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The results never depend on
-where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine conformance tests.
+Every piece carries its data dir's identity and its file's size, mtime and inode as the driver planned them: an
+executor that sees another data dir at the path (another broker's on its local disk, or none) fails its task
+before it reads; one that sees another file answers so, and the driver, which alone can tell a file changed since
+planning from a host that sees other data, reads the first itself and fails on the second
+(:mod:`mploader.spark.identity`).  Phase 1 is pure, so a Spark task retried or run twice changes nothing.  The
+results never depend on where a scan ran: ``tests/test_spark_engine.py`` holds this engine to the engine
+conformance tests.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mploader.broker_config.meta import MetaProperties, read_meta_properties
 from mploader.engine.base import Engine
 from mploader.engine.chunks import (
     FileStat,
@@ -56,8 +66,9 @@ from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
-from mploader.spark.arrow import audits_from_arrow, scans_from_arrow
+from mploader.spark.arrow import Scanned, audits_from_arrow, scans_from_arrow
 from mploader.spark.gathering import Seat
+from mploader.spark.identity import WrongDataError
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
 from mploader.spark.phase1 import audit_frame, scan_frame
 from mploader.spark.session import check_session
@@ -94,7 +105,8 @@ def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
 class AuditJob:
     """One Spark job auditing the segments of any number of dirs (a fleet's, each its seat:
     :class:`mploader.spark.gathering.Gathering` calls it once per round), packed by bytes
-    (:func:`mploader.spark.tasks.piece_frame`); each dir's audits in its tasks' order."""
+    (:func:`mploader.spark.tasks.piece_frame`); each dir's audits in its tasks' order (None: to be audited in the
+    driver, :func:`audit_answer`)."""
 
     def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
         self.spark = spark
@@ -103,13 +115,13 @@ class AuditJob:
 
     def __call__(self, work: Mapping[int, Sequence[AuditTask]]) -> dict[int, list[SegmentAudit | None]]:
         ids = itertools.count()
-        pieces = {seat: [Piece(next(ids), t.path, t.base_offset, 0, None, file_size(t.path)) for t in tasks]
-                  for seat, tasks in work.items()}
+        identities: dict[str, MetaProperties | None] = {}
+        pieces = {seat: [_audit_piece(next(ids), t, identities) for t in tasks] for seat, tasks in work.items()}
         every = [p for ps in pieces.values() for p in ps]
         dirs = f"{len(work)} dirs" if len(work) > 1 else "a dir"
         got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, every)), self.job_group,
                                         f"mploader verify: {len(every)} segments of {dirs}", self.executor_timeout))
-        return {seat: [got.get(p.id) for p in ps] for seat, ps in pieces.items()}
+        return {seat: [audit_answer(got.get(p.id), p) for p in ps] for seat, ps in pieces.items()}
 
 
 class SparkEngine(Engine):
@@ -133,7 +145,7 @@ class SparkEngine(Engine):
         self.driver_fallback = driver_fallback  # a failed job's pieces done in the driver (else the job's error)
         self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self._planned: dict[TaskKey, _Planned] = {}
-        self._results: dict[int, tuple[SegmentScan | OSError, float]] = {}
+        self._results: dict[int, tuple[Scanned, float]] = {}
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
         self._ids = itertools.count()
@@ -152,6 +164,7 @@ class SparkEngine(Engine):
             planned = self.plan(plan)  # in Phase 2's order
             order[plan.data_dir] = [part for part, _ in planned]
             _, cut = plan_cuts((t for _, ts in planned for t in ts), self.workers_per_dir, self.chunk_bytes)
+            identity = read_meta_properties(plan.data_dir)
             pieces: list[Piece] = []
             for task, st, cuts in cut:
                 chunks = chunk_tasks(task, cuts)
@@ -161,7 +174,7 @@ class SparkEngine(Engine):
                     tasks[pid] = chunk
                     end = st[0] if chunk.end is None else chunk.end
                     pieces.append(Piece(pid, chunk.path, chunk.base_offset, chunk.start, chunk.end, end - chunk.start,
-                                        chunk.index_interval))
+                                        chunk.index_interval, plan.data_dir, identity, st))
             per_dir.append(pieces)
         # every dir's first pieces in the first wave: Phase 2 loads the dirs side by side
         interleaved = [p for group in itertools.zip_longest(*per_dir) for p in group if p is not None]
@@ -212,14 +225,22 @@ class SparkEngine(Engine):
                 self.stats.inline_fallbacks += 1
                 self.driver_pieces += len(planned.pieces)
             return self.inline_source(data_dir).scan(task)
-        try:
-            fresh = file_stat(task.path) == planned.stat
-        except OSError:
-            fresh = False
-        if not fresh:  # the file changed since planning (e.g. a swap was completed): the pieces are of no use
+        if not _unchanged(task.path, planned.stat):  # since planning (e.g. a swap was completed): pieces of no use
+            return self.inline_source(data_dir).scan(task)
+        answered = [g for g in got if g is not None]
+        wrong = [r for r, _ in answered if isinstance(r, WrongDataError)]
+        if wrong:  # the executor saw another file than this one, which is as planned
+            if not self.driver_fallback:
+                raise wrong[0]
+            log.warning("%s: %s; scanning it in the driver (--driver-fallback)", data_dir, wrong[0])
+            with self.lock:
+                self.stats.inline_fallbacks += 1
+                self.executor_pieces -= len(planned.pieces)
+                self.driver_pieces += len(planned.pieces)
             return self.inline_source(data_dir).scan(task)
         parts = []
-        for result, seconds in (g for g in got if g is not None):
+        for result, seconds in answered:
+            assert not isinstance(result, WrongDataError)
             if isinstance(result, OSError):
                 raise OSError(result.errno, result.strerror, result.filename)
             with self.lock:
@@ -237,7 +258,8 @@ class SparkEngine(Engine):
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
         """The dir's audits in order: with a seat for it (:attr:`audit_seats`: a fleet's one job for every dir),
         in its gathering's job, else in one job per wave of segments; a failed job fails the audit
-        (SparkJobFailed), or with ``driver_fallback`` its segments are audited here."""
+        (SparkJobFailed), and so does a segment an executor saw otherwise (WrongDataError), or with
+        ``driver_fallback`` its segments are audited here; so is a segment changed since it was planned."""
         seat = self.audit_seats.get(data_dir)
         if seat is not None:
             yield from self._audited(data_dir, tasks, seat.submit)
@@ -252,7 +274,7 @@ class SparkEngine(Engine):
                  job: Callable[[Sequence[AuditTask]], list[SegmentAudit | None]]) -> Iterator[SegmentAudit]:
         try:
             got = job(tasks)
-        except SparkJobFailed as e:
+        except (SparkJobFailed, WrongDataError) as e:
             if not self.driver_fallback:
                 raise
             log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
@@ -279,4 +301,37 @@ class SparkEngine(Engine):
             self._arrived.notify_all()
 
 
-__all__ = ["WAVE_BYTES", "AuditJob", "SparkEngine", "waves"]
+def _unchanged(path: str, planned: FileStat) -> bool:
+    """Whether ``path`` here is still the file planned with ``planned`` (its :func:`file_stat`)."""
+    try:
+        return file_stat(path) == planned
+    except OSError:
+        return False
+
+
+def _audit_piece(i: int, task: AuditTask, identities: dict[str, MetaProperties | None]) -> Piece:
+    """Piece ``i``: ``task``'s whole file, with what the driver found of it (a file it cannot stat: 0 bytes, no
+    stat, the audit says why) and of its data dir (``identities``: those read so far, by dir)."""
+    data_dir = os.path.dirname(os.path.dirname(task.path))  # a segment of verify's: DATA_DIR/PARTITION/NAME.log
+    if data_dir not in identities:
+        identities[data_dir] = read_meta_properties(data_dir)
+    try:
+        stat: FileStat | None = file_stat(task.path)
+    except OSError:
+        stat = None
+    return Piece(i, task.path, task.base_offset, 0, None, 0 if stat is None else stat[0], data_dir=data_dir,
+                 identity=identities[data_dir], stat=stat)
+
+
+def audit_answer(audit: SegmentAudit | WrongDataError | None, piece: Piece) -> SegmentAudit | None:
+    """The driver's side of ``piece``'s audit: the executor's, or None where it is to be audited here (no answer, or
+    a file changed since planning: a running broker's active segment); the executor's WrongDataError raised where
+    this host still sees the file as planned (the executor sees other data)."""
+    if not isinstance(audit, WrongDataError):
+        return audit
+    if piece.stat is not None and _unchanged(piece.path, piece.stat):
+        raise audit
+    return None
+
+
+__all__ = ["WAVE_BYTES", "AuditJob", "SparkEngine", "audit_answer", "waves"]

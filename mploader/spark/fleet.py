@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mploader.broker_config.meta import broker_key, read_meta_properties
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
 from mploader.errors import LoadInterrupted, StartupFailedError
@@ -36,7 +37,6 @@ from mploader.result import LoadResult, LoadStats
 from mploader.scan.audit import AuditTask, SegmentAudit
 from mploader.spark.engine import AuditJob, SparkEngine
 from mploader.spark.gathering import Gathering, Seat
-from mploader.spark.identity import broker_key, read_meta_properties
 from mploader.spark.jobs import EXECUTOR_TIMEOUT
 from mploader.spark.output import FleetTables, RunInfo, load_tables, verify_tables
 from mploader.spark.phase2 import Recovered, Recovery, RecoveryJob, SparkPartitions

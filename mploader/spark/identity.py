@@ -1,86 +1,160 @@
-"""Which broker a data dir belongs to: its ``meta.properties``, read as Kafka reads it
-(``org.apache.kafka.metadata.properties.MetaProperties.Builder(Properties)``, the file loaded by
-:func:`mploader.broker_config.properties.read_properties`, Java's ``Properties.load``).
+"""The right data or nothing: a Spark task checks that it sees what the driver planned before it reads or writes.
 
-``version`` 0 (ZooKeeper era) names the broker by ``broker.id`` (optional, as ``cluster.id`` is), version 1 (KRaft)
-by ``node.id`` (required, and so is ``cluster.id``); ``directory.id`` (optional) is a Kafka ``Uuid``, 16 bytes in
-URL-safe base64.  A file Kafka would refuse (a bad number, a missing required key, a ``directory.id`` that is not a
-Uuid) or no file at all: no identity, the dir is a broker of its own.
+An executor reads the paths the driver planned on its own file system.  On storage that every executor shares at
+the same path, that is the driver's data; on local disks (a broker's data on its own host, often at the same path
+on every host), a task placed on another host finds another broker's data dir there, or nothing.  So each task
+checks, before it reads a byte of a segment and before it writes one:
+
+* the data dir's identity, its ``meta.properties`` (``cluster.id``, ``node.id`` or ``broker.id``, ``directory.id``
+  where present, read as Kafka reads them: :mod:`mploader.broker_config.meta`), read by the driver once per dir and
+  by a task once per dir it touches: the same, or both without one;
+* the files: a load's partition directory holds the files the driver listed, each with the same size, mtime and
+  inode (:class:`mploader.recovery.job.PlannedData`); a scan's or an audit's file has the size, mtime and inode the
+  driver planned it with (:func:`mploader.engine.chunks.file_stat`).
+
+A difference raises :class:`WrongDataError` in the task: never an ``OSError``, so never a disk failure, an
+unreadable segment or an offline dir.  Its one line names the executor's host, the path and what differed; Spark's
+job fails, and :class:`mploader.spark.jobs.SparkJobFailed` carries the line to the driver.  A scan's or an audit's
+file that differs is answered instead (:func:`piece_problem`): only the driver can tell a file changed since it
+planned (a running broker's active segment, verify's) from one that this host sees otherwise (docs/spark.md).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
-import re
-from dataclasses import dataclass
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from mploader.broker_config.properties import PropertiesError, read_properties
+from mploader.broker_config.meta import MetaProperties, load_meta_properties
+from mploader.engine.chunks import FileStat, file_stat
+from mploader.errors import MploaderError
+from mploader.recovery.job import ListedFile, PartitionJob, listed_files
 
-META_PROPERTIES = "meta.properties"
-_INT = re.compile(r"[+-]?[0-9]+")  # what Integer.parseInt takes (ASCII digits)
-_BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")  # Base64.getUrlDecoder()'s alphabet, and its padding
-
-
-@dataclass(frozen=True, slots=True)
-class MetaProperties:
-    cluster_id: str | None
-    node_id: int | None  # node.id (version 1) or broker.id (version 0); None: a version-0 file without one
-    directory_id: str | None  # as written (URL-safe base64); None: a dir from before directory ids
+_FIX = "the executors must see each data dir at the driver's path (docs/spark.md, \"Data on local disks\")"
 
 
-def read_meta_properties(data_dir: str) -> MetaProperties | None:
-    """``data_dir``'s ``meta.properties`` (None: no such file, unreadable, or one Kafka would refuse)."""
+class WrongDataError(MploaderError, RuntimeError):
+    """A Spark task does not see the data the driver planned at a path (another broker's data dir, another file,
+    nothing): it failed before it read or wrote any of it."""
+
+
+def wrong_data(path: str, what: str) -> WrongDataError:
+    """The error of a task on this host that found ``what`` at ``path`` (one line)."""
+    return WrongDataError(f"on host {socket.gethostname()}, {path} is not what the driver planned: {what}; {_FIX}")
+
+
+def _why(error: BaseException) -> str:
+    what = "not there" if isinstance(error, FileNotFoundError) else "not readable"
+    return f"{what} ({type(error).__name__}: {error})"
+
+
+def _differences(found: Iterable[tuple[str, object]], planned: Iterable[tuple[str, object]]) -> str:
+    return ", ".join(f"{name} {got} (the driver's: {want})"
+                     for (name, got), (_, want) in zip(found, planned, strict=True) if got != want)
+
+
+def _identity_fields(meta: MetaProperties | None) -> list[tuple[str, object]]:
+    """What of a ``meta.properties`` names the dir (all None: none, or one that names nothing)."""
+    m = meta or MetaProperties(None, None, None)
+    return [("cluster.id", m.cluster_id), ("node.id", m.node_id), ("directory.id", m.directory_id)]
+
+
+def _said(fields: list[tuple[str, object]]) -> str:
+    return " ".join(f"{name}={value}" for name, value in fields if value is not None) or "none"
+
+
+_NONE = _identity_fields(None)
+
+
+def _stat_fields(stat: FileStat) -> list[tuple[str, object]]:
+    return [("size", stat[0]), ("mtime_ns", stat[1]), ("inode", stat[2])]
+
+
+def check_data_dir(data_dir: str, planned: MetaProperties | None) -> None:
+    """WrongDataError unless ``data_dir`` is there with the ``meta.properties`` identity the driver read (both none:
+    the files decide)."""
+    want = _identity_fields(planned)
     try:
-        return meta_properties(read_properties(os.path.join(data_dir, META_PROPERTIES)))
-    except (OSError, PropertiesError, ValueError):
+        os.stat(data_dir)
+    except OSError as e:
+        raise wrong_data(data_dir, _why(e)) from None
+    try:
+        got = _identity_fields(load_meta_properties(data_dir))
+    except (OSError, ValueError) as e:  # none Kafka would read: the driver read none either?
+        if want != _NONE:
+            raise wrong_data(data_dir, f"meta.properties {_why(e)}, the driver read {_said(want)}") from None
+        return
+    if got != want:
+        raise wrong_data(data_dir, "meta.properties: " + (
+            _differences(got, want) if _NONE not in (got, want) else f"{_said(got)} (the driver's: {_said(want)})"))
+
+
+class DataDirs:
+    """The data dirs a task found to be the driver's: each checked once (:func:`check_data_dir`)."""
+
+    def __init__(self) -> None:
+        self._right: dict[str, MetaProperties | None] = {}
+
+    def check(self, data_dir: str, planned: MetaProperties | None) -> None:
+        if data_dir not in self._right or self._right[data_dir] != planned:
+            check_data_dir(data_dir, planned)
+            self._right[data_dir] = planned
+
+
+def _listing_difference(found: tuple[ListedFile, ...], planned: tuple[ListedFile, ...]) -> str | None:
+    """What differs between the files found and those the driver listed, first file first; None: nothing."""
+    here, there = {f[0]: f[1:] for f in found}, {f[0]: f[1:] for f in planned}
+    differ = sorted(name for name in here.keys() | there.keys() if here.get(name) != there.get(name))
+    if not differ:
         return None
+    name = differ[0]
+    if name not in here:
+        what = "not there"
+    elif name not in there:
+        what = "a file the driver did not list"
+    else:
+        what = _differences(_stat_fields(here[name]), _stat_fields(there[name]))
+    more = f" ({len(differ)} files differ)" if len(differ) > 1 else ""
+    return f"file {name}: {what}{more}"
 
 
-def meta_properties(props: dict[str, str]) -> MetaProperties:
-    """``MetaProperties.Builder(Properties)`` then ``build()``; ValueError where Kafka throws."""
-    version = _java_int(props.get("version", "0"), "version")
-    if version not in (0, 1):  # MetaPropertiesVersion.fromNumber
-        raise ValueError(f"unknown meta.properties version {version}")
-    key = "broker.id" if version == 0 else "node.id"
-    node_id = _java_int(props[key], key) if key in props else None
-    cluster_id = props.get("cluster.id")
-    if version == 1 and (cluster_id is None or node_id is None):
-        raise ValueError("a version 1 meta.properties needs cluster.id and node.id")
-    directory_id = props.get("directory.id")
-    if directory_id is not None:
-        _uuid_bytes(directory_id)
-    return MetaProperties(cluster_id, node_id, directory_id)
-
-
-def broker_key(data_dir: str, meta: MetaProperties | None) -> str:
-    """The broker's name in the fleet's tables and its grouping key: ``cluster_id/node_id`` (``node_id`` alone
-    for a version-0 file without ``cluster.id``), or the data dir itself where it names no broker."""
-    if meta is None or meta.node_id is None:
-        return data_dir
-    return f"{meta.cluster_id}/{meta.node_id}" if meta.cluster_id else str(meta.node_id)
-
-
-def _java_int(text: str, key: str) -> int:
-    """``Integer.parseInt`` (``PropertiesUtils.loadRequiredIntProp``)."""
-    value = int(text) if _INT.fullmatch(text) else None
-    if value is None or not -2**31 <= value < 2**31:
-        raise ValueError(f"{key}={text!r} is not an int")
-    return value
-
-
-def _uuid_bytes(text: str) -> bytes:
-    """``Uuid.fromString``: at most 24 characters of URL-safe base64 that decode to 16 bytes."""
-    if len(text) > 24 or not _BASE64URL.fullmatch(text):
-        raise ValueError(f"directory.id={text!r} is not a Uuid")
+def check_partition(job: PartitionJob, dirs: DataDirs, files: bool = True) -> None:
+    """WrongDataError unless ``job``'s data dir is the driver's and, with ``files``, its partition directory holds the
+    files the driver listed, unchanged (a job without :attr:`~PartitionJob.planned`: nothing to check)."""
+    planned = job.planned
+    if planned is None:
+        return
+    dirs.check(job.data_dir, planned.identity)
+    if planned.files is None:  # the driver could not list it: the load meets the error as it would there
+        return
     try:
-        raw = base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
-    except (binascii.Error, ValueError) as e:
-        raise ValueError(f"directory.id={text!r} is not a Uuid: {e}") from e
-    if len(raw) != 16:
-        raise ValueError(f"directory.id={text!r} is not a Uuid")
-    return raw
+        found = listed_files(job.dir)
+    except OSError as e:
+        raise wrong_data(job.dir, _why(e)) from None
+    if files and (what := _listing_difference(found, planned.files)) is not None:
+        raise wrong_data(job.dir, what)
 
 
-__all__ = ["META_PROPERTIES", "MetaProperties", "broker_key", "meta_properties", "read_meta_properties"]
+def file_problem(path: str, planned: FileStat) -> WrongDataError | None:
+    """Why ``path`` here is not the file the driver planned with ``planned`` (its :func:`file_stat`); None: it is."""
+    try:
+        found = file_stat(path)
+    except OSError as e:
+        return wrong_data(path, _why(e))
+    if found == planned:
+        return None
+    return wrong_data(path, _differences(_stat_fields(found), _stat_fields(planned)))
+
+
+def piece_problem(row: Mapping[str, Any], dirs: DataDirs) -> WrongDataError | None:
+    """A piece's row (:data:`mploader.spark.tasks.PIECE_COLUMNS`): WrongDataError raised unless its data dir is the
+    driver's, returned where its file is not the one the driver planned (the driver tells which it is); None: it is."""
+    dirs.check(row["data_dir"], MetaProperties(row["cluster_id"], row["node_id"], row["directory_id"]))
+    if row["inode"] is None:  # the driver could not stat it: the scan or audit says why, as there
+        return None
+    return file_problem(row["path"], (row["file_size"], row["mtime_ns"], row["inode"]))
+
+
+__all__ = ["DataDirs", "WrongDataError", "check_data_dir", "check_partition", "file_problem", "piece_problem",
+           "wrong_data"]

@@ -3,7 +3,7 @@ tables, appended as Parquet to a fleet history (docs/spark.md, "The fleet histor
 
 Every row carries its run (``run_id``, ``run_time``, ``run_date``, ``command``, ``tool_version``, ``host``) and its
 broker (``broker``, ``broker_dirs``, ``cluster_id``, ``node_id``; ``data_dir`` and its ``directory_id``), read from
-the dirs' ``meta.properties`` (:mod:`mploader.spark.identity`).  A run appends, partitioned by ``run_date`` (the
+the dirs' ``meta.properties`` (:mod:`mploader.broker_config.meta`).  A run appends, partitioned by ``run_date`` (the
 UTC date of ``run_time``): ``PATH/inventory/run_date=YYYY-MM-DD/`` and ``PATH/summary/...``; nothing of an
 earlier run is deleted or rewritten, and an output of the layout before the history (Parquet files directly in
 ``inventory/``) is refused rather than mixed with (:func:`history_problem`).
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mploader._version import __version__
+from mploader.broker_config.meta import MetaProperties, broker_key, read_meta_properties
 from mploader.errors import StartupFailedError
 from mploader.result import Impact, LoadResult
 from mploader.scan.audit import SegmentAudit
-from mploader.spark.identity import MetaProperties, broker_key, read_meta_properties
 from mploader.verify import VerifyReport
 
 if TYPE_CHECKING:

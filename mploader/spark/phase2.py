@@ -4,12 +4,15 @@ The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the pr
 clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner, which
 runs a :class:`RecoveryJob` of its own or, seated at a fleet's gathering (:mod:`mploader.spark.gathering`), the one
 job of every broker's partitions. The partitions travel as rows (:data:`JOB_COLUMNS`: the load's seat and each
-:class:`PartitionJob` pickled, a few hundred bytes, what a resumed load recorded of it included), packed into Spark
+:class:`PartitionJob` pickled, a few hundred bytes and about 60 a file of its directory, what a resumed load
+recorded of it included), packed into Spark
 partitions by their cost (:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment)
 as Phase 1's pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
 :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
-identically mounted file system), scanning in the task (Phase 1 of a partition goes with its Phase 2: no batch table
-leaves the executor), and answers one row per partition: the loaded log, or the exception Kafka's load would end
+identically mounted file system), once it has checked that it sees the data the driver planned for every one of
+them (:mod:`mploader.spark.identity`: the manager gives this runner's jobs what the driver found), scanning in the
+task (Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
+partition: the loaded log, or the exception Kafka's load would end
 with, pickled in a binary column (a ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow
 row would say better), then its last rows (``job`` :data:`TASK_WORK`): per load what the task scanned and wrote, for
 the load's stats, and the mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
@@ -42,6 +45,7 @@ from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
 from mploader.spark.gathering import Seat
+from mploader.spark.identity import DataDirs, WrongDataError, check_partition
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
@@ -71,24 +75,39 @@ def load_rows(config: bytes, level: int = logging.WARNING
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
     no dry-run mark), where the driver's user does not look.  The task's last rows (``job`` :data:`TASK_WORK`, one
-    per load) carry each load's records to the driver with what the task scanned and wrote, for its stats."""
+    per load) carry each load's records to the driver with what the task scanned and wrote, for its stats.
+
+    Before its first load, the task checks every one of its rows: each partition's data dir and files are those the
+    driver found (:func:`mploader.spark.identity.check_partition`), else :class:`WrongDataError` fails the task, and
+    nothing was read or written (a retried attempt checks the data dirs only: its first attempt may have written)."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows: list[tuple[int, int, PartitionJob]] = [(row["seat"], row["job"], pickle.loads(row["spec"]))
+                                                     for batch in batches for row in batch.to_pylist()]
+        dirs, files = DataDirs(), _first_attempt()
+        for _, _, job in rows:
+            check_partition(job, dirs, files)
         cfg = pickle.loads(config)
         here: dict[int, PartitionsHere] = {}
         records: dict[int, list[logging.LogRecord]] = {}
         with collected(level) as collect:
-            for batch in batches:
-                for row in batch.to_pylist():
-                    seat = row["seat"]
-                    runner = here.get(seat) or here.setdefault(seat, PartitionsHere(cfg))
-                    yield _row(seat, row["job"], runner.load(pickle.loads(row["spec"])))
-                    records.setdefault(seat, []).extend(collect.take())
+            for seat, i, job in rows:
+                runner = here.get(seat) or here.setdefault(seat, PartitionsHere(cfg))
+                yield _row(seat, i, runner.load(job))
+                records.setdefault(seat, []).extend(collect.take())
             for seat, runner in here.items():  # each load's partitions durable before the task completes
                 work = runner.finish()
                 yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
 
     return run
+
+
+def _first_attempt() -> bool:
+    """Whether this task is its first attempt (True outside a Spark task)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is None or context.attemptNumber() == 0
 
 
 def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
@@ -152,6 +171,8 @@ class SparkPartitions(PartitionRunner):
     :class:`RecoveryJob` of this load's own, or with ``seat`` one shared with the other loads seated at its
     gathering (a fleet's brokers: one Spark job for all)."""
 
+    needs_planned_data = True  # a task may run on another host: it checks what the driver found (spark.identity)
+
     def __init__(self, spark: SparkSession, *, driver_fallback: bool = False,
                  executor_timeout: float | None = EXECUTOR_TIMEOUT, seat: Seat[Recovery, Recovered] | None = None
                  ) -> None:
@@ -205,5 +226,4 @@ class SparkPartitions(PartitionRunner):
 
 
 __all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "Recovered", "Recovery", "RecoveryJob", "SparkJobFailed",
-           "SparkPartitions", "TaskWork", "load_rows",
-           "recovered"]
+           "SparkPartitions", "TaskWork", "WrongDataError", "load_rows", "recovered"]

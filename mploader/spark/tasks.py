@@ -7,7 +7,9 @@ pieces are first cut as the process pool cuts them (:func:`mploader.engine.chunk
 small as it takes to give every core a few pieces, never below 64 MiB, at confirmed batch starts), then packed
 greedily, biggest first, into the Spark partition with the fewest bytes so far (LPT), ``TASKS_PER_CORE`` per
 core of the cluster, so that a slow task is evened out by the others.  Each Spark partition holds exactly
-one such bin: the RDD is made with one element (the bin's rows) per slice.
+one such bin: the RDD is made with one element (the bin's rows) per slice.  Each piece carries what the driver
+planned it with (its data dir's identity, its file's size, mtime and inode): the task checks them before it reads
+(:mod:`mploader.spark.identity`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from mploader.broker_config.meta import MetaProperties
+from mploader.engine.chunks import FileStat
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,9 +39,14 @@ class Piece:
     end: int | None
     size: int  # bytes to read (what the packing weighs)
     index_interval: int | None = None  # a whole segment's scan also drafts its recovery (mploader.scan.draft)
+    data_dir: str = ""  # its data dir, and that dir's meta.properties as the driver read it (None: none)
+    identity: MetaProperties | None = None
+    stat: FileStat | None = None  # its file as the driver planned it (None: not stat-able there, the task says why)
 
 
-PIECE_COLUMNS = "piece long, path string, base_offset long, start long, end long, index_interval long"
+PIECE_COLUMNS = ("piece long, path string, base_offset long, start long, end long, index_interval long, "
+                 "data_dir string, cluster_id string, node_id long, directory_id string, "
+                 "file_size long, mtime_ns long, inode long")
 
 
 def pack(sizes: Sequence[int], bins: int) -> list[list[int]]:
@@ -65,10 +75,17 @@ def binned_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], sizes: Se
     return spark.createDataFrame(rdd, schema)
 
 
+def piece_row(p: Piece) -> tuple[Any, ...]:
+    """``p`` as a row of :data:`PIECE_COLUMNS`."""
+    meta = p.identity or MetaProperties(None, None, None)
+    return (p.id, p.path, p.base_offset, p.start, p.end, p.index_interval, p.data_dir, meta.cluster_id, meta.node_id,
+            meta.directory_id, *(p.stat or (None, None, None)))
+
+
 def piece_frame(spark: SparkSession, pieces: Sequence[Piece]) -> DataFrame:
     """A DataFrame of ``pieces`` (:data:`PIECE_COLUMNS`), ``TASKS_PER_CORE`` bins per core."""
-    return binned_frame(spark, [(p.id, p.path, p.base_offset, p.start, p.end, p.index_interval) for p in pieces],
-                        [p.size for p in pieces], PIECE_COLUMNS, cores(spark) * TASKS_PER_CORE)
+    return binned_frame(spark, [piece_row(p) for p in pieces], [p.size for p in pieces], PIECE_COLUMNS,
+                        cores(spark) * TASKS_PER_CORE)
 
 
-__all__ = ["PIECE_COLUMNS", "TASKS_PER_CORE", "Piece", "binned_frame", "cores", "pack", "piece_frame"]
+__all__ = ["PIECE_COLUMNS", "TASKS_PER_CORE", "Piece", "binned_frame", "cores", "pack", "piece_frame", "piece_row"]
