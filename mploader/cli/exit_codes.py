@@ -56,10 +56,12 @@ SPARK_EXIT_CODES_HELP = f"""exit status:
   0    verify: every partition of every broker healthy; load: every broker's data dirs loaded
        (without --apply: would be), no acknowledged record lost
   1    verify: something is wrong; load: a broker would fail to start, or a data dir went offline;
-       either: the Spark job failed (a rerun completes an applied load), an I/O error
+       either: the Spark job failed (a rerun completes an applied load), e.g. an executor saw other
+       data than the driver planned (WrongDataError: nothing of it read or written), an I/O error
   2    usage error: bad arguments, no DIR, pyspark not installed, or a DIR that is not a data dir
        (as mploader verify refuses it: missing, a file, a partition directory, a folder of data
-       dirs, a directory with no partition and no data dir's file); nothing is read or written
+       dirs, a directory with no partition and no data dir's file), or an --out holding an older
+       output's layout (not a history); nothing is read or written
   4    load: ACKNOWLEDGED RECORDS LOST in a broker's load (without --apply: would be): offsets
        below a partition's high watermark removed; 1 wins over 4
   130  interrupted (Ctrl-C): verify and a dry run change nothing; an applied load is finished by a rerun
