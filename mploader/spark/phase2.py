@@ -207,6 +207,9 @@ class SparkPartitions(PartitionRunner):
                 return self._in_driver(jobs, cfg, e)
             what = "nothing was written (a dry run)" if cfg.dry_run else (
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
+            if not cfg.dry_run and WrongDataError.__name__ in str(e):
+                what = (f"the task that saw other data wrote nothing to it; {what} where every executor sees the "
+                        f"data the driver does (docs/spark.md, \"Data on local disks\")")
             raise SparkJobFailed(f"{e}; {what}") from e.__cause__
         # the tasks' log records logged here, in the load's own thread, through this process's handlers at its
         # loggers' levels (as the process pool's parent logs its workers')
