@@ -50,7 +50,11 @@ JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 # the applications' defaults (spark-defaults.conf of the cluster's SPARK_CONF_DIR, which spark-submit reads, and so
 # every driver): an executor fits a worker; no web UI unless a test asks for one (spark.ui.enabled=true)
 SPARK_DEFAULTS = {"spark.executor.memory": WORKER_MEMORY, "spark.ui.enabled": "false",
-                  **{f"spark.{jvm}.defaultJavaOptions": JVM_OPTIONS for jvm in ("driver", "executor")}}
+                  **{f"spark.{jvm}.defaultJavaOptions": JVM_OPTIONS for jvm in ("driver", "executor")},
+                  # every application waits for an executor on each worker before its first job (it takes a task on
+                  # each); a test that runs fewer workers says so with spark.cores.max
+                  "spark.cores.max": str(WORKERS), "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                  "spark.scheduler.maxRegisteredResourcesWaitingTime": f"{STARTUP_SECONDS:g}s"}
 # mount --bind SOURCE TARGET for each pair of arguments before "--", then the command after it, in the namespace
 # unshare made (private propagation: the mounts stay in it)
 _BIND_THEN_EXEC = 'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"'
@@ -96,16 +100,13 @@ class Daemon:
     webui_port: int
     log: Path
     view: Mapping[str, str] = field(default_factory=dict)  # path -> the directory the worker sees there
+    plain: bool = True  # a worker as the cluster starts them (no view, no environment of a test's)
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
-
-    def state(self) -> Any:
-        """The daemon's own JSON (a worker's lists its executors)."""
-        return get_json(f"http://127.0.0.1:{self.webui_port}/json")
 
 
 class SparkCluster:
@@ -118,6 +119,7 @@ class SparkCluster:
         self.conf_dir.mkdir(parents=True)
         (self.conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in SPARK_DEFAULTS.items()))
         self.workers: list[Daemon] = []
+        self.drivers: list[subprocess.Popen[str]] = []  # started by run(): a failed test may leave one running
         self._started = 0
         self.master = self._start("master", ["org.apache.spark.deploy.master.Master"])
         self.master_url = f"spark://127.0.0.1:{self.master.port}"
@@ -130,10 +132,12 @@ class SparkCluster:
                    PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_CONF_DIR=str(self.conf_dir),
                    SPARK_LOCAL_DIRS=str(self.root / "local"), SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
                    SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS,
-                   **{MARKER: str(self.root)}, **extra)
+                   **{MARKER: str(self.root)})
+        env.update(extra)
         return env
 
-    def _start(self, name: str, command: Sequence[str], view: Mapping[str, str] | None = None) -> Daemon:
+    def _start(self, name: str, command: Sequence[str], view: Mapping[str, str] | None = None,
+               env: Mapping[str, str] | None = None) -> Daemon:
         port, webui = free_port(), free_port()
         log = self.root / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -144,19 +148,21 @@ class SparkCluster:
                     *pairs, "--", *argv]
         with log.open("wb") as out:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.env(), cwd=self.root, start_new_session=True)
-        return Daemon(name, process, port, webui, log, dict(view or {}))
+                                       env=self.env(**(env or {})), cwd=self.root, start_new_session=True)
+        return Daemon(name, process, port, webui, log, dict(view or {}), not view and not env)
 
-    def start_worker(self, view: Mapping[str, str | os.PathLike[str]] | None = None) -> Daemon:
+    def start_worker(self, view: Mapping[str, str | os.PathLike[str]] | None = None,
+                     env: Mapping[str, str] | None = None) -> Daemon:
         """A new worker (1 core) registering with the master; ``view``: path -> a directory bind-mounted over it in
-        the worker's own mount namespace (its executors see that directory's files at the path)."""
+        the worker's own mount namespace (its executors see that directory's files at the path); ``env``: variables
+        of its environment (and its executors' and their Python workers') over the cluster's."""
         self._started += 1
         name = f"worker-{self._started}"
         work = self.root / name
         work.mkdir()
         worker = self._start(name, ["org.apache.spark.deploy.worker.Worker", "--cores", "1", "--memory",
                                     WORKER_MEMORY, "--work-dir", str(work), self.master_url],
-                             {str(k): os.fspath(v) for k, v in (view or {}).items()})
+                             {str(k): os.fspath(v) for k, v in (view or {}).items()}, env)
         self.workers.append(worker)
         return worker
 
@@ -192,27 +198,35 @@ class SparkCluster:
             time.sleep(0.3)
 
     def reset(self) -> None:
-        """Back to :data:`WORKERS` plain workers, all registered: a worker killed, stopped or with a view of its own
-        is replaced."""
-        for worker in [w for w in self.workers if w.view or not w.alive()]:
+        """Back to :data:`WORKERS` plain workers, all registered: a worker killed, stopped, or started with a view or
+        an environment of its own is replaced."""
+        for worker in [w for w in self.workers if not w.plain or not w.alive()]:
             self.stop_worker(worker)
         while len(self.workers) < WORKERS:
             self.start_worker()
         self.wait_for_workers()
 
-    def executors_of(self, worker: Daemon, app: str) -> list[str]:
-        """The ids of the executors ``worker`` runs now for the application ``app`` (the worker's JSON)."""
-        return [str(e["id"]) for e in worker.state().get("executors", []) if e.get("appid") == app]
-
     def run(self, argv: Sequence[str], timeout: float = 300, env: Mapping[str, str] | None = None
             ) -> subprocess.Popen[str]:
         """A driver process (``argv``) in its own process group with the cluster's environment (output piped);
         :func:`finish` waits for it."""
-        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=self.env(**(env or {})), cwd=ROOT, start_new_session=True)
+        driver = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=self.env(**(env or {})), cwd=ROOT,
+                                  start_new_session=True)
+        self.drivers.append(driver)
+        return driver
+
+    def end_drivers(self) -> None:
+        """Kills what is left of the drivers :meth:`run` started (their process groups)."""
+        for driver in self.drivers:
+            if driver.poll() is None:  # still its group's leader: the group is ours
+                _end_group(driver, signal.SIGKILL)
+                driver.communicate()
+        self.drivers.clear()
 
     def stop(self) -> None:
-        """Every worker, the master, then whatever process still carries the marker (by its id)."""
+        """The drivers, every worker, the master, then whatever process still carries the marker (by its id)."""
+        self.end_drivers()
         for worker in list(self.workers):
             self.stop_worker(worker)
         _end_group(self.master.process, signal.SIGTERM)
@@ -296,8 +310,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
 
 
 @pytest.fixture
-def cluster(spark_cluster: SparkCluster) -> SparkCluster:
+def cluster(spark_cluster: SparkCluster) -> Iterator[SparkCluster]:
     """The session's cluster with its :data:`WORKERS` plain workers registered (a test before may have killed one
-    or given one a view of its own)."""
+    or started one of its own); the drivers the test started are ended after it."""
     spark_cluster.reset()
-    return spark_cluster
+    yield spark_cluster
+    spark_cluster.end_drivers()

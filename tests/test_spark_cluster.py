@@ -18,6 +18,7 @@ One cluster for the module (it takes seconds to start): the tests run in scripts
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -42,8 +43,6 @@ from tests.spark_cluster import (  # noqa: E402, F401
     can_unshare,
     cluster,
     finish,
-    free_port,
-    get_json,
     pyspark_bin,
     spark_cluster,
 )
@@ -188,53 +187,61 @@ def test_spark_verify_and_load_on_the_cluster_are_the_single_host_commands(
 def test_spark_submit_runs_the_job_on_its_master(cluster: SparkCluster, fleet: Path,  # noqa: F811
                                                   single_host: SingleHost, tmp_path: Path) -> None:
     """``spark-submit --master spark://...`` (docs/spark.md): the session mploader makes is spark-submit's, on the
-    cluster, not ``local[*]``; the master lists the application as completed."""
+    cluster, not ``local[*]``; the master lists the application, finished, with the cluster's two cores."""
     from mploader.cli import spark_submit as app
 
-    name = f"mploader-submit-{tmp_path.name}"
-    argv = [pyspark_bin("spark-submit"), "--master", cluster.master_url, "--name", name,
-            "--conf", "spark.speculation=false", str(app.__file__), "spark", "verify", *fleet_dirs(fleet),
-            "--out", str(tmp_path / "tables"), "--json-out", str(tmp_path / "doc.json"), "--now-ms", str(NOW)]
+    before = {a["id"] for a in cluster.state()["completedapps"]}
+    argv = [pyspark_bin("spark-submit"), "--master", cluster.master_url, "--conf", "spark.speculation=false",
+            str(app.__file__), "spark", "verify", *fleet_dirs(fleet), "--out", str(tmp_path / "tables"),
+            "--json-out", str(tmp_path / "doc.json"), "--now-ms", str(NOW)]
     got = finish(cluster.run(argv))
     doc = answer(got, tmp_path)
     assert got.returncode == single_host.verify_exit, got.stdout[-3000:]
     ran_on(cluster, doc)
-    assert doc["spark"]["app_name"] == name
     assert verify_partitions(doc, fleet) == single_host.verify
-    assert [a["state"] for a in cluster.state()["completedapps"] if a["name"] == name] == ["FINISHED"]
+    apps = [(a["name"], a["state"], a["cores"]) for a in cluster.state()["completedapps"] if a["id"] not in before]
+    assert apps == [(doc["spark"]["app_name"], "FINISHED", 2)]
 
 
-def worker_running_a_task(on: SparkCluster, ui_port: int, driver: subprocess.Popen[str],
-                          timeout: float = 300) -> Daemon:
-    """The worker whose executor runs a task of the driver's application now (the driver's REST API on
-    ``ui_port`` says which executor runs one, the workers' JSON whose executor it is)."""
-    api = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+def wait_for(path: Path, driver: subprocess.Popen[str], timeout: float = 300) -> None:
+    """Until ``path`` exists; fails if the driver ends first."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert driver.poll() is None, f"the load ended before any task ran on a worker: {driver.communicate()}"
-        try:
-            app = get_json(api)[0]["id"]
-            busy = {str(e["id"]) for e in get_json(f"{api}/{app}/executors") if e["activeTasks"] > 0}
-        except (OSError, IndexError, KeyError):  # the driver's UI or its application not up yet
-            busy = set()
-        for worker in on.workers if busy else ():
-            if busy & set(on.executors_of(worker, app)):
-                return worker
+    while not path.exists():
+        assert driver.poll() is None, f"the driver ended before {path} existed: {driver.communicate()}"
+        assert time.monotonic() < deadline, f"no {path} in {timeout:g} s"
         time.sleep(0.05)
-    pytest.fail(f"no task of the load ran on a worker in {timeout:g} s")
+
+
+# the sitecustomize of a worker whose Python starts slowly: the first task on it (its executor's Python daemon
+# starting: nothing else of the load starts a Python there) runs for a minute, ample time to kill the worker in
+# the middle of it; the files it leaves beside it say that it started, and whether it ever finished
+_SLOW_PYTHON = """import os
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, "started"), "w").close()
+time.sleep(60)
+open(os.path.join(here, "finished"), "w").close()
+"""
 
 
 def test_a_worker_killed_mid_load_the_other_runs_its_task(cluster: SparkCluster, fleet: Path,  # noqa: F811
                                                            single_host: SingleHost, tmp_path: Path) -> None:
+    """SIGKILL to a worker (its JVM, its executor's, their Python) while a task of an applied load runs on it:
+    Spark runs the task again on the other worker, the load completes with the single-host outcome."""
+    slow = tmp_path / "slow-python"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(_SLOW_PYTHON)
+    cluster.stop_worker(cluster.workers[1])
+    victim = cluster.start_worker(env={"PYTHONPATH": os.pathsep.join([str(slow), str(_ROOT)])})
+    cluster.wait_for_workers()
     root = copy(fleet, tmp_path / "fleet")
-    ui_port = free_port()
-    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply", "-v",
-                                       "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}"))
-    victim = worker_running_a_task(cluster, ui_port, driver)
-    cluster.stop_worker(victim, signal.SIGKILL)  # the worker's JVM and its executor's, their Python workers
+    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply"))
+    wait_for(slow / "started", driver)  # a task of the load runs on the victim
+    cluster.stop_worker(victim, signal.SIGKILL)
     got = finish(driver)
-    assert "ExecutorLostFailure" in got.stderr, got.stderr[-5000:]  # Spark lost the running task ...
-    assert got.returncode == single_host.load_exit, got.stderr[-5000:]  # ... and ran it again: the load completed
+    assert not (slow / "finished").exists()  # the task never finished there ...
+    assert got.returncode == single_host.load_exit, got.stderr[-5000:]  # ... it ran again: the load completed
     doc = answer(got, tmp_path)
     ran_on(cluster, doc, PARTITIONS)
     assert tree_digest(root) == single_host.tree
@@ -243,20 +250,17 @@ def test_a_worker_killed_mid_load_the_other_runs_its_task(cluster: SparkCluster,
     assert [w["state"] for w in cluster.state()["workers"] if w["port"] == victim.port] == ["DEAD"]
 
 
-# a driver that runs 8 tasks on both executors; each answers its worker's work dir, the file at argv[2] as its
-# executor sees it, and the mploader the executor's Python imports
+# a driver that runs 8 tasks; each answers its worker's work dir, the file at argv[2] as its executor sees it, and
+# the mploader the executor's Python imports.  Both executors are registered before the job (the cluster's
+# spark-defaults), so each takes a task in Spark's first round of offers.
 _WHO_SEES_WHAT = """
-import json, os, sys, time
+import json, os, sys
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.master(sys.argv[1]).appName("views").getOrCreate()
-context, deadline = spark.sparkContext, time.monotonic() + 180
-while len(context.statusTracker().getExecutorInfos()) < 3:  # the driver and both executors
-    assert time.monotonic() < deadline, "the executors did not register"
-    time.sleep(0.2)
+context, path = spark.sparkContext, sys.argv[2]
 def look(_):
     import mploader
-    time.sleep(0.5)  # the other executor takes tasks too
-    with open(sys.argv[2]) as f:
+    with open(path) as f:
         yield os.getcwd(), f.read(), mploader.__file__
 print(json.dumps(sorted(set(context.parallelize(range(8), 8).mapPartitions(look).collect()))))
 spark.stop()
@@ -299,7 +303,8 @@ def test_spark_load_refuses_a_worker_that_sees_other_data(cluster: SparkCluster,
         cluster.stop_worker(worker)
     cluster.start_worker({planned: other})
     cluster.wait_for_workers()
-    got, doc = spark_run(cluster, "load", fleet_dirs(planned), tmp_path / "out", "--apply")
+    got, doc = spark_run(cluster, "load", fleet_dirs(planned), tmp_path / "out", "--apply",
+                         "--conf", "spark.cores.max=1")  # one worker
     assert tree_digest(other) == before, "the load changed the other view's files"
     assert got.returncode == 1, got.stderr[-3000:]
     message = doc["error"]["message"]
