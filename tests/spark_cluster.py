@@ -1,6 +1,6 @@
 """A real standalone Spark cluster on 127.0.0.1 for the tests: a master and two workers (1 core each), started with
 pyspark's own ``bin/spark-class``, once per test session (:func:`spark_cluster`; :func:`cluster` gives each test
-the two plain workers again, whatever the test before it killed or replaced).
+the workers it asks for with :meth:`SparkCluster.reset`, whatever the test before it killed or replaced).
 
 Everything the cluster writes (the workers' work dirs, the daemons' logs, Spark's scratch dirs, an empty
 ``SPARK_CONF_DIR`` so that no configuration of the machine's applies) lies under the session's temporary directory;
@@ -99,8 +99,7 @@ class Daemon:
     port: int
     webui_port: int
     log: Path
-    view: Mapping[str, str] = field(default_factory=dict)  # path -> the directory the worker sees there
-    plain: bool = True  # a worker as the cluster starts them (no view, no environment of a test's)
+    view: dict[str, str] = field(default_factory=dict)  # path -> the directory a worker sees there
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -136,8 +135,7 @@ class SparkCluster:
         env.update(extra)
         return env
 
-    def _start(self, name: str, command: Sequence[str], view: Mapping[str, str] | None = None,
-               env: Mapping[str, str] | None = None) -> Daemon:
+    def _start(self, name: str, command: Sequence[str], view: dict[str, str] | None = None) -> Daemon:
         port, webui = free_port(), free_port()
         log = self.root / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -148,21 +146,19 @@ class SparkCluster:
                     *pairs, "--", *argv]
         with log.open("wb") as out:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.env(**(env or {})), cwd=self.root, start_new_session=True)
-        return Daemon(name, process, port, webui, log, dict(view or {}), not view and not env)
+                                       env=self.env(), cwd=self.root, start_new_session=True)
+        return Daemon(name, process, port, webui, log, dict(view or {}))
 
-    def start_worker(self, view: Mapping[str, str | os.PathLike[str]] | None = None,
-                     env: Mapping[str, str] | None = None) -> Daemon:
+    def start_worker(self, view: Mapping[str, str | os.PathLike[str]] | None = None) -> Daemon:
         """A new worker (1 core) registering with the master; ``view``: path -> a directory bind-mounted over it in
-        the worker's own mount namespace (its executors see that directory's files at the path); ``env``: variables
-        of its environment (and its executors' and their Python workers') over the cluster's."""
+        the worker's own mount namespace (its executors see that directory's files at the path)."""
         self._started += 1
         name = f"worker-{self._started}"
         work = self.root / name
         work.mkdir()
         worker = self._start(name, ["org.apache.spark.deploy.worker.Worker", "--cores", "1", "--memory",
                                     WORKER_MEMORY, "--work-dir", str(work), self.master_url],
-                             {str(k): os.fspath(v) for k, v in (view or {}).items()}, env)
+                             _view(view))
         self.workers.append(worker)
         return worker
 
@@ -174,11 +170,6 @@ class SparkCluster:
     def state(self) -> Any:
         """The master's JSON (``workers``, ``activeapps``, ``completedapps``...)."""
         return get_json(f"http://127.0.0.1:{self.master.webui_port}/json")
-
-    def alive_workers(self) -> list[Daemon]:
-        """Our workers the master has registered and holds ALIVE."""
-        ports = {w["port"] for w in self.state()["workers"] if w["state"] == "ALIVE"}
-        return [w for w in self.workers if w.port in ports and w.alive()]
 
     def wait_for_workers(self, timeout: float = STARTUP_SECONDS) -> None:
         """Until the master holds every worker of ours ALIVE, and no other; fails with the logs of a daemon that
@@ -197,17 +188,25 @@ class SparkCluster:
             assert time.monotonic() < deadline, f"workers not registered in {timeout:g} s:\n{self.master.log_tail()}"
             time.sleep(0.3)
 
-    def reset(self) -> None:
-        """Back to :data:`WORKERS` plain workers, all registered: a worker killed, stopped, or started with a view or
-        an environment of its own is replaced."""
-        for worker in [w for w in self.workers if not w.plain or not w.alive()]:
+    def reset(self, *views: Mapping[str, str | os.PathLike[str]], workers: int = WORKERS) -> list[Daemon]:
+        """``workers`` workers, all registered: one with each of ``views`` (:meth:`start_worker`), the others plain;
+        a running worker with the view asked for is kept (a killed one is replaced), the others are stopped.  The
+        drivers of the test before are ended first.  Returns the workers with ``views``, in their order."""
+        self.end_drivers()
+        wanted = [_view(v) for v in views] + [{}] * (workers - len(views))
+        kept: list[Daemon] = []
+        for worker in [w for w in self.workers if w.alive()]:
+            if worker.view in wanted:
+                wanted.remove(worker.view)
+                kept.append(worker)
+        for worker in [w for w in self.workers if w not in kept]:
             self.stop_worker(worker)
-        while len(self.workers) < WORKERS:
-            self.start_worker()
+        for view in wanted:
+            self.start_worker(view)
         self.wait_for_workers()
+        return [next(w for w in self.workers if w.view == _view(v)) for v in views]
 
-    def run(self, argv: Sequence[str], timeout: float = 300, env: Mapping[str, str] | None = None
-            ) -> subprocess.Popen[str]:
+    def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
         """A driver process (``argv``) in its own process group with the cluster's environment (output piped);
         :func:`finish` waits for it."""
         driver = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -235,6 +234,10 @@ class SparkCluster:
             time.sleep(0.2)
         for pid in left:
             _kill(pid)
+
+
+def _view(view: Mapping[str, str | os.PathLike[str]] | None) -> dict[str, str]:
+    return {str(k): os.fspath(v) for k, v in (view or {}).items()}
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -298,11 +301,13 @@ def marked_processes(mark: str) -> list[int]:
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """The session's cluster: a master and :data:`WORKERS` workers, all registered; stopped at the end."""
+    """The session's cluster: a master and :data:`WORKERS` workers starting (:meth:`SparkCluster.reset` waits until
+    they are registered: the module's other fixtures run meanwhile); stopped at the end."""
     pyspark_bin("spark-class")  # skips first, before any directory is made
     cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"))
     try:
-        cluster.reset()
+        for _ in range(WORKERS):
+            cluster.start_worker()
         yield cluster
     finally:
         cluster.stop()
@@ -311,8 +316,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
 
 @pytest.fixture
 def cluster(spark_cluster: SparkCluster) -> Iterator[SparkCluster]:
-    """The session's cluster with its :data:`WORKERS` plain workers registered (a test before may have killed one
-    or started one of its own); the drivers the test started are ended after it."""
-    spark_cluster.reset()
+    """The session's cluster, for a test that first says which workers it needs (:meth:`SparkCluster.reset`: a test
+    before may have killed one or started one of its own); the drivers the test started are ended after it."""
     yield spark_cluster
     spark_cluster.end_drivers()

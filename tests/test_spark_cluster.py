@@ -165,16 +165,43 @@ def spark_run(on: SparkCluster, command: str, dirs: Sequence[str], out: Path, *a
     return got, answer(got, out)
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """``spark verify`` of the fleet as docs/spark.md submits it: ``spark-submit --master spark://...`` of mploader's
+    application file (one run for the module: an application costs seconds of JVMs)."""
+
+    returncode: int
+    doc: dict[str, Any]
+    apps: list[Any]  # the master's completed applications that the run added
+
+
+@pytest.fixture(scope="module")
+def submitted(spark_cluster: SparkCluster, fleet: Path,  # noqa: F811
+              tmp_path_factory: pytest.TempPathFactory) -> Submitted:
+    from mploader.cli import spark_submit as app
+
+    spark_cluster.reset()
+    out = tmp_path_factory.mktemp("submitted")
+    before = {a["id"] for a in spark_cluster.state()["completedapps"]}
+    argv = [pyspark_bin("spark-submit"), "--master", spark_cluster.master_url, "--conf", "spark.speculation=false",
+            str(app.__file__), "spark", "verify", *fleet_dirs(fleet), "--out", str(out / "tables"),
+            "--json-out", str(out / "doc.json"), "--now-ms", str(NOW)]
+    got = finish(spark_cluster.run(argv))
+    return Submitted(got.returncode, answer(got, out),
+                     [a for a in spark_cluster.state()["completedapps"] if a["id"] not in before])
+
+
 def test_spark_verify_and_load_on_the_cluster_are_the_single_host_commands(
-        cluster: SparkCluster, fleet: Path, single_host: SingleHost, tmp_path: Path) -> None:  # noqa: F811
+        cluster: SparkCluster, fleet: Path, single_host: SingleHost, submitted: Submitted,  # noqa: F811
+        tmp_path: Path) -> None:
+    """``spark verify`` (spark-submit's run), ``spark load`` and ``spark load --apply`` (``--master``)."""
+    assert submitted.returncode == single_host.verify_exit
+    ran_on(cluster, submitted.doc)
+    assert verify_partitions(submitted.doc, fleet) == single_host.verify
+    cluster.reset()
     root = copy(fleet, tmp_path / "fleet")
-    dirs = fleet_dirs(root)
-    got, doc = spark_run(cluster, "verify", dirs, tmp_path / "verify")
-    assert got.returncode == single_host.verify_exit, got.stderr[-3000:]
-    ran_on(cluster, doc)
-    assert verify_partitions(doc, root) == single_host.verify
     for args, expected, out in (([], single_host.dry, "dry"), (["--apply"], single_host.applied, "apply")):
-        got, doc = spark_run(cluster, "load", dirs, tmp_path / out, *args)
+        got, doc = spark_run(cluster, "load", fleet_dirs(root), tmp_path / out, *args)
         assert got.returncode == single_host.load_exit, got.stderr[-3000:]
         ran_on(cluster, doc, PARTITIONS)
         assert [load_document(b, root) for b in doc["brokers"]] == expected
@@ -184,23 +211,12 @@ def test_spark_verify_and_load_on_the_cluster_are_the_single_host_commands(
     assert tree_digest(root) == single_host.tree
 
 
-def test_spark_submit_runs_the_job_on_its_master(cluster: SparkCluster, fleet: Path,  # noqa: F811
-                                                  single_host: SingleHost, tmp_path: Path) -> None:
+def test_spark_submit_runs_the_job_on_its_master(cluster: SparkCluster, submitted: Submitted) -> None:  # noqa: F811
     """``spark-submit --master spark://...`` (docs/spark.md): the session mploader makes is spark-submit's, on the
     cluster, not ``local[*]``; the master lists the application, finished, with the cluster's two cores."""
-    from mploader.cli import spark_submit as app
-
-    before = {a["id"] for a in cluster.state()["completedapps"]}
-    argv = [pyspark_bin("spark-submit"), "--master", cluster.master_url, "--conf", "spark.speculation=false",
-            str(app.__file__), "spark", "verify", *fleet_dirs(fleet), "--out", str(tmp_path / "tables"),
-            "--json-out", str(tmp_path / "doc.json"), "--now-ms", str(NOW)]
-    got = finish(cluster.run(argv))
-    doc = answer(got, tmp_path)
-    assert got.returncode == single_host.verify_exit, got.stdout[-3000:]
-    ran_on(cluster, doc)
-    assert verify_partitions(doc, fleet) == single_host.verify
-    apps = [(a["name"], a["state"], a["cores"]) for a in cluster.state()["completedapps"] if a["id"] not in before]
-    assert apps == [(doc["spark"]["app_name"], "FINISHED", 2)]
+    ran_on(cluster, submitted.doc)
+    assert [(a["name"], a["state"], a["cores"]) for a in submitted.apps] == \
+        [(submitted.doc["spark"]["app_name"], "FINISHED", 2)]
 
 
 def wait_for(path: Path, driver: subprocess.Popen[str], timeout: float = 300) -> None:
@@ -212,16 +228,18 @@ def wait_for(path: Path, driver: subprocess.Popen[str], timeout: float = 300) ->
         time.sleep(0.05)
 
 
-# the sitecustomize of a worker whose Python starts slowly: the first task on it (its executor's Python daemon
-# starting: nothing else of the load starts a Python there) runs for a minute, ample time to kill the worker in
-# the middle of it; the files it leaves beside it say that it started, and whether it ever finished
+# the sitecustomize of the load's Python on the executors (spark.executorEnv.PYTHONPATH): on the victim worker (its
+# work dir, the cwd of its executor's Python), the first task (its Python daemon starting: nothing else of the load
+# starts a Python there) runs for a minute, ample time to kill the worker in the middle of it; the files it leaves
+# beside it say that it started, and whether it ever finished
 _SLOW_PYTHON = """import os
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-open(os.path.join(here, "started"), "w").close()
-time.sleep(60)
-open(os.path.join(here, "finished"), "w").close()
+if os.getcwd().startswith({victim!r}):
+    open(os.path.join(here, "started"), "w").close()
+    time.sleep(60)
+    open(os.path.join(here, "finished"), "w").close()
 """
 
 
@@ -229,14 +247,14 @@ def test_a_worker_killed_mid_load_the_other_runs_its_task(cluster: SparkCluster,
                                                            single_host: SingleHost, tmp_path: Path) -> None:
     """SIGKILL to a worker (its JVM, its executor's, their Python) while a task of an applied load runs on it:
     Spark runs the task again on the other worker, the load completes with the single-host outcome."""
+    cluster.reset()
+    victim = cluster.workers[1]
     slow = tmp_path / "slow-python"
     slow.mkdir()
-    (slow / "sitecustomize.py").write_text(_SLOW_PYTHON)
-    cluster.stop_worker(cluster.workers[1])
-    victim = cluster.start_worker(env={"PYTHONPATH": os.pathsep.join([str(slow), str(_ROOT)])})
-    cluster.wait_for_workers()
+    (slow / "sitecustomize.py").write_text(_SLOW_PYTHON.format(victim=str(cluster.root / victim.name) + os.sep))
     root = copy(fleet, tmp_path / "fleet")
-    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply"))
+    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply", "--conf",
+                                       f"spark.executorEnv.PYTHONPATH={slow}{os.pathsep}{_ROOT}"))
     wait_for(slow / "started", driver)  # a task of the load runs on the victim
     cluster.stop_worker(victim, signal.SIGKILL)
     got = finish(driver)
@@ -248,6 +266,35 @@ def test_a_worker_killed_mid_load_the_other_runs_its_task(cluster: SparkCluster,
     assert [load_document(b, root) for b in doc["brokers"]] == single_host.applied
     same_warnings(single_host.warnings, got.stderr, root)
     assert [w["state"] for w in cluster.state()["workers"] if w["port"] == victim.port] == ["DEAD"]
+
+
+@dataclass(frozen=True)
+class Views:
+    """What the driver sees (``planned``) and what a worker with :attr:`view` sees at the same paths: a file
+    ``which`` saying whose it is, and ``fleet``: the fleet, and another one (other seeds: the same topics and
+    partitions, other segments)."""
+
+    planned: Path
+    other: Path
+
+    @property
+    def view(self) -> dict[str, str]:
+        return {str(self.planned): str(self.other)}
+
+
+@pytest.fixture(scope="module")
+def views(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Views:
+    """The two views, one worker with the other for both tests (one worker started for them)."""
+    if (why := can_unshare()) is not None:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("views")
+    planned, other = root / "planned", root / "other"
+    for d, text in ((planned, "the driver's"), (other, "another")):
+        d.mkdir()
+        (d / "which").write_text(text)
+    copy(fleet, planned / "fleet")
+    make_fleet(other / "fleet", seed_offset=100)
+    return Views(planned, other)
 
 
 # a driver that runs 8 tasks; each answers its worker's work dir, the file at argv[2] as its executor sees it, and
@@ -267,45 +314,31 @@ spark.stop()
 """
 
 
-def test_a_worker_in_its_own_mount_namespace_sees_other_files(cluster: SparkCluster,  # noqa: F811
-                                                              tmp_path: Path) -> None:
-    if (why := can_unshare()) is not None:
-        pytest.skip(why)
-    planned, other = tmp_path / "planned", tmp_path / "other"
-    for d, text in ((planned, "the driver's"), (other, "another")):
-        d.mkdir()
-        (d / "which").write_text(text)
-    plain = cluster.workers[0]
-    cluster.stop_worker(cluster.workers[1])
-    viewer = cluster.start_worker({planned: other})
-    cluster.wait_for_workers()
-    got = finish(cluster.run([sys.executable, "-c", _WHO_SEES_WHAT, cluster.master_url, str(planned / "which")]))
+def test_a_worker_in_its_own_mount_namespace_sees_other_files(cluster: SparkCluster, views: Views) -> None:  # noqa: F811
+    """A plain worker and one with the other view: a job's tasks read one path, each worker's executor reads its
+    own view's file there (and imports the tree under test)."""
+    viewer, = cluster.reset(views.view)
+    plain, = (w for w in cluster.workers if w is not viewer)
+    got = finish(cluster.run([sys.executable, "-c", _WHO_SEES_WHAT, cluster.master_url,
+                              str(views.planned / "which")]))
     assert got.returncode == 0, got.stderr[-3000:]
     seen = {Path(cwd).relative_to(cluster.root).parts[0]: (text, module)
             for cwd, text, module in json.loads(got.stdout.strip().splitlines()[-1])}
     tree = str(_ROOT / "mploader" / "__init__.py")  # the tree under test, whatever else the venv would import
     assert seen == {plain.name: ("the driver's", tree), viewer.name: ("another", tree)}
-    assert (planned / "which").read_text() == "the driver's"  # the mount stayed in the worker's namespace
+    assert (views.planned / "which").read_text() == "the driver's"  # the mount stayed in the worker's namespace
 
 
 @pytest.mark.xfail(strict=False, reason="needs the identity checks from h/identity")
-def test_spark_load_refuses_a_worker_that_sees_other_data(cluster: SparkCluster, fleet: Path,  # noqa: F811
+def test_spark_load_refuses_a_worker_that_sees_other_data(cluster: SparkCluster, views: Views,  # noqa: F811
                                                           tmp_path: Path) -> None:
-    """The driver plans on its view of the dirs; the only worker sees another fleet (other seeds: the same topics
-    and partitions, other segments) at those paths.  Right data or nothing: the tasks refuse it, the command fails
-    saying so, and no file of the other fleet changes."""
-    if (why := can_unshare()) is not None:
-        pytest.skip(why)
-    planned = copy(fleet, tmp_path / "planned")
-    other = make_fleet(tmp_path / "other", seed_offset=100)
-    before = tree_digest(other)
-    for worker in list(cluster.workers):
-        cluster.stop_worker(worker)
-    cluster.start_worker({planned: other})
-    cluster.wait_for_workers()
-    got, doc = spark_run(cluster, "load", fleet_dirs(planned), tmp_path / "out", "--apply",
+    """The driver plans on its view of the dirs; the only worker sees the other fleet at those paths.  Right data
+    or nothing: the tasks refuse it, the command fails saying so, and no file of the other fleet changes."""
+    before = tree_digest(views.other / "fleet")
+    cluster.reset(views.view, workers=1)
+    got, doc = spark_run(cluster, "load", fleet_dirs(views.planned / "fleet"), tmp_path, "--apply",
                          "--conf", "spark.cores.max=1")  # one worker
-    assert tree_digest(other) == before, "the load changed the other view's files"
+    assert tree_digest(views.other / "fleet") == before, "the load changed the other view's files"
     assert got.returncode == 1, got.stderr[-3000:]
     message = doc["error"]["message"]
     assert "WrongDataError" in message or "differ" in message, message
