@@ -2,12 +2,12 @@
 pyspark's own ``bin/spark-class``, once per test session (:func:`spark_cluster`; :func:`cluster` gives each test
 the workers it asks for with :meth:`SparkCluster.reset`, whatever the test before it killed or replaced).
 
-Everything the cluster writes (the workers' work dirs, the daemons' logs, Spark's scratch dirs, an empty
-``SPARK_CONF_DIR`` so that no configuration of the machine's applies) lies under the session's temporary directory;
-its ports are chosen free.  Every process of the cluster, and every driver :meth:`SparkCluster.run` starts, carries
-the cluster's marker in its environment (:data:`MARKER`): the teardown ends the daemons' process groups, then any
-process still carrying the marker (an executor JVM, a Python worker), by its id, so that no JVM outlives the
-session, even when a test failed.
+Everything the cluster writes (the workers' work dirs, the daemons' logs, Spark's scratch dirs, its own
+``SPARK_CONF_DIR``, whose ``spark-defaults.conf`` is :data:`SPARK_DEFAULTS`: no configuration of the machine's
+applies) lies under the session's temporary directory; its ports are chosen free.  Every process of the cluster,
+and every driver :meth:`SparkCluster.run` starts, carries the cluster's marker in its environment (:data:`MARKER`):
+the teardown ends the drivers' and the daemons' process groups, then any process still carrying the marker (an
+executor's JVM or Python), by its id, so that no JVM outlives the session, even when a test failed.
 
 The executors run this interpreter (``PYSPARK_PYTHON``, set for every driver) with ``PYTHONPATH`` the tree under
 test (the workers' environment, which their executors and Python workers inherit): not the ``mploader`` an
@@ -44,8 +44,7 @@ STARTUP_SECONDS = 180.0  # a daemon's JVM on a busy 2-CPU machine: seconds, not 
 # small JVMs: the daemons' heap, and the memory a worker offers (Spark's default executor asks for 1g of it)
 DAEMON_MEMORY = "256m"
 WORKER_MEMORY = "512m"
-# the JVMs of a short test spend the machine's two CPUs on the work, not on the JIT's second tier or a parallel
-# collector (a local session's start takes half the time so on a busy machine)
+# short-lived JVMs on a 2-CPU machine: the JIT's first tier only, one collector thread (less CPU spent starting)
 JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 # the applications' defaults (spark-defaults.conf of the cluster's SPARK_CONF_DIR, which spark-submit reads, and so
 # every driver): an executor fits a worker; no web UI unless a test asks for one (spark.ui.enabled=true)
@@ -123,8 +122,9 @@ class SparkCluster:
         self.master = self._start("master", ["org.apache.spark.deploy.master.Master"])
         self.master_url = f"spark://127.0.0.1:{self.master.port}"
 
-    # the environment: Spark's, this interpreter for the executors, the tree under test on their path
-    def env(self, **extra: str) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
+        """Every process's environment: Spark's, this interpreter for the executors, the tree under test on the
+        path, the marker."""
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
         path = [str(ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
         env.update(PYTHONPATH=os.pathsep.join(dict.fromkeys(path)), PYSPARK_PYTHON=sys.executable,
@@ -132,7 +132,6 @@ class SparkCluster:
                    SPARK_LOCAL_DIRS=str(self.root / "local"), SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
                    SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS,
                    **{MARKER: str(self.root)})
-        env.update(extra)
         return env
 
     def _start(self, name: str, command: Sequence[str], view: dict[str, str] | None = None) -> Daemon:
@@ -206,11 +205,11 @@ class SparkCluster:
         self.wait_for_workers()
         return [next(w for w in self.workers if w.view == _view(v)) for v in views]
 
-    def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    def run(self, argv: Sequence[str]) -> subprocess.Popen[str]:
         """A driver process (``argv``) in its own process group with the cluster's environment (output piped);
         :func:`finish` waits for it."""
         driver = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=self.env(**(env or {})), cwd=ROOT,
+                                  stderr=subprocess.PIPE, text=True, env=self.env(), cwd=ROOT,
                                   start_new_session=True)
         self.drivers.append(driver)
         return driver
@@ -229,11 +228,9 @@ class SparkCluster:
         for worker in list(self.workers):
             self.stop_worker(worker)
         _end_group(self.master.process, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while (left := marked_processes(str(self.root))) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in left:
+        for pid in _still_marked(str(self.root), 30):  # an executor's JVM or Python its worker did not take along
             _kill(pid)
+        _still_marked(str(self.root), 10)
 
 
 def _view(view: Mapping[str, str | os.PathLike[str]] | None) -> dict[str, str]:
@@ -278,6 +275,14 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _still_marked(mark: str, seconds: float) -> list[int]:
+    """The processes still marked ``mark`` after waiting up to ``seconds`` for them to end."""
+    deadline = time.monotonic() + seconds
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 
 
 def marked_processes(mark: str) -> list[int]:

@@ -2,17 +2,19 @@
 tests/spark_cluster.py), against the single-host commands on copies of one generated fleet of two brokers (one
 unclean with injected faults, one unclean):
 
-* ``spark verify``, ``spark load`` (a dry run, and ``--apply``) with ``--master spark://...`` give the single-host
-  documents partition for partition and, applied, the single-host load's files;
-* ``spark-submit --master spark://...`` of mploader's application file runs the job on that master;
-* a worker killed (SIGKILL to its JVM and its executor's) while a task of an applied load runs on it: Spark runs the
-  task again on the other worker, and the files are the single-host load's;
+* ``spark verify`` (submitted with ``spark-submit --master spark://...``), ``spark load`` (a dry run, and
+  ``--apply``, with ``--master spark://...``) give the single-host documents partition for partition and, applied,
+  the single-host load's files;
+* spark-submit's master is the job's (not ``local[*]``): the cluster's master lists the application;
+* a worker killed (SIGKILL to its JVM, its executor's and their Python) while a task of an applied load runs on it:
+  Spark runs the task again on the other worker, and the files are the single-host load's;
 * a worker in its own mount namespace sees other files at the driver's paths; ``spark load --apply`` on such a worker
   must refuse the other data and change none of it.
 
-One cluster for the module (it takes seconds to start): the tests run in scripts/test's first pass only
-(``one_pass``), in one pytest-xdist worker (``xdist_group``), each with the two plain workers registered (the
-``cluster`` fixture replaces a killed or viewed one).
+One cluster for the session (it takes seconds to start), and as few applications as the checks allow (each costs
+seconds of JVMs: the one spark-submit run serves two tests, one viewing worker the two view tests); each test says
+which workers it needs (``SparkCluster.reset``).  The tests run in scripts/test's first pass only (``one_pass``), in
+one pytest-xdist worker (``xdist_group``).
 """
 
 from __future__ import annotations
@@ -37,17 +39,9 @@ if str(_ROOT) not in sys.path:
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from tests import cli_json  # noqa: E402
 from tests.crashy_worker import tree_digest  # noqa: E402
-from tests.spark_cluster import (  # noqa: E402, F401
-    Daemon,
-    SparkCluster,
-    can_unshare,
-    cluster,
-    finish,
-    pyspark_bin,
-    spark_cluster,
-)
+from tests.spark_cluster import SparkCluster, can_unshare, cluster, finish, pyspark_bin, spark_cluster  # noqa: E402, F401
 
-pytestmark = [pytest.mark.one_pass, pytest.mark.xdist_group("spark-cluster")]
+pytestmark = [pytest.mark.slow, pytest.mark.one_pass, pytest.mark.xdist_group("spark-cluster")]
 
 NOW = 1_730_000_000_000 + 600_000
 _BASE = GeneratorConfig(data_dirs=2, topics=2, partitions_per_topic=2, total_bytes=400_000, segment_bytes=32 * 1024,
@@ -302,19 +296,19 @@ def views(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Views:
 # spark-defaults), so each takes a task in Spark's first round of offers.
 _WHO_SEES_WHAT = """
 import json, os, sys
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.master(sys.argv[1]).appName("views").getOrCreate()
-context, path = spark.sparkContext, sys.argv[2]
+from pyspark import SparkContext
+context, path = SparkContext(sys.argv[1], "views"), sys.argv[2]
 def look(_):
     import mploader
     with open(path) as f:
         yield os.getcwd(), f.read(), mploader.__file__
 print(json.dumps(sorted(set(context.parallelize(range(8), 8).mapPartitions(look).collect()))))
-spark.stop()
+context.stop()
 """
 
 
-def test_a_worker_in_its_own_mount_namespace_sees_other_files(cluster: SparkCluster, views: Views) -> None:  # noqa: F811
+def test_a_worker_in_its_own_mount_namespace_sees_other_files(cluster: SparkCluster,  # noqa: F811
+                                                              views: Views) -> None:
     """A plain worker and one with the other view: a job's tasks read one path, each worker's executor reads its
     own view's file there (and imports the tree under test)."""
     viewer, = cluster.reset(views.view)
