@@ -8,7 +8,8 @@ weighs is in :mod:`mploader.costs`.
 * a number: that many scanning workers per data dir (1: scans in the loading threads), always;
 * "auto": the usable CPUs shared among the data dirs where the busiest dir has enough to scan for a pool to pay
   (:func:`auto_pool_min_bytes`), else 1; and whole partitions in worker processes instead where the inline load
-  would take :data:`~mploader.costs.AUTO_MIN_SECONDS` or more on 2 CPUs or more (:func:`auto_partition_workers`);
+  would take :data:`~mploader.costs.AUTO_MIN_SECONDS` or more on 2 CPUs or more (:func:`auto_partition_workers`),
+  except where a dir is read by one reader in disk order (a disk with a head, cold: :mod:`mploader.engine.diskorder`);
 * "adaptive": up to twice the CPUs' share scanning, as many at once as pay (:mod:`mploader.engine.adaptive`).
 """
 
@@ -32,6 +33,7 @@ from mploader.costs import (
 from mploader.disk import NO_HOOK, Disk, MutationHook
 from mploader.engine import worker_start
 from mploader.engine.base import Engine
+from mploader.engine.diskorder import reads_in_disk_order
 from mploader.engine.inline import InlineEngine
 from mploader.engine.plan import DirPlan, PlannedScans, file_size, ordered, partition_scans, plan_segment_scans
 from mploader.host.cpus import usable_cpus
@@ -81,14 +83,18 @@ def plan_load(cfg: LoaderConfig, plans: Sequence[DirPlan], watched: bool = True)
     bytes; unwatched, the choice of partition workers may be made before the whole plan
     (:func:`early_partition_workers`), the plans then left to the workers."""
     partitions = sum(len(p.partitions) for p in plans)
-    auto = cfg.segment_scan_workers_per_data_dir == "auto" and cfg.max_read_bytes_per_sec is None
+    # whether "auto" may load whole partitions in workers: never under a read budget (the scanning engine keeps it),
+    # nor where a dir that scans its segments is read by one reader in disk order (engine.diskorder): each worker
+    # would read it too
+    auto = (cfg.segment_scan_workers_per_data_dir == "auto" and cfg.max_read_bytes_per_sec is None
+            and not any(reads_in_disk_order(p, cfg.read_ahead_bytes) for p in plans if not p.clean or p.scan_all))
     done: dict[str, PlannedScans] = {}
     if auto and not watched:
         n, done = early_partition_workers(plans, partitions, start=cfg.worker_start)
         if n:
             return LoadPlan(partition_workers=n)
     scans = plan_scans(cfg, plans, done)
-    if auto:  # never under a read budget: the scanning engine keeps it
+    if auto:
         n = auto_partition_workers(scans, partitions, scans.workers_per_dir, start=cfg.worker_start)
         if n:
             return LoadPlan(partition_workers=n, planned=scans.planned, planned_bytes=scans.planned_bytes,

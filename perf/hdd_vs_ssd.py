@@ -1,9 +1,12 @@
-"""``mploader experiment hdd-vs-ssd`` run from perf/: seed 002's restart on the machine's disk, a throttled loop
-device with HDD-like limits (root) and tmpfs.
+"""``mploader experiment hdd-vs-ssd`` run from perf/: seed 002's restart of a broker of one and two data dirs on
+the machine's disk, a throttled loop device with HDD-like limits (root), the seek-modelled HDD and SSD-like devices
+(root, FUSE) and tmpfs, loaded by mploader (1/2/4/8 workers, auto, adaptive, --partition-workers auto) and by
+Kafka's own loader (1/2/4 recovery threads, the oracle of shared/kafka-oracle), every point repeated.
 
     .venv/bin/python perf/hdd_vs_ssd.py --quick --out perf/results/hdd-vs-ssd-quick
 
-Every option of ``mploader experiment hdd-vs-ssd --help`` applies; perf/README.md has the committed runs.
+Every option of ``mploader experiment hdd-vs-ssd --help`` applies; docs/experiments.md says what the report and
+its figures show; perf/README.md has the committed runs.
 """
 
 from __future__ import annotations

@@ -47,6 +47,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mploader.experiments.kafka import (  # noqa: E402
+    OracleFailed,
+    compare,
+    find_oracle,
+    mploader_partitions,
+    oracle_partitions,
+)
 from mploader.experiments.report import cpu_model  # noqa: E402
 from mploader.experiments.run import make_unclean  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
@@ -166,40 +173,16 @@ def parse_mploader(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]
     doc = json.loads(text)
     if "error" in doc:
         raise Failed(f"mploader failed: {doc['error']}")
-    parts = {}
-    for lg in doc["logs"]:
-        parts[os.path.basename(lg["dir"])] = {
-            "kind": {"live": "current"}.get(lg["kind"], lg["kind"]),
-            "log_start_offset": lg["log_start_offset"], "log_end_offset": lg["log_end_offset"],
-            "recovery_point": lg["recovery_point"],
-            "segments": [(s["base_offset"], s["size_bytes"]) for s in lg["segments"]],
-            "epochs": [tuple(e) for e in lg["leader_epochs"]],
-        }
     if doc.get("offline_dirs"):
         raise Failed(f"mploader: offline dirs {doc['offline_dirs']}")
-    return parts, doc["stats"]
+    return mploader_partitions(doc["logs"]), doc["stats"]
 
 
 def parse_kafka(text: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    parts, summary, errors = {}, {}, []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        o = json.loads(line)
-        if o["type"] == "partition":
-            parts[os.path.basename(o["dir"])] = {
-                "kind": o["kind"], "log_start_offset": o["log_start_offset"], "log_end_offset": o["log_end_offset"],
-                "recovery_point": o["unified_log_recovery_point"],
-                "segments": [(s["base_offset"], s["size"]) for s in o["segments"]],
-                "epochs": [tuple(e) for e in o["epochs"]],
-            }
-        elif o["type"] == "summary":
-            summary = o
-        else:
-            errors.append(o)
-    if errors:
-        raise Failed(f"Kafka reported {len(errors)} error line(s), first: {errors[0]}")
-    return parts, summary
+    try:
+        return oracle_partitions(text)
+    except OracleFailed as e:
+        raise Failed(str(e)) from None
 
 
 def run_once(c: Contender, template: str, scratch: Path) -> Run:
@@ -232,21 +215,6 @@ def timed_process(name: str, argv: list[str], scratch: Path) -> tuple[float, flo
     return dt, ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, text
 
 
-def compare(ref: dict[str, dict[str, Any]], got: dict[str, dict[str, Any]], max_lines: int = 10) -> list[str]:
-    diffs = []
-    for name in sorted(set(ref) | set(got)):
-        if name not in got:
-            diffs.append(f"{name}: loaded by Kafka only")
-        elif name not in ref:
-            diffs.append(f"{name}: loaded by this run only")
-        else:
-            for k, v in ref[name].items():
-                if got[name].get(k) != v:
-                    a, b = str(v), str(got[name].get(k))
-                    diffs.append(f"{name} {k}: Kafka {a[:300]} / this run {b[:300]}")
-    return diffs[:max_lines] + ([f"... and {len(diffs) - max_lines} more"] if len(diffs) > max_lines else [])
-
-
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -274,13 +242,6 @@ def make_template(ds: DataSet, root: Path) -> tuple[str, str]:
     facts = (f"{g.partitions} partitions, {g.segments} segments, {g.batches:,} batches, {g.log_bytes / MB:.0f} MB "
              f"(generated in {time.perf_counter() - t0:.1f} s)")
     return d, facts
-
-
-def find_oracle(arg: str | None) -> str | None:
-    for cand in (arg, os.environ.get("KAFKA_ORACLE"), str(Path.home() / ".cache/kafka-oracle/oracle")):
-        if cand and os.access(cand, os.X_OK):
-            return cand
-    return None
 
 
 def machine() -> str:

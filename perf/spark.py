@@ -4,9 +4,9 @@
    Spark local[2], alternating rounds (A B A B ...), medians: ``verify_logs`` without the prediction (an audit
    of every byte: Phase 1 only, as Spark tasks) and a dry-run ``load_logs`` (the segments above the recovery
    point; on Spark each partition loaded whole, Phase 1 and 2, by a task, as ``mploader spark load`` does).
-2. A fleet: --brokers generated brokers (one dir each, 16 KiB segments: 10k+ segments), ``mploader.spark``'s
-   verify (audits + a dry-run load per broker) and dry-run load on local[2]: wall time, Spark jobs, stages,
-   tasks (SparkContext.statusTracker), segments and bytes per second.
+2. A fleet of --brokers generated brokers (one dir each, 16 KiB segments), ``mploader.spark``'s verify (one job
+   of audits, one of predictions) and dry-run load (one job) on local[2] against the number of brokers: wall time,
+   Spark jobs, stages, tasks (SparkContext.statusTracker), beside the pool doing each broker in turn.
 
     .venv/bin/python perf/spark.py --root /tmp/mploader-spark-perf --report perf/README.md
 
@@ -38,10 +38,10 @@ from mploader.verify import verify_logs  # noqa: E402
 NOW = 1_730_000_000_000 + 600_000
 
 
-def jobs_of(spark: Any, engines: Sequence[SparkEngine | SparkPartitions]) -> tuple[int, int, int]:
-    """(jobs, stages, tasks) the engines or Phase 2 runners ran (the tracker keeps spark.ui.retainedJobs jobs)."""
+def jobs_of(spark: Any, job_groups: Sequence[str]) -> tuple[int, int, int]:
+    """(jobs, stages, tasks) run in ``job_groups`` (the tracker keeps spark.ui.retainedJobs jobs)."""
     tracker = spark.sparkContext.statusTracker()
-    jobs = [j for e in engines for j in tracker.getJobIdsForGroup(e.job_group)]
+    jobs = [j for g in job_groups for j in tracker.getJobIdsForGroup(g)]
     stages = [s for j in jobs if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds]
     tasks = sum(info.numTasks for s in stages if (info := tracker.getStageInfo(s)) is not None)
     return len(jobs), len(stages), tasks
@@ -82,32 +82,58 @@ def compare(spark: Any, root: Path, size: int, rounds: int, say: Any) -> None:
             f"{scanned[name] / statistics.median(ts) / 1e6:.0f} | {ratio:.2f}x |")
 
 
-def fleet_run(spark: Any, root: Path, brokers: int, say: Any) -> None:
-    fleet_root = root / "fleet"
+def fleet_run(spark: Any, root: Path, counts: Sequence[int], say: Any) -> None:
+    """The fleet's two commands against its number of brokers (the first N of the largest fleet), one Spark job
+    per phase, beside the single-host pool loading (verifying) the same brokers one after another."""
+    fleet_root = root / f"fleet-{max(counts)}"
     if not fleet_root.exists():
-        for b in range(brokers):
-            generate(fleet_root / f"broker-{b:02d}",
-                     GeneratorConfig(data_dirs=1, topics=4, partitions_per_topic=4, total_bytes=8_000_000,
+        for b in range(max(counts)):
+            generate(fleet_root / f"broker-{b:03d}",
+                     GeneratorConfig(data_dirs=1, topics=2, partitions_per_topic=4, total_bytes=1_000_000,
                                      segment_bytes=16 * 1024, faults=2 if b % 4 == 0 else 0, node_id=b + 1,
                                      seed=100 + b))
-    dirs = [str(d) for d in sorted(fleet_root.glob("broker-*/data-*"))]
+    brokers = sorted(fleet_root.glob("broker-*"))
     make_warm([fleet_root])
-    segments = sum(1 for _ in fleet_root.rglob("*.log"))
-    nbytes = sum(f.stat().st_size for f in fleet_root.rglob("*.log"))
     say("")
-    say(f"fleet: {brokers} brokers, {len(dirs)} data dirs, {segments} segments, {nbytes / 1e6:.0f} MB of .log, "
-        f"Spark {spark.sparkContext.master} ({spark.sparkContext.defaultParallelism} cores), page cache warm")
+    say(f"fleet: the first N of {len(brokers)} generated brokers (one dir each, 8 partitions, 16 KiB segments, a "
+        f"quarter with faults), Spark {spark.sparkContext.master} ({spark.sparkContext.defaultParallelism} cores), "
+        f"page cache warm; the pool: `load_logs`/`verify_logs` of each broker in turn, 2 workers per dir")
     say("")
-    say("| job | wall s | Spark jobs | stages | tasks | segments/s | MB/s | partitions (summary rows) |")
-    say("|---|---|---|---|---|---|---|---|")
-    for name, run in (("spark verify (audit + dry-run load)", lambda: fleet.verify(spark, dirs, now_ms=NOW)),
-                      ("spark load (dry run)", lambda: fleet.load(spark, dirs, now_ms=NOW))):
-        t0 = time.perf_counter()
-        out = run()
-        wall = time.perf_counter() - t0
-        jobs, stages, tasks = jobs_of(spark, out.engines)
-        say(f"| {name} | {wall:.1f} | {jobs} | {stages} | {tasks} | {segments / wall:.0f} | {nbytes / wall / 1e6:.1f} "
-            f"| {out.tables.summary_rows} |")
+    say("| brokers | segments | command | Spark wall s | Spark jobs | stages | tasks | rows built s | rows written s "
+        "| pool wall s | Spark / pool |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|")
+    pool = LoaderConfig(segment_scan_workers_per_data_dir=2, dry_run=True)
+    built: list[float] = []  # the driver's time building the inventory and summary rows, per run
+
+    def timed(make: Any) -> Any:
+        def run(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return make(*args)
+            finally:
+                built.append(time.perf_counter() - t0)
+        return run
+
+    fleet.load_tables, fleet.verify_tables = timed(fleet.load_tables), timed(fleet.verify_tables)
+    for n in counts:
+        dirs = [str(d) for b in brokers[:n] for d in sorted(b.glob("data-*"))]
+        segments = sum(1 for b in brokers[:n] for _ in b.rglob("*.log"))
+        for name, run, alone in (
+                ("spark verify", fleet.verify, lambda d: verify_logs([d], pool, now_ms=NOW)),
+                ("spark load (dry run)", fleet.load, lambda d: load_logs([d], pool, NOW))):
+            t0 = time.perf_counter()
+            out = run(spark, dirs, now_ms=NOW)
+            wall = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            for d in dirs:
+                alone(d)
+            pool_wall = time.perf_counter() - t1
+            jobs, stages, tasks = jobs_of(spark, out.job_groups)
+            t2 = time.perf_counter()
+            out.tables.write(root / "history")
+            written = time.perf_counter() - t2
+            say(f"| {n} | {segments} | {name} | {wall:.1f} | {jobs} | {stages} | {tasks} | {built[-1]:.2f} | "
+                f"{written:.2f} | {pool_wall:.1f} | {wall / pool_wall:.1f}x |")
 
 
 def main() -> None:
@@ -115,7 +141,7 @@ def main() -> None:
     ap.add_argument("--root", default="/tmp/mploader-spark-perf")
     ap.add_argument("--size", type=int, default=200_000_000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--brokers", type=int, default=20)
+    ap.add_argument("--brokers", default="10,25,50,100", help="fleet sizes, comma-separated")
     ap.add_argument("--report", default=None, help="write the block into this README")
     args = ap.parse_args()
     root = Path(args.root)
@@ -125,7 +151,7 @@ def main() -> None:
     lines.say(f"`{' '.join(['.venv/bin/python', *sys.argv])}`")
     lines.say("")
     compare(spark, root, args.size, args.rounds, lines.say)
-    fleet_run(spark, root, args.brokers, lines.say)
+    fleet_run(spark, root, [int(n) for n in args.brokers.split(",")], lines.say)
     spark.stop()
     if args.report:
         replace_section(Path(args.report), "spark", lines.lines)

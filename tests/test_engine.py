@@ -402,6 +402,7 @@ class EngineConformance:
     copy (computed once per data set and session)."""
 
     N: int = 1
+    DISK_ORDER: bool | None = None  # the engines' disk_order (True: one reader in disk order, the scans gated on it)
 
     def check(self, ds: DataSet, datasets: DataSets, request: pytest.FixtureRequest,
               monkeypatch: pytest.MonkeyPatch, *, defer_stats: bool = False) -> tuple[Outcome, Outcome, dict[str, Any]]:
@@ -409,13 +410,14 @@ class EngineConformance:
         root, groups = datasets.fresh_copy(ds, request, f"N{self.N}")
         spy = BlockSpy(monkeypatch)
         seen: dict[str, Any] = {"cuts": {}, "chunk_results": 0}
-        if ds.chunk_bytes is not None:
+        if ds.chunk_bytes is not None or self.DISK_ORDER is not None:
             real_engine = LoadPlan.engine
 
             def make(*args: Any, **kwargs: Any) -> Engine:
                 engine = real_engine(*args, **kwargs)
-                if isinstance(engine, PoolEngine):
+                if isinstance(engine, PoolEngine) and ds.chunk_bytes is not None:
                     engine.chunk_bytes = ds.chunk_bytes
+                engine.disk_order = self.DISK_ORDER
                 return engine
 
             monkeypatch.setattr(LoadPlan, "engine", make)
@@ -514,6 +516,18 @@ class TestPoolEngine2(EngineConformance):
 
 class TestPoolEngine4(EngineConformance):
     N = 4
+
+
+class TestInlineEngineInDiskOrder(EngineConformance):
+    """One reader in disk order, every scan waiting for its range (as on a cold disk with a head): the same results."""
+
+    N = 1
+    DISK_ORDER = True
+
+
+class TestPoolEngine2InDiskOrder(EngineConformance):
+    N = 2
+    DISK_ORDER = True
 
 
 def _partitions_of(d: str) -> list[tuple[str, Any, Any]]:

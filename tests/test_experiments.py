@@ -18,8 +18,8 @@ import pytest
 
 from mploader.cli.main import main
 from mploader.experiments.cache import make_cold, make_warm
+from mploader.experiments.findings import findings
 from mploader.experiments.places import name_prefix, throttled_loop, tmpfs
-from mploader.experiments.report import findings
 from mploader.experiments.run import RunResult, RunSpec, copy_broker
 from mploader.experiments.sampler import Sampler, shm_bytes
 from mploader.format import checkpoint
@@ -95,8 +95,8 @@ def test_a_copy_for_an_unclean_restart_recovers_everything(tmp_path: Path) -> No
     src.mkdir()
     (src / checkpoint.CLEAN_SHUTDOWN_MARKER).write_text("")
     (src / checkpoint.RECOVERY_POINT_CHECKPOINT).write_text("0\n1\norders 0 500\n")
-    clean, = copy_broker([src], tmp_path / "clean", "clean")
-    unclean, = copy_broker([src], tmp_path / "unclean", "unclean")
+    clean, = copy_broker([src], [tmp_path / "clean"], "clean")
+    unclean, = copy_broker([src], [tmp_path / "unclean"], "unclean")
     assert (clean / checkpoint.CLEAN_SHUTDOWN_MARKER).exists()
     assert not (unclean / checkpoint.CLEAN_SHUTDOWN_MARKER).exists()
     assert (unclean / checkpoint.RECOVERY_POINT_CHECKPOINT).read_text() == "0\n0\n"
@@ -115,7 +115,7 @@ def test_a_copy_keeps_a_preallocated_index_sparse(tmp_path: Path) -> None:
         f.write(b"mid")  # data inside the file too
         f.truncate(10 * MiB)
     (src / "00000000000000000000.log").write_bytes(b"x" * 100_000)
-    copy, = copy_broker([tmp_path / "data-0"], tmp_path / "copies", "unclean")
+    copy, = copy_broker([tmp_path / "data-0"], [tmp_path / "copies"], "unclean")
     for name in ("00000000000000000000.index", "00000000000000000000.log"):
         a, b = src / name, copy / "t-0" / name
         assert b.read_bytes() == a.read_bytes()
@@ -170,7 +170,7 @@ def test_a_tiny_sweep_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     out = tmp_path / "out"
     code = main(["sweep", "--size", "3MB", "--segment-bytes", "512KiB", "--partitions", "2", "--workers", "1,2",
                  "--modes", "recover", "--cache", "cold,warm", "--cache-method", "fadvise", "--recovery-threads", "1",
-                 "--interval", "0.05", "--work-dir", str(tmp_path), "--out", str(out), "--json"])
+                 "--interval", "0.05", "--repeat", "1", "--work-dir", str(tmp_path), "--out", str(out), "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(r["workers"], r["cache"], r["cache_method"]) for r in doc["runs"]] == [
@@ -178,7 +178,8 @@ def test_a_tiny_sweep_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert all(r["bytes_read"] > 2_000_000 and r["segments_recovered"] > 0 for r in doc["runs"])
     assert any(r["load_cpu_mean"] > 0 for r in doc["runs"])  # the load's own processes were seen working
     assert len(doc["findings"]) == 2
-    for name in ("sweep.md", "sweep.json", "sweep-runs.csv", "sweep-samples.csv", "sweep-1.png", "sweep-2.png"):
+    for name in ("sweep.md", "sweep.json", "sweep-runs.csv", "sweep-points.csv", "sweep-samples.csv", "sweep-1.png",
+                 "sweep-1.json", "sweep-2.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "sweep-1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "sweep.md").read_text()
@@ -252,7 +253,8 @@ def test_stopping_the_experiment_removes_every_device_mount_cgroup_and_file(tmp_
         pytest.skip("no block IO throttle controller here")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "mploader", "experiment", "hdd-vs-ssd", "--devices", "throttled",
-                             "--restarts", "unclean", "--workers", "1", "--size", "6MB", "--segment-bytes", "1MiB",
+                             "--restarts", "unclean", "--workers", "1", "--data-dirs", "1", "--size", "6MB",
+                             "--segment-bytes", "1MiB",
                              "--partitions", "2", "--read-bps", "1MB", "--read-iops", "50", "--cache-method", "fadvise",
                              "--work-dir", str(tmp_path), "--out", str(out)], cwd=REPO, stderr=subprocess.PIPE,
                             text=True)

@@ -70,6 +70,11 @@ def spark_tasks_done(session: Any, job_group: str) -> int:
     return sum(s.numCompletedTasks for s in stages if s is not None)
 
 
+def spark_jobs(session: Any, job_groups: tuple[str, ...]) -> list[int]:
+    """The Spark jobs run in each of ``job_groups``."""
+    return [len(session.sparkContext.statusTracker().getJobIdsForGroup(g)) for g in job_groups]
+
+
 def test_spark_verify_is_verify_logs_broker_by_broker(spark, fleet_template: Path) -> None:  # noqa: F811
     from mploader.spark import fleet
 
@@ -78,12 +83,14 @@ def test_spark_verify_is_verify_logs_broker_by_broker(spark, fleet_template: Pat
         [["b1", "b1"], ["b2", "b2"], ["b3", "b3"]]
     for dirs, report in run.reports:
         assert without_seconds(report.to_json()) == without_seconds(verify_logs(dirs, now_ms=NOW).to_json())
+    # one Spark job for every dir's audits, one for every broker's prediction
+    assert spark_jobs(spark, run.job_groups) == [1, 1] and run.spark_jobs == 2
     merged = run.report
     assert not merged.healthy and len(merged.data_dirs) == 6
     inventory = run.tables.inventory.toPandas()
     assert len(inventory) == sum(len(p.segments) for p in merged.partitions) == run.tables.inventory_rows
     invalid = inventory[inventory.crc == "invalid"]
-    assert len(invalid) > 0 and set(invalid.broker.str.contains("b3")) == {True}
+    assert len(invalid) > 0 and set(invalid.data_dir.str.contains("/b3/")) == {True}
     summary = run.tables.summary.toPandas()
     assert len(summary) == len(merged.partitions)
     assert (summary.healthy == [p.healthy for p in merged.partitions]).all()
@@ -112,8 +119,10 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
         assert (result.stats.scan_seconds > 0) == (ref_stats[b][0] > 0)
         assert [lg.impact for lg in dry_result.all_logs()] == [lg.impact for lg in result.all_logs()]
     assert any(n > 0 for n, _ in ref_stats.values())  # some broker of the fleet recovers segments
-    for run in (dry, loaded):  # each broker's partitions were loaded by Spark tasks, not in the driver
-        assert [spark_tasks_done(spark, r.job_group) > 0 for r in run.engines] == [True] * len(FLEET)
+    for run in (dry, loaded):  # each broker's partitions were loaded by Spark tasks, not in the driver: one job
+        assert [(r.executor_partitions > 0, r.driver_partitions) for r in run.engines] == [(True, 0)] * len(FLEET)
+        assert spark_jobs(spark, run.job_groups) == [1] and run.spark_jobs == 1
+        assert spark_tasks_done(spark, run.job_groups[0]) > 0
     out = loaded.tables.write(tmp_path / "out")
     import pandas as pd
 

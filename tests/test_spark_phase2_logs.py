@@ -1,9 +1,9 @@
 """Phase 2's executor side (:func:`mploader.spark.phase2.load_rows`) writes no log line: an executor configures no
-logging, so Python would print the recovery's warnings on its stderr as bare lines (no level, no dry-run mark).  Its
-records go back to the driver in the task's last row and are logged there (:func:`mploader.spark.phase2.task_work`),
-once each, as the process pool's parent logs its workers' records.  The task runs here as a Spark task runs it, Arrow
-batches in and outcome rows out (Spark's own runs: tests/test_spark_fleet.py, tests/test_spark_quiet.py), so that the
-log records can be seen."""
+logging, so Python would print the recovery's warnings on its stderr as bare lines (no level, no dry-run mark). Its
+records go back to the driver in the task's last rows, one per load (:func:`mploader.spark.phase2.recovered`), and
+are logged there by the load's runner, once each, as the process pool's parent logs its workers' records. The task
+runs here as a Spark task runs it, Arrow batches in and outcome rows out (Spark's own runs:
+tests/test_spark_fleet.py, tests/test_spark_quiet.py), so that the log records can be seen."""
 
 from __future__ import annotations
 
@@ -35,25 +35,30 @@ class _Seen(logging.Handler):
         self.records.append(record)
 
 
+def _batch(jobs: Sequence[PartitionJob], seats: Sequence[int]) -> pa.RecordBatch:
+    """A task's rows: each job with its load's seat and its index in that load's list."""
+    index = [sum(s == seat for s in seats[:i]) for i, seat in enumerate(seats)]
+    return pa.record_batch([pa.array(seats, pa.int64()), pa.array(index, pa.int64()),
+                            pa.array([pickle.dumps(j) for j in jobs])], names=["seat", "job", "spec"])
+
+
 def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
               seen: _Seen | None = None) -> list[tuple[LoadedLog, int] | BaseException]:
     """Every job in one task of ``load_rows``, in this process (the runner ``load_logs`` hands the jobs to); the
-    task's last row is what it scanned and wrote and its records, logged by ``task_work`` as the driver does."""
-    from mploader.result import LoadStats
-    from mploader.spark.phase2 import TASK_WORK, load_rows, task_work
+    task's last row is what it scanned and wrote and its records, logged here as the driver's runner does."""
+    from mploader.runners.here import replay
+    from mploader.spark.phase2 import TASK_WORK, load_rows, recovered
 
-    batch = pa.record_batch([pa.array(range(len(jobs)), pa.int64()), pa.array([pickle.dumps(j) for j in jobs])],
-                            names=["job", "spec"])
     level = logging.getLogger("mploader").getEffectiveLevel()
     before = [] if seen is None else list(seen.records)  # the driver's own (load_logs)
-    rows = [(row.column("job")[0].as_py(), row.column("outcome")[0].as_py())
-            for row in load_rows(pickle.dumps(cfg), level)([batch])]
-    assert [job for job, _ in rows] == [*range(len(jobs)), TASK_WORK]
+    rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg), level)([_batch(jobs, [0] * len(jobs))])))
+    assert rows.column("job").to_pylist() == [*range(len(jobs)), TASK_WORK]
     if seen is not None:  # the task itself logged nothing
         assert seen.records == before, [r.getMessage() for r in seen.records[len(before):]]
-    work = task_work(rows[-1][1])
-    assert isinstance(work, LoadStats) and work.segments_scanned > 0
-    return [pickle.loads(outcome) for _, outcome in rows[:-1]]
+    outcomes, work, records = recovered({0: (cfg, jobs)}, rows)[0]
+    assert work.segments_scanned > 0
+    replay(records)
+    return outcomes
 
 
 class _OneTask(PartitionRunner):
@@ -102,8 +107,27 @@ def test_the_task_collects_only_records_at_the_drivers_level(tmp_path: Path) -> 
     runner = _OneTask()
     load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
     jobs = runner.jobs
-    batch = pa.record_batch([pa.array(range(len(jobs)), pa.int64()), pa.array([pickle.dumps(j) for j in jobs])],
-                            names=["job", "spec"])
-    last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([batch]))[-1]
-    _, records = pickle.loads(last.column("outcome")[0].as_py())
+    last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([_batch(jobs, [0] * len(jobs))]))
+    _, records = pickle.loads(last[-1].column("outcome")[0].as_py())
     assert records == []
+
+
+def test_each_loads_records_go_to_its_own_seat(tmp_path: Path) -> None:
+    """One task recovering two brokers' partitions (a fleet's one job) answers each broker's log records with its
+    own work row, so that each broker's runner logs only its own."""
+    from mploader.spark.phase2 import TASK_WORK, load_rows, recovered
+
+    d, _ = _lossy_broker(tmp_path / "b0")
+    runner = _OneTask()
+    load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
+    lossy = runner.jobs
+    clean = [PartitionJob(j.data_dir, j.dir, j.tp, j.kind, True, 0, 0, None, NOW) for j in lossy[:1]]
+    cfg = LoaderConfig(dry_run=True)
+    jobs, seats = [lossy[0], clean[0], *lossy[1:]], [0, 1, *[0] * (len(lossy) - 1)]
+    rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg), logging.WARNING)([_batch(jobs, seats)])))
+    assert sorted((s, j) for s, j in zip(rows.column("seat").to_pylist(), rows.column("job").to_pylist()) if s == 1) \
+        == [(1, TASK_WORK), (1, 0)]
+    answers = recovered({0: (cfg, lossy), 1: (cfg, clean)}, rows)
+    assert [len(answers[s][0]) for s in (0, 1)] == [len(lossy), 1]
+    assert answers[0][2] and all(r.levelno >= logging.WARNING for r in answers[0][2])
+    assert answers[1][2] == []  # a clean shutdown's partition: nothing to tell, and nobody else's lines

@@ -52,11 +52,12 @@ def _integer_columns_are_integers(out: Path) -> None:
     import pyarrow.parquet as pq
 
     for name in ("inventory", "summary"):
-        schema = pq.read_schema(next((out / name).glob("*.parquet")))
+        schema = pq.read_schema(next((out / name).rglob("*.parquet")))
         frame = pd.read_parquet(out / name)
         ints = [f.name for f in schema if pa.types.is_integer(f.type)]
         assert ints and not [f.name for f in schema if pa.types.is_floating(f.type)], schema
-        assert {c: str(frame[c].dtype) for c in ints} == {c: "Int32" if c == "partition" else "Int64" for c in ints}
+        assert {c: str(frame[c].dtype) for c in ints} == {c: "Int32" if c in ("partition", "node_id") else "Int64"
+                                                          for c in ints}
     inventory = pd.read_parquet(out / "inventory")
     assert inventory.first_invalid_position.isna().any() and inventory.first_invalid_position.notna().any()
 
@@ -106,25 +107,43 @@ def _integer_columns_are_integers_load(out: Path) -> None:
     assert summary.healthy.isna().all()  # verify only: null, not False
 
 
-def test_write_parquet_keeps_integers_and_replaces_what_was_there(tmp_path: Path) -> None:
-    """Without Spark: what :meth:`FleetTables.write` writes to a local path."""
+def test_append_parquet_keeps_integers_and_never_replaces_a_file(tmp_path: Path) -> None:
+    """Without Spark: what :meth:`FleetTables.write` appends to a local path, run after run; a write that fails
+    leaves nothing of its own behind and the earlier run's file as it was."""
     pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (pip install -e '.[spark]')")
     pd = pytest.importorskip("pandas", reason="the spark extra is not installed (pip install -e '.[spark]')")
-    from mploader.spark.output import INVENTORY_SCHEMA, write_parquet
+    from mploader.spark.output import INVENTORY_SCHEMA, RunInfo, append_parquet
 
-    rows = [{"broker": "b", "partition": 0, "base_offset": 0, "first_invalid_position": None, "crc": "ok"},
-            {"broker": "b", "partition": 1, "base_offset": 2**62, "first_invalid_position": 17, "crc": "invalid"}]
+    def rows(run: RunInfo) -> list[dict[str, object]]:
+        where = {**run.columns(), "broker": "c/1", "broker_dirs": ["/d"], "data_dir": "/d", "topic": "t",
+                 "dir": "/d/t-0", "size_bytes": 1, "crc": "ok"}
+        return [{**where, "partition": 0, "base_offset": 0, "first_invalid_position": None, "max_timestamp": None},
+                {**where, "partition": 1, "base_offset": 2**62, "first_invalid_position": 17, "crc": "invalid",
+                 "max_timestamp": 1_730_000_000_123}]
+
     path = tmp_path / "inventory"
-    path.mkdir()
-    (path / "stale.parquet").write_bytes(b"not parquet")  # an earlier run's: replaced
-    write_parquet(pa.Table.from_pylist(rows, INVENTORY_SCHEMA), str(path))
-    assert sorted(p.name for p in path.iterdir()) == ["_SUCCESS", "part-00000.parquet"]
+    first, second = RunInfo.begin("verify"), RunInfo.begin("verify")
+    (a,) = append_parquet([(pa.Table.from_pylist(rows(first), INVENTORY_SCHEMA), str(path))], first)
+    before = Path(a).read_bytes()
+    (b,) = append_parquet([(pa.Table.from_pylist(rows(second), INVENTORY_SCHEMA), str(path))], second)
+    assert Path(a).read_bytes() == before and a != b
+    assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()) == sorted(
+        f"run_date={r.run_date}/part-{r.run_id}-00000.parquet" for r in (first, second))
+    broken = pa.Table.from_pylist([{**rows(second)[0], "broker": None}], INVENTORY_SCHEMA)  # a non-null column
+    with pytest.raises(ValueError, match="broker"):
+        append_parquet([(broken, str(path))], RunInfo.begin("verify"))
+    assert len([p for p in path.rglob("*") if p.is_file()]) == 2 and Path(a).read_bytes() == before
     frame = pd.read_parquet(path)
     assert str(frame.first_invalid_position.dtype) == "Int64" and str(frame.partition.dtype) == "Int32"
-    assert frame.first_invalid_position.isna().tolist() == [True, False] and frame.base_offset[1] == 2**62
+    assert frame.first_invalid_position.isna().tolist() == [True, False] * 2 and frame.base_offset[1] == 2**62
+    assert sorted(set(frame.run_id)) == sorted({first.run_id, second.run_id})
     import pyarrow.parquet as pq
 
-    assert pq.read_table(path).schema.field("first_invalid_position").type == pa.int64()
+    schema = pq.read_schema(a)
+    assert schema.field("first_invalid_position").type == pa.int64()
+    assert schema.field("max_timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert not schema.field("broker").nullable and schema.field("reason").nullable
+    assert pq.read_table(a).column("max_timestamp").to_pylist()[1].timestamp() == 1_730_000_000.123
 
 
 def test_a_url_is_written_by_spark_a_path_by_the_driver() -> None:
@@ -133,3 +152,22 @@ def test_a_url_is_written_by_spark_a_path_by_the_driver() -> None:
     assert _local_path("/tmp/out") == "/tmp/out" and _local_path("out") == "out"
     assert _local_path("file:///tmp/out") == "/tmp/out" and _local_path("file:/tmp/out") == "/tmp/out"
     assert _local_path("hdfs://nn/out") is None and _local_path("s3a://bucket/out") is None
+
+
+def test_spark_load_documents_carry_the_warnings_of_mploader_load(tmp_path: Path) -> None:
+    """Each broker's document has the ``warnings`` ``mploader load --json`` has: its executors' lines too (the
+    truncations), not only the driver's."""
+    import json
+
+    _need_spark()
+    d, _ = _lossy_broker(tmp_path / "src")
+    single, spark = tmp_path / "single", tmp_path / "spark"
+    shutil.copytree(d, single)
+    shutil.copytree(d, spark)
+    ref = _mploader("load", str(single), "--now-ms", str(NOW), "--json")
+    got = _mploader("spark", "load", str(spark), "--out", str(tmp_path / "out"), "--now-ms", str(NOW), "--json")
+    assert got.returncode == ref.returncode, (ref.stderr, got.stderr)
+    want = [w.replace(str(single), "DIR") for w in json.loads(ref.stdout)["warnings"]]
+    brokers = json.loads(got.stdout)["brokers"]
+    assert len(brokers) == 1 and any("truncat" in w.lower() for w in want), want
+    assert [w.replace(str(spark), "DIR") for w in brokers[0]["warnings"]] == want

@@ -7,6 +7,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNVERIFIED = 3  # load --verify-after: the load succeeded, the check after it could not run
 EXIT_LOST = 4  # acknowledged records (below the high watermark) were lost, or would be in a dry run
+EXIT_BUSY = 5  # sweep, experiment --refuse-busy: a run's host was busy with other work (nothing reported)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 EXIT_TERMINATED = 143  # 128 + SIGTERM: stopped as by Ctrl-C (mploader.cli.failures)
 
@@ -71,6 +72,8 @@ EXPERIMENT_EXIT_CODES_HELP = """exit status:
   1    a run failed, an I/O error (the message names the file) or out of memory
   2    usage error: bad arguments, a DIR that is not a data dir (as mploader load refuses it), no room
        for the broker and its copies, or a device class that cannot be made here (e.g. throttled: root)
+  5    --refuse-busy: a run's host was busy with other work (other processes above the thresholds);
+       nothing reported, the copies and devices removed
   130  interrupted (Ctrl-C): the copies and devices made for the runs are removed
   143  stopped by SIGTERM: as 130
 """ + _JSON_FAILURE
@@ -83,6 +86,7 @@ ALL_EXIT_CODES_HELP = """exit status:
   2    usage error: bad arguments, or a DIR that is not a data dir; nothing is read or written
   3    load --verify-after: the load succeeded, the check after it could not run
   4    load, load --dry-run, spark load: acknowledged records lost (or would be, in a dry run)
+  5    sweep, experiment --refuse-busy: a run's host was busy with other work
   130  interrupted (Ctrl-C)
   143  stopped by SIGTERM (handled as Ctrl-C)
 each command's --help has its own table, with what each code means for it

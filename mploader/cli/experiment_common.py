@@ -1,7 +1,8 @@
 """What the commands ``mploader sweep`` (:mod:`.sweep`) and ``mploader experiment`` (:mod:`.experiment`)
-share: the data and output options, the scratch directory, a line per run on stderr, the report at the end, and
-SIGTERM handled as a Ctrl-C, SIGINT taken even where a shell started the command with it ignored (so that every
-device, mount and cgroup an experiment made is removed when it is stopped either way)."""
+share: the data and output options, the scratch directory, a line per run on stderr (and ``--refuse-busy``: a
+run on a busy host stops the command), the report at the end, and SIGTERM handled as a Ctrl-C, SIGINT taken
+even where a shell started the command with it ignored (so that every device, mount and cgroup an experiment
+made is removed when it is stopped either way)."""
 
 from __future__ import annotations
 
@@ -13,30 +14,40 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from mploader.cli.dirs import data_dirs_problem
-from mploader.cli.exit_codes import UsageError
-from mploader.cli.output import SCHEMA_VERSION, print_document, tool
+from mploader.cli.exit_codes import EXIT_BUSY, UsageError
+from mploader.cli.output import SCHEMA_VERSION, fail, print_document, tool
 from mploader.cli.units import format_bytes, parse_size
 from mploader.experiments.broker import Broker, generated_broker, given_broker
 from mploader.experiments.cache import METHODS
+from mploader.experiments.findings import findings
+from mploader.experiments.host_load import BUSY_CPU_PERCENT, BUSY_READ_SHARE
 from mploader.experiments.leftovers import scratch_base
 from mploader.experiments.places import HDD_LIKE
-from mploader.experiments.report import Report, findings
+from mploader.experiments.points import points
+from mploader.experiments.report import Report
 from mploader.experiments.run import RunResult
 from mploader.host.cgroup import ReadLimits
 
+DEFAULT_REPEAT = 3
 
-def worker_counts(text: str) -> tuple[int | str, ...]:
-    """``"1-4"``, ``"1,2,4,8"``, ``"1,2,adaptive"`` -> counts (and "adaptive")."""
+
+class BusyHost(Exception):
+    """``--refuse-busy``: a run's host was too busy with other work to trust it (experiments.host_load)."""
+
+
+def worker_counts(text: str, words: tuple[str, ...] = ("auto", "adaptive"),
+                  empty: bool = False) -> tuple[int | str, ...]:
+    """``"1-4"``, ``"1,2,4,8"``, ``"1,2,auto,adaptive"`` -> counts (and the ``words``); ``empty``: "" is none."""
     out: list[int | str] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         try:
-            if part == "adaptive":
+            if part in words:
                 out.append(part)
             elif "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
@@ -44,15 +55,15 @@ def worker_counts(text: str) -> tuple[int | str, ...]:
             else:
                 out.append(int(part))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, 1,2,adaptive)")\
-                from None
-    if not out or any(isinstance(n, int) and n < 1 for n in out):
+            raise argparse.ArgumentTypeError(f"not a list of counts: {text!r} (examples: 1-4, 1,2,4,8, "
+                                             f"1,2,{','.join(words) or '3'})") from None
+    if (not out and not empty) or any(isinstance(n, int) and n < 1 for n in out):
         raise argparse.ArgumentTypeError(f"counts must be >= 1: {text!r}")
     return tuple(out)
 
 
-def counts(text: str) -> tuple[int, ...]:
-    values = worker_counts(text)
+def counts(text: str, empty: bool = False) -> tuple[int, ...]:
+    values = worker_counts(text, (), empty)
     if any(not isinstance(v, int) for v in values):
         raise argparse.ArgumentTypeError(f"numbers only: {text!r}")
     return tuple(int(v) for v in values)
@@ -105,9 +116,14 @@ def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--cache-method", choices=METHODS, default="auto",
                    help="how a cold cache is made: drop_caches (root), fadvise (DONTNEED per file), or auto "
                         "(default: drop_caches where permitted)")
-    p.add_argument("--repeat", type=lambda t: counts(t)[0], default=1, metavar="N",
-                   help="rounds: every run N times, in the same order; the findings and plots take each run's fastest "
-                        "round (a shared machine's neighbours slow some rounds down)")
+    p.add_argument("--repeat", type=lambda t: counts(t)[0], default=DEFAULT_REPEAT, metavar="N",
+                   help=f"rounds: every run N times, in the same order (default {DEFAULT_REPEAT}); the findings and "
+                        f"plots take each point's median, the plots with bars from the lowest to the highest round")
+    p.add_argument("--refuse-busy", action="store_true",
+                   help=f"stop with exit status {EXIT_BUSY} at the first run on a busy host (other processes using "
+                        f"more than {BUSY_CPU_PERCENT:.0f}%% of a core, or reading more than "
+                        f"{100 * BUSY_READ_SHARE:.0f}%% of what the run's devices read), instead of flagging it in "
+                        f"the report")
     p.add_argument("--json", action="store_true", help="print one JSON document at the end (runs and findings)")
 
 
@@ -134,7 +150,10 @@ def scratch(args: argparse.Namespace) -> Iterator[Path]:
         signal.signal(signal.SIGINT, previous_int)
 
 
-def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: int, partitions: int) -> Broker:
+def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: int, partitions: int,
+               data_dirs: int = 1, brokers: int = 1) -> Broker:
+    """The DIRs given, else a broker generated in ``work`` (``data_dirs`` data dirs; ``brokers``: how many will
+    be generated there, for the room check)."""
     dirs = getattr(args, "dirs", None)
     if dirs:
         if (why := data_dirs_problem(dirs)) is not None:  # as mploader load refuses them
@@ -144,11 +163,12 @@ def broker_for(args: argparse.Namespace, work: Path, size: int, segment_bytes: i
         except FileNotFoundError as e:
             raise UsageError(str(e)) from None
     size = args.size or size
-    if shutil.disk_usage(work).free < 3 * size:
-        raise UsageError(f"not enough room in {work} for a {format_bytes(size)} broker and its copies: "
-                         f"use --work-dir or a smaller --size")
-    say(f"generating a {format_bytes(size)} broker in {work} ...")
-    return generated_broker(work / "broker", size, args.segment_bytes or segment_bytes, args.partitions or partitions)
+    if shutil.disk_usage(work).free < (2 + brokers) * size:
+        raise UsageError(f"not enough room in {work} for {brokers} broker(s) of {format_bytes(size)} and their "
+                         f"copies: use --work-dir or a smaller --size")
+    say(f"generating a {format_bytes(size)} broker of {data_dirs} data dir(s) in {work} ...")
+    return generated_broker(work / f"broker-{data_dirs}", size, args.segment_bytes or segment_bytes,
+                            args.partitions or partitions, data_dirs=data_dirs)
 
 
 def say(line: str) -> None:
@@ -160,9 +180,29 @@ def run_line(r: RunResult, done: int, total: int) -> None:
     util = r.busy()
     busy = "" if util is None else f", device {util:.0f}% busy"
     rate = f", budget {format_bytes(s.max_read_bytes_per_sec)}/s" if s.max_read_bytes_per_sec else ""
-    say(f"run {done}/{total} [{r.place}] {s.workers} worker(s), {s.recovery_threads} recovery thread(s), "
-        f"{s.restart}, {'dry run' if s.dry_run else 'recover'}, {s.cache} cache ({r.cache_method}){rate}: "
-        f"{r.seconds:.2f} s, {r.throughput / 1e6:.0f} MB/s{busy}")
+    host = r.busy_host()
+    threads = "" if s.loader == "kafka" else f", {s.recovery_threads} recovery thread(s)"
+    say(f"run {done}/{total} [{r.place}, {s.data_dirs} data dir(s)] {s.choice}{threads}, {s.restart}, "
+        f"{'dry run' if s.dry_run else 'recover'}, {s.cache} cache ({r.cache_method}){rate}: "
+        f"{r.seconds:.2f} s (process {r.process_seconds:.2f} s)"
+        + (f", {r.throughput / 1e6:.0f} MB/s" if r.bytes_read else "") + busy
+        + (f"; BUSY HOST: {'; '.join(host)}" if host else ""))
+
+
+def on_run(args: argparse.Namespace) -> Callable[[RunResult, int, int], None]:
+    """A line per run; with ``--refuse-busy``, BusyHost at the first run on a busy host."""
+    def told(r: RunResult, done: int, total: int) -> None:
+        run_line(r, done, total)
+        why = r.busy_host()
+        if why and args.refuse_busy:
+            raise BusyHost(f"run {done} ({r.place}, {r.spec.choice}): {'; '.join(why)}")
+    return told
+
+
+def refused(args: argparse.Namespace, e: BusyHost) -> int:
+    return fail(args, EXIT_BUSY, "busy_host", f"the host is busy with other work: {e}; refused (--refuse-busy): "
+                                              f"nothing reported, the devices and copies removed; run it again on a "
+                                              f"quiet machine, or without --refuse-busy to flag such runs")
 
 
 def command_line(name: str) -> str:
@@ -180,6 +220,7 @@ def finish(args: argparse.Namespace, report: Report) -> int:
     if args.json:
         print_document({"schema": SCHEMA_VERSION, "tool": tool(), "command": report.name,
                         "files": [str(f) for f in files], "findings": findings(report.runs),
+                        "points": [p.to_json() for p in points(report.runs)],
                         "runs": [r.row() for r in report.runs]})
     else:
         print(f"{report.title}: {len(report.runs)} runs in {report.seconds:.0f} s")
@@ -189,5 +230,6 @@ def finish(args: argparse.Namespace, report: Report) -> int:
     return 0
 
 
-__all__ = ["add_common_arguments", "add_throttle_arguments", "broker_for", "choices", "command_line", "counts",
-           "finish", "interval_of", "limits_of", "run_line", "say", "scratch", "sizes", "worker_counts"]
+__all__ = ["DEFAULT_REPEAT", "BusyHost", "add_common_arguments", "add_throttle_arguments", "broker_for", "choices",
+           "command_line", "counts", "finish", "interval_of", "limits_of", "on_run", "refused", "run_line", "say",
+           "scratch", "sizes", "worker_counts"]

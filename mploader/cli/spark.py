@@ -1,8 +1,10 @@
 """``mploader spark verify|load DIR... [--master URL] --out PATH``: the fleet job (mploader.spark.fleet).
 
 Prints what the single-host command prints, broker by broker (``verify``: one report; ``--json``: the same
-document as ``mploader verify --json``, plus a ``"spark"`` member), and writes the segment inventory and the
-per-partition summary as Parquet under ``--out``.  ``load`` is a dry run unless ``--apply``.
+document as ``mploader verify --json``, plus a ``"spark"`` member with the run's id), and appends the segment
+inventory and the per-partition summary to the fleet history under ``--out`` (Parquet, partitioned by run date;
+an ``--out`` holding the unpartitioned output of an earlier mploader is refused, exit 2).  ``load`` is a dry run
+unless ``--apply``.
 Exit codes (:data:`mploader.cli.exit_codes.SPARK_EXIT_CODES_HELP`): 0 healthy / loaded, 1 something is wrong (verify) or
 a broker would not start (load), 2 usage (the data dirs are checked as ``mploader load`` checks them, before Spark
 starts), 4 a load lost (would lose) acknowledged records.
@@ -47,7 +49,8 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
         q.add_argument("--master", metavar="URL", default=None,
                        help="Spark master (default: spark-submit's, else local[*])")
         q.add_argument("--out", metavar="PATH", required=True,
-                       help="where to write inventory/ and summary/ (Parquet; a path the driver's Spark can write)")
+                       help="the fleet history to append this run to: inventory/ and summary/ (Parquet, partitioned by "
+                            "run_date; a path the driver's Spark can write)")
         q.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
         q.add_argument("--json-out", metavar="PATH", default=None,
                        help="also write the JSON document to PATH (under spark-submit, whose Python driver's stderr "
@@ -74,6 +77,7 @@ def run_spark(args: argparse.Namespace) -> int:
         return _fail(args, EXIT_USAGE, "usage", why)
     try:
         from mploader.spark import fleet
+        from mploader.spark.output import history_problem
         from mploader.spark.session import parse_conf, spark_session
     except ImportError as e:
         return _fail(args, EXIT_USAGE, "usage", f"{e}: install the spark extra (pip install 'mploader[spark]')")
@@ -88,13 +92,20 @@ def run_spark(args: argparse.Namespace) -> int:
         with quiet_unless_verbose(_QUIET_LOGGERS[args.spark_command]):
             spark = spark_session(args.master, f"mploader spark {args.spark_command}",
                                   verbosity=args.verbose + vars(args).get("sub_verbose", 0), conf=conf)
+            if (why := history_problem(spark, args.out)) is not None:  # before any work (a load that applied)
+                return _fail(args, EXIT_USAGE, "usage", why)
             if args.spark_command == "verify":
                 run = fleet.verify(spark, args.dirs, setup.config, now_ms=args.now_ms, policy=policy)
-                tables, ran = run.tables, fleet.where_it_ran(run.engines)
+                tables = run.tables
+                ran: dict[str, Any] = {**fleet.where_it_ran(run.engines), "brokers": len(run.reports),
+                                       "spark_jobs": run.spark_jobs,
+                                       "predictions": fleet.where_it_ran(run.predictions)}
             else:
                 loaded = fleet.load(spark, args.dirs, setup.config, apply=args.apply, now_ms=args.now_ms,
                                     policy=policy)
-                tables, ran = loaded.tables, fleet.where_it_ran(loaded.engines)
+                tables = loaded.tables
+                ran = {**fleet.where_it_ran(loaded.engines), "brokers": len(loaded.results),
+                       "spark_jobs": loaded.spark_jobs}
             paths = tables.write(args.out)
             master, app = spark.sparkContext.master, spark.sparkContext.appName
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
@@ -103,11 +114,13 @@ def run_spark(args: argparse.Namespace) -> int:
     except (OSError, ValueError, MploaderError) as e:  # e.g. SparkJobFailed: a rerun completes an applied load
         return _fail(args, EXIT_FAILURE, "error", str(e))
     unit = "segment(s) or chunk(s)" if args.spark_command == "verify" else "partition(s)"
-    spark_info = {"master": master, "app_name": app, "seconds": time.perf_counter() - t0, "inventory": paths[0],
+    spark_info = {"run_id": tables.run.run_id, "run_time": tables.run.run_time.isoformat(), "master": master,
+                  "app_name": app, "seconds": time.perf_counter() - t0, "inventory": paths[0],
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
                   "unit": unit.replace("(s)", "s"), **ran}
-    wrote = (f"wrote {tables.inventory_rows} inventory rows to {paths[0]} and {tables.summary_rows} summary rows "
-             f"to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s; {ran['on_executors']} {unit} on the "
+    wrote = (f"run {tables.run.run_id}: appended {tables.inventory_rows} inventory rows to {paths[0]} and "
+             f"{tables.summary_rows} summary rows to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s, "
+             f"{ran['spark_jobs']} Spark job(s) for {ran['brokers']} broker(s); {ran['on_executors']} {unit} on the "
              f"executors, {ran['in_driver']} in the driver)")
     if args.spark_command == "verify":
         report = run.report
@@ -148,7 +161,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
     failed = lost = False
     docs: list[dict[str, Any]] = []
     lines = [] if args.apply else ["dry run: nothing on disk was changed; this is what the load would do"]
-    for dirs, result in loaded.results:
+    for (dirs, result), warnings in zip(loaded.results, loaded.warnings, strict=True):
         if isinstance(result, Exception):
             failed = True
             message = f"a Kafka broker would fail to start on this input: {result}"
@@ -158,7 +171,7 @@ def _print_load(args: argparse.Namespace, loaded: Any, spark_info: dict[str, Any
             continue
         failed = failed or bool(result.offline_dirs)
         lost = lost or lost_acknowledged(result)
-        docs.append({"dirs": dirs, **result_document(result, dry_run, list(result.warnings))})
+        docs.append({"dirs": dirs, **result_document(result, dry_run, warnings)})
         lines.extend(summary_lines(result, dry_run))
     _answer(args, {"schema": SCHEMA_VERSION, "tool": tool(), "command": "spark load", "dry_run": dry_run,
                    "brokers": docs, "spark": spark_info}, [*lines, wrote])

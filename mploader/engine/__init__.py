@@ -8,6 +8,7 @@
 * :mod:`.worker`    what a worker process runs, and the shared-memory block layout
 * :mod:`.chunks`    cutting a big segment at confirmed index positions, and stitching the pieces
 * :mod:`.readahead` asks the kernel for the planned ranges ahead of the scans (cold page cache)
+* :mod:`.diskorder` which dirs one reader reads in disk order (a cold disk with a head), and that order
 * :mod:`.throttle`  the IO budget per data dir (``max_read_bytes_per_sec``): scans at their turns, in pieces
 * :mod:`.adaptive`  adaptive workers: a controller per data dir from throughput and the device's %util
 * :mod:`.cleanup`   names a load's shared memory, removes what killed loads left

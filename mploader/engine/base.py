@@ -27,9 +27,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
+from mploader.engine.diskorder import disk_ordered, reads_in_disk_order
 from mploader.engine.plan import DirPlan, Partition, PlannedScans, plan_segment_scans
-from mploader.engine.readahead import Range, ReadAhead, auto_window
+from mploader.engine.readahead import Range, ReadAhead, advice_bytes, auto_window, disk_turns
 from mploader.engine.throttle import ReadBudget, paced_scan
+from mploader.host.devices import queue_of
 from mploader.progress import NO_PROGRESS, Progress
 from mploader.result import LoadStats
 from mploader.scan import ScanSource, SegmentScan, SegmentTask, scan_segment
@@ -54,6 +56,8 @@ class InlineSource:
 
     def scan(self, task: SegmentTask) -> SegmentScan:
         t0 = time.perf_counter()
+        if self.read_ahead is not None:  # a gated read-ahead: its range read first (engine.readahead)
+            self.read_ahead.wait_read(task.path, task.start)
         result = scan_segment(task) if self.budget is None else paced_scan(task, self.budget, self.cancelled)
         elapsed = time.perf_counter() - t0
         with self._lock:
@@ -89,16 +93,19 @@ class Engine(abc.ABC):
 
     def __init__(self, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
                  read_ahead_bytes: int | str = "auto", *, max_read_bytes_per_sec: int | None = None,
-                 planned: Mapping[str, PlannedScans] | None = None):
+                 planned: Mapping[str, PlannedScans] | None = None, disk_order: bool | None = None):
         """``progress``: where its scans are reported (None, from an :data:`EngineFactory`'s caller: nowhere);
         ``read_ahead_bytes``, ``max_read_bytes_per_sec``: the LoaderConfig's; ``planned``: the plans already made of
-        some data dirs (:func:`mploader.load_plan.plan_scans`), which :meth:`plan` then reuses."""
+        some data dirs (:func:`mploader.load_plan.plan_scans`), which :meth:`plan` then reuses; ``disk_order``: whether
+        the dirs it reads ahead are read by one reader in disk order (:meth:`one_reader`; None: as each dir's device
+        and page cache say)."""
         self.stats = stats
         self.progress: Progress = NO_PROGRESS if progress is None else progress
         self.read_ahead_bytes = read_ahead_bytes
         self.max_read_bytes_per_sec = max_read_bytes_per_sec  # the IO budget of each data dir (None: none)
         self.planned: dict[str, PlannedScans] = dict(planned or {})  # per data dir, once planned
         self.planned_paths: dict[str, set[str]] = {}  # the segment files of those plans
+        self.disk_order = disk_order
         self.lock = threading.Lock()  # every update of ``stats``, from any thread
         self._read_ahead: dict[str, ReadAhead] = {}
         self._budgets: dict[str, ReadBudget] = {}
@@ -146,16 +153,41 @@ class Engine(abc.ABC):
                 self._budgets[data_dir] = ReadBudget(self.max_read_bytes_per_sec)
             return self._budgets[data_dir]
 
-    def start_read_ahead(self, data_dir: str, ranges: list[Range]) -> None:
-        """Advise the kernel to read ``ranges`` (in the order the scans will take them) ahead of Phase 1."""
+    def one_reader(self, plan: DirPlan) -> bool:
+        """Whether ``plan``'s dir is read by one reader in disk order, its scans gated on it
+        (:func:`mploader.engine.diskorder.reads_in_disk_order`, or the engine's ``disk_order``); never without a
+        read-ahead."""
+        if self.disk_order is None:
+            return reads_in_disk_order(plan, self.read_ahead_bytes)
+        return self.disk_order and self.read_ahead_bytes != 0 and hasattr(os, "posix_fadvise")
+
+    def start_read_ahead(self, data_dir: str, ranges: list[Range], gated: bool = False,
+                         on_read: Callable[[], None] | None = None) -> None:
+        """Advise the kernel to read ``ranges`` (in the order the scans will take them) ahead of Phase 1; ``gated``,
+        ``on_read``: see :class:`~mploader.engine.readahead.ReadAhead`."""
         if not ranges or self.read_ahead_bytes == 0 or not hasattr(os, "posix_fadvise"):
             return
-        window = (auto_window(self.workers_per_dir, max(end - start for _, start, end in ranges))
-                  if self.read_ahead_bytes == "auto" else int(self.read_ahead_bytes))
+        window = self._window(data_dir, max(end - start for _, start, end in ranges))
+        try:
+            queue = queue_of(data_dir)
+        except OSError:
+            queue = None
+        turns = disk_turns(queue.disk) if gated and queue is not None else None  # one reader at a time a disk
+        self._read_ahead[data_dir] = ReadAhead(ranges, window, advice_bytes(queue), gated, on_read, turns)
+
+    def in_disk_order(self, data_dir: str, planned: PlannedScans) -> PlannedScans:
+        """``planned`` in disk order (:func:`mploader.engine.diskorder.disk_ordered`), a partition's segments too
+        where half the read-ahead's window holds them."""
+        return disk_ordered(planned, self._window(data_dir, 0) // 2)
+
+    def _window(self, data_dir: str, largest_range: int) -> int:
+        """The read-ahead's window of ``data_dir`` whose largest range is ``largest_range``."""
+        window = (auto_window(self.workers_per_dir, largest_range) if self.read_ahead_bytes == "auto"
+                  else int(self.read_ahead_bytes))
         budget = self.budget(data_dir)
         if budget is not None:  # the kernel would read the whole window at the disk's speed
             window = min(window, budget.piece_bytes)
-        self._read_ahead[data_dir] = ReadAhead(ranges, window)
+        return window
 
     def close(self, kill: bool = False) -> None:
         """End what the engine started (``kill``: at once, on Ctrl-C)."""

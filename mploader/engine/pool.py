@@ -47,6 +47,7 @@ raised in the parent as it is, with the worker's traceback as its ``__cause__`` 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -169,9 +170,10 @@ class PoolEngine(Engine):
     def __init__(self, stats: LoadStats, workers: int, data_dirs: Sequence[str], metrics: MetricsRegistry | None,
                  progress: Progress | None = NO_PROGRESS, chunk_bytes: int | None = None,
                  read_ahead_bytes: int | str = "auto", adaptive: bool = False, start: str | None = None, *,
-                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None):
+                 max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None,
+                 disk_order: bool | None = None):
         super().__init__(stats, progress, read_ahead_bytes, max_read_bytes_per_sec=max_read_bytes_per_sec,
-                         planned=planned)
+                         planned=planned, disk_order=disk_order)
         self.workers_per_dir = workers
         self.metrics = metrics
         self.chunk_bytes = chunk_bytes  # None: piece_bytes() of each dir; a number: cut at that size
@@ -309,7 +311,10 @@ class PoolEngine(Engine):
                 order[plan.data_dir] = list(plan.partitions)
                 self._update_gauges(plan.data_dir)
                 continue
-            planned = self.plan(plan)  # in Phase 2's order
+            planned = self.plan(plan)  # in Phase 2's order: the biggest partitions first, or the disk's
+            gated = self.one_reader(plan)
+            if gated:
+                planned = self.in_disk_order(plan.data_dir, planned)
             order[plan.data_dir] = [part for part, _ in planned]
             budget = self.budget(plan.data_dir)
             # with a budget every scan is in pieces of it, at its turn: none whole in the parent
@@ -321,7 +326,12 @@ class PoolEngine(Engine):
             self._parent_scans.update(task_key(task) for task, _ in head)  # scan() scans them
             ranges = [(task.path, 0, st[0]) for task, st in head]
             ranges += [(task.path, a, b) for task, _, cuts in cut for a, b in zip(cuts, cuts[1:])]
-            self.start_read_ahead(plan.data_dir, ranges)  # in the order the parent and the workers take them
+            # in the order the parent and the workers take them; gated, each chunk is submitted once read
+            self.start_read_ahead(plan.data_dir, ranges, gated,
+                                  functools.partial(self._top_up, plan.data_dir) if gated else None)
+            if gated:  # nothing is read yet: the workers start while the first ranges are
+                with self.lock:
+                    self._executor(plan.data_dir)
             with self.lock:
                 self._remaining[plan.data_dir] = len(cut)
                 for task, st, cuts in cut:
@@ -347,13 +357,15 @@ class PoolEngine(Engine):
                     # one after the other in the parent
                     if self._in_flight[data_dir] >= IN_FLIGHT_PER_WORKER * self.workers_per_dir and not pend.chunks:
                         return
+                    if not self._read(data_dir, pend):  # a gated read-ahead calls again once it is
+                        return
                     self._in_flight[data_dir] += 1
                     batch = [pend]
                     if self._groupable(pend):  # small whole segments after it join its call
                         size = pend.stat[0]
                         for other in itertools.islice(queue, 1, None):
                             if (len(batch) >= GROUP_TASKS or not self._groupable(other)
-                                    or size + other.stat[0] > GROUP_BYTES):
+                                    or size + other.stat[0] > GROUP_BYTES or not self._read(data_dir, other)):
                                 break
                             batch.append(other)
                             size += other.stat[0]
@@ -361,6 +373,11 @@ class PoolEngine(Engine):
                 for p, chunk in zip(batch, self._submit(data_dir, [p.todo[0] for p in batch])):
                     p.chunks.append(chunk)
                     del p.todo[0]
+
+    def _read(self, data_dir: str, pend: _Pending) -> bool:
+        """Whether ``pend``'s next chunk may go to a worker: read, where the dir's read-ahead is gated."""
+        read_ahead = self._read_ahead.get(data_dir)
+        return read_ahead is None or read_ahead.ready(pend.todo[0].path, pend.todo[0].start)
 
     def _groupable(self, pend: _Pending) -> bool:
         """A small whole segment not started, in a load without a read budget or adaptive workers (each chunk of
@@ -395,6 +412,7 @@ class PoolEngine(Engine):
             if fresh:
                 parts = [self._chunk_result(data_dir, c) for c in pend.chunks]
                 for t in todo:  # Phase 2 got here first: no worker has them
+                    self._wait_read(data_dir, t)
                     self._read_ahead_done(data_dir, t)
                     if (budget := self.budget(data_dir)) is not None:
                         budget.wait((t.end if t.end is not None else pend.stat[0]) - t.start, self._closed)
@@ -470,6 +488,12 @@ class PoolEngine(Engine):
         failed half-way holds pages in /dev/shm that other workers need)."""
         self._free(chunk.block)
         return self._scan_in_parent(chunk.task, not_before=chunk.not_before)
+
+    def _wait_read(self, data_dir: str, task: SegmentTask) -> None:
+        """Wait until the dir's gated read-ahead has read ``task``'s range (at once where none is gated)."""
+        read_ahead = self._read_ahead.get(data_dir)
+        if read_ahead is not None:
+            read_ahead.wait_read(task.path, task.start)
 
     def _read_ahead_done(self, data_dir: str, task: SegmentTask) -> None:
         """``task``'s range is not ahead of the scans any more (the read-ahead may move on)."""

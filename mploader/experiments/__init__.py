@@ -7,10 +7,13 @@
 * :mod:`.leftovers`  what a killed experiment left, found by its name and removed (``mploader cleanup``)
 * :mod:`.cache`      a cold (drop_caches, or posix_fadvise per file) or warm page cache
 * :mod:`.run`        one run: a fresh copy, the cache, the load in its own process (:mod:`.child`), sampled
+* :mod:`.kafka`      Kafka's own loader (the oracle) for a run, and what each loader loaded, compared
 * :mod:`.sampler`    %util, MB/s, IOPS, request size, queue depth; CPU per core; RSS; shared memory
+* :mod:`.host_load`  how busy the host was with other work (others' CPU, others' reads), the busy-host thresholds
 * :mod:`.sweep`      1..N workers x recovery threads x recover/dry run x cold/warm
-* :mod:`.hdd_vs_ssd` clean/unclean restart x 1/2/4/8 workers x device class
-* :mod:`.report`     CSV, JSON and markdown with the machine's facts; :mod:`.plots` the PNG figures
+* :mod:`.hdd_vs_ssd` clean/unclean restart x 1 or 2 data dirs x mploader's choices and Kafka's threads x device
+* :mod:`.points`     a spec's rounds as one point: median, min, max; :mod:`.findings` what the points show
+* :mod:`.report`     CSV, JSON and markdown with the machine's facts; :mod:`.plots` the PNG figures and their data
 
 The commands are ``mploader sweep`` and ``mploader experiment hdd-vs-ssd`` (:mod:`mploader.cli`); plots need
 the ``experiments`` extra (matplotlib).

@@ -36,17 +36,19 @@ def _sizes(dirs: tuple[Path, ...]) -> tuple[int, int]:
 
 
 def generated_broker(out: Path, size: int, segment_bytes: int, partitions: int, batch_bytes: int = 1024,
-                     seed: int = 1) -> Broker:
-    """A clean broker of ``size`` .log bytes in one data dir: ``partitions`` partitions of one topic, ~1 KiB
-    batches (where Phase 1 spends the most CPU per byte), no faults."""
-    cfg = GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=partitions, total_bytes=size,
+                     seed: int = 1, data_dirs: int = 1) -> Broker:
+    """A clean broker of ``size`` .log bytes in ``data_dirs`` data dirs (the partitions spread over them as
+    LogManager spreads new ones): ``partitions`` partitions of one topic, ~1 KiB batches (where Phase 1 spends the
+    most CPU per byte), no faults."""
+    cfg = GeneratorConfig(data_dirs=data_dirs, topics=1, partitions_per_topic=partitions, total_bytes=size,
                           segment_bytes=segment_bytes, batch_bytes=batch_bytes, records_per_batch=1,
                           clean_shutdown=True, faults=0, seed=seed)
     summary = generate(str(out), cfg)
     dirs = tuple(Path(d) for d in summary.data_dirs)
     return Broker(dirs,
-                  f"generated: {summary.partitions} partitions, {summary.segments} segments, {summary.batches:,} "
-                  f"batches, {summary.log_bytes / 1e6:.0f} MB of .log (seed {seed}, ~{batch_bytes} B batches)",
+                  f"generated: {data_dirs} data dir{'s' if data_dirs > 1 else ''}, {summary.partitions} partitions, "
+                  f"{summary.segments} segments, {summary.batches:,} batches, {summary.log_bytes / 1e6:.0f} MB of .log "
+                  f"(seed {seed}, ~{batch_bytes} B batches)",
                   *_sizes(dirs), cfg.to_dict())
 
 

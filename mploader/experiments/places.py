@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from mploader.experiments.disk_model import HDD_7200, SSD_LIKE, DiskProfile
+from mploader.experiments.disk_model import HDD_7200, SSD_LIKE, DiskProfile, describe
 from mploader.experiments.run import Place
 from mploader.experiments.seek_daemon import read_figures, served_image
 from mploader.host import cgroup
@@ -74,7 +74,8 @@ def own_disk(work_dir: Path) -> Iterator[Place]:
     d = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-disk-", dir=work_dir))
     try:
         storage = storage_of(str(d))
-        yield Place(own_disk_label(storage), d, storage)
+        label = own_disk_label(storage)
+        yield Place(label, d, storage, profile=f"disk: {label}")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -89,18 +90,28 @@ def _command(*args: str) -> str:
     return done.stdout.strip()
 
 
-def _undo(what: str, step: Callable[[], None]) -> None:
-    """Run an undo step, retrying while the kernel says busy (a process still leaving the cgroup, a mount
-    still in use for a moment); a step that keeps failing is logged, never raised over the first error."""
+def _busy_retried(step: Callable[[], None]) -> None:
+    """Run a step, retrying briefly while the kernel says busy (a process still leaving the cgroup, a mount still
+    in use for a moment, something on the machine holding a loop device for a moment after its file system was
+    unmounted: mkfs refused one once, "apparently in use by the system", and took it a moment later); the last
+    error is raised."""
     for attempt in range(UNDO_TRIES):
         try:
             step()
             return
-        except OSError as e:
+        except OSError:
             if attempt == UNDO_TRIES - 1:
-                log.error("could not remove %s: %s", what, e)
-                return
+                raise
             time.sleep(UNDO_WAIT_S)
+
+
+def _undo(what: str, step: Callable[[], None]) -> None:
+    """Run an undo step, retried while busy; a step that keeps failing is logged, never raised over the first
+    error."""
+    try:
+        _busy_retried(step)
+    except OSError as e:
+        log.error("could not remove %s: %s", what, e)
 
 
 def _need_root(what: str) -> None:
@@ -159,17 +170,26 @@ def _loop_file_system(stack: contextlib.ExitStack, backing: Path, kind: str,
         """A fresh file system for each run: copies written into the space earlier runs freed came out
         fragmented on a small device, and a run then took twice as long (measured: 7 s, then 17 s)."""
         _unmount(mount_point)
-        _command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop)
+        _busy_retried(lambda: _mkfs(loop))
         _command("mount", "-o", "noatime", loop, str(mount_point))
 
     renew()
     return loop, mount_point, renew
 
 
-def _sparse_image(stack: contextlib.ExitStack, image: Path, size_bytes: int) -> None:
-    with open(image, "xb") as f:
-        f.truncate(size_bytes)  # sparse: takes disk space only as the copies are written
+def _mkfs(device: str) -> None:
+    _command("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
+
+
+def _sparse_image(stack: contextlib.ExitStack, work_dir: Path, kind: str, size_bytes: int) -> Path:
+    """A new sparse file of ``size_bytes`` in ``work_dir`` (a name of its own: a broker of two data dirs has two
+    devices of one class), removed when ``stack`` closes."""
+    fd, name = tempfile.mkstemp(prefix=f"{name_prefix()}-{kind}-", suffix=".img", dir=work_dir)
+    image = Path(name)
     stack.callback(_undo, f"backing file {image}", lambda: image.unlink(missing_ok=True))
+    with os.fdopen(fd, "wb") as f:
+        f.truncate(size_bytes)  # sparse: takes disk space only as the copies are written
+    return image
 
 
 @contextlib.contextmanager
@@ -179,14 +199,15 @@ def throttled_loop(work_dir: Path, size_bytes: int, limits: ReadLimits) -> Itera
     if not (limits.bytes_per_s or limits.iops):
         raise ValueError("a throttled device needs a bytes/s or an IOPS limit")
     with contextlib.ExitStack() as stack:
-        image = work_dir / f"{name_prefix()}.img"
-        _sparse_image(stack, image, size_bytes)
+        image = _sparse_image(stack, work_dir, "throttled", size_bytes)
         loop, mount_point, renew = _loop_file_system(stack, image, "throttled", work_dir)
         storage = storage_of(str(mount_point))
         if storage.device is None:
             raise OSError(f"{mount_point} shows no block device after mounting {loop}")
         procs = _cgroup_dir(stack, limits, storage.device.major_minor)
-        yield Place(THROTTLED_LABEL, mount_point, storage, procs, limits, renew)
+        yield Place(THROTTLED_LABEL, mount_point, storage, procs, limits, renew,
+                    profile=f"throttled: reads capped at {(limits.bytes_per_s or 0) / 1e6:.0f} MB/s and "
+                            f"{limits.iops or 'unlimited'} IOPS, no head")
 
 
 def fuse_problem() -> str | None:
@@ -233,15 +254,15 @@ def seek_loop(work_dir: Path, size_bytes: int, profile: DiskProfile) -> Iterator
     if (why := fuse_problem()) is not None:
         raise PlaceUnavailable(f"the {profile.name}-seek device needs FUSE: {why}")
     with contextlib.ExitStack() as stack:
-        image = work_dir / f"{name_prefix()}-{profile.name}.img"
-        _sparse_image(stack, image, size_bytes)
+        image = _sparse_image(stack, work_dir, profile.name, size_bytes)
         served_dir = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-{profile.name}-model-", dir=work_dir))
         stack.callback(_undo, f"mount point {served_dir}", lambda: os.rmdir(served_dir))
         served = stack.enter_context(served_image(image, profile.name, served_dir, os.getpid()))
         loop, mount_point, renew = _loop_file_system(stack, served, f"{profile.name}-seek", work_dir)
         _queue_like_a_disk(stack, os.path.basename(loop), rotational=profile.rpm is not None)
         storage = storage_of(str(mount_point))
-        yield Place(SEEK_LABELS[profile.name], mount_point, storage, renew=renew, figures=lambda: read_figures(image))
+        yield Place(SEEK_LABELS[profile.name], mount_point, storage, renew=renew, figures=lambda: read_figures(image),
+                    profile=f"{profile.name}-seek: {describe(profile)}")
 
 
 def _detach(loop: str) -> None:
@@ -265,7 +286,7 @@ def tmpfs(work_dir: Path, size_bytes: int) -> Iterator[Place]:
         else:
             mount_point = Path(tempfile.mkdtemp(prefix=f"{name_prefix()}-tmpfs-", dir="/dev/shm"))
             stack.callback(shutil.rmtree, mount_point, True)
-        yield Place(TMPFS_LABEL, mount_point, storage_of(str(mount_point)))
+        yield Place(TMPFS_LABEL, mount_point, storage_of(str(mount_point)), profile="tmpfs: in memory, no disk")
 
 
 DEVICE_CLASSES = ("disk", "throttled", "hdd-seek", "ssd-seek", "tmpfs")

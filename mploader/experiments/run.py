@@ -1,5 +1,6 @@
-"""One run of an experiment: a fresh copy of the broker, the page cache made cold or warm, the load in a
-process of its own (:mod:`.child`), sampled while it runs (:mod:`.sampler`), the copy removed after.
+"""One run of an experiment: a fresh copy of the broker (its data dirs on one device, or each on a device of its
+own), the page cache made cold or warm, the load in a process of its own (:mod:`.child`: mploader's, or Kafka's
+loader, :mod:`.kafka`), sampled while it runs (:mod:`.sampler`, :mod:`.host_load`), the copy removed after.
 
 Every run starts from a fresh copy because a real recovery changes the data dir (a dry run would not, but
 copying every run keeps the runs alike: the copy's pages and the files' layout on the device).
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mploader.experiments.cache import make_cold, make_warm
+from mploader.experiments.host_load import busy_reasons
+from mploader.experiments.kafka import Partitions
 from mploader.experiments.sampler import Sample, Sampler
 from mploader.format import checkpoint
 from mploader.host.cgroup import ReadLimits
@@ -40,21 +43,36 @@ class Place:
     limits: ReadLimits = ReadLimits()
     renew: Callable[[], None] | None = None  # makes its file system afresh before each run (see throttled_loop)
     figures: Callable[[], dict[str, Any]] | None = None  # a modelled device's own request figures (seek_daemon)
+    profile: str = ""  # what the device is, in a line for the figures and the report (e.g. the disk model's)
 
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """What one run does."""
 
-    workers: int | str  # segment_scan_workers_per_data_dir: N or "adaptive"
-    recovery_threads: int = 1
+    workers: int | str | None  # segment_scan_workers_per_data_dir: N, "auto" or "adaptive"; None: Kafka's loader
+    recovery_threads: int = 1  # num.recovery.threads.per.data.dir (Kafka's loader: its threads)
     dry_run: bool = False
     cache: str = "cold"  # "cold" or "warm"
     restart: str = "unclean"  # "unclean" (everything past recovery point 0 recovered), "clean", or "as given"
     max_read_bytes_per_sec: int | None = None
+    partition_workers: int | str | None = None  # --partition-workers N or "auto" (whole partitions in workers)
+    loader: str = "mploader"  # or "kafka": Kafka's LogLoader (the oracle, :mod:`.kafka`)
+    data_dirs: int = 1  # how many data dirs the broker has (each on a device of its own in hdd-vs-ssd)
+
+    @property
+    def choice(self) -> str:
+        """The loader and its setting the run measures: "N=2", "auto", "adaptive", "P=auto" (``--partition-workers
+        auto``) or "Kafka, 2 threads"."""
+        if self.loader == "kafka":
+            return f"Kafka, {self.recovery_threads} thread{'s' if self.recovery_threads > 1 else ''}"
+        if self.partition_workers is not None:
+            return f"P={self.partition_workers}"
+        return f"N={self.workers}" if isinstance(self.workers, int) else str(self.workers)
 
     def config(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"segment_scan_workers_per_data_dir": self.workers,
+        """mploader's :class:`~mploader.config.LoaderConfig` fields for the run."""
+        out: dict[str, Any] = {"segment_scan_workers_per_data_dir": self.workers or "auto",
                                "num_recovery_threads_per_data_dir": self.recovery_threads, "dry_run": self.dry_run}
         if self.max_read_bytes_per_sec is not None:
             out["max_read_bytes_per_sec"] = self.max_read_bytes_per_sec
@@ -67,75 +85,112 @@ class RunResult:
     place: str
     spec: RunSpec
     cache_method: str  # how the cache was made cold or warm ("drop_caches", "fadvise", "read once")
-    seconds: float  # the load_logs call, in the child
-    process_seconds: float  # the child process, start to exit (imports, pool start-up and exit included)
-    bytes_read: int
+    seconds: float  # the load in the child: mploader's load_logs call, Kafka's loadLogs (its slowest data dir)
+    process_seconds: float  # the child process, start to exit (imports, pool start-up, JVMs and exit included)
+    bytes_read: int  # mploader's count of the bytes it scanned (Kafka's loader does not say: 0)
     segments_recovered: int
     workers_per_dir: int
-    device: str | None  # the device whose figures are the run's "util" (the file system's own)
+    device: str | None  # the device whose figures are the run's "util" (the first data dir's file system's)
     disk: str | None  # the disk under it, if another
     samples: list[Sample] = field(default_factory=list)
-    adaptive: list[str] = field(default_factory=list)  # the adaptive pool's changes of worker count (its log)
+    # the adaptive pool's changes of worker count: {"t", "message"}, and "data_dir", "workers_before", "workers"
+    adaptive: list[dict[str, Any]] = field(default_factory=list)
+    devices: tuple[str, ...] = ()  # every data dir's device (two data dirs on two devices: both)
+    loaded: Partitions = field(default_factory=dict)  # what the load loaded, per partition (:mod:`.kafka`)
 
     @property
     def throughput(self) -> float:
         """Bytes scanned per second of the load."""
         return self.bytes_read / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def all_devices(self) -> tuple[str, ...]:
+        return self.devices or ((self.device,) if self.device else ())
+
     def mean(self, what: str, device: str | None = None) -> float | None:
         """The mean of a per-sample figure over the run: a DiskRates field of ``device`` (default: the
         run's device), "cpu" (the machine's, mean over cores), "load_cpu" (the load's processes, 100 = one
-        core), "throttle_use"."""
+        core), "others_cpu" (other processes', 100 = one core), "throttle_use"."""
         values = [v for s in self.samples if (v := _figure(s, what, device or self.device)) is not None]
         return sum(values) / len(values) if values else None
 
     def busy(self) -> float | None:
-        """How busy the run's device was, in percent: the share of a cgroup's read limit where one throttles it
-        (its own %util stays low while readers wait on the throttle), else iostat's %util; None: no device."""
-        use = self.mean("throttle_use")
-        return use if use is not None else self.mean("util_percent")
+        """How busy the run's devices were, in percent (the mean over its data dirs' devices): the share of a
+        cgroup's read limit where one throttles it (its own %util stays low while readers wait on the throttle),
+        else iostat's %util; None: no device."""
+        each = [v for d in self.all_devices if (v := self._busy(d)) is not None]
+        return sum(each) / len(each) if each else None
+
+    def _busy(self, device: str) -> float | None:
+        use = self.mean("throttle_use", device)
+        return use if use is not None else self.mean("util_percent", device)
+
+    def device_reads(self) -> int:
+        """Bytes the run's devices read while it ran (whoever read them)."""
+        return int(sum(s.disks[d].read_bytes_per_s * s.disks[d].seconds
+                       for s in self.samples for d in self.all_devices if d in s.disks))
+
+    def others_reads(self) -> int | None:
+        """Bytes other processes read of the run's devices while it ran (:mod:`.host_load`); None: not
+        measurable (no device, no per-process I/O accounting)."""
+        own = [s.load_read_bytes for s in self.samples]
+        if not self.all_devices or not own or any(b is None for b in own):
+            return None
+        return max(0, self.device_reads() - sum(b for b in own if b is not None))
+
+    def busy_host(self) -> list[str]:
+        """Why the host was too busy with other work to trust this run (empty: it was not; :mod:`.host_load`)."""
+        return busy_reasons(self.mean("others_cpu"), self.others_reads(), self.device_reads())
 
     def peak(self, what: str) -> int:
         """The largest "rss_parent", "rss_workers" (their sum) or "shm_bytes" seen."""
         values = [_memory(s, what) for s in self.samples]
         return max(values, default=0)
 
+    def worker_counts(self) -> dict[str, list[list[float]]]:
+        """The adaptive pool's worker count over time, per data dir: [[seconds into the load, count], ...] from
+        the count it started with (what its first change left)."""
+        out: dict[str, list[list[float]]] = {}
+        for step in self.adaptive:
+            if "workers" in step:
+                series = out.setdefault(step["data_dir"], [[0.0, step["workers_before"]]])
+                series.append([step["t"], step["workers"]])
+        return out
+
     def row(self) -> dict[str, Any]:
         """The run's figures, flat (a CSV row)."""
         def r(v: float | None, n: int = 1) -> float | None:
             return None if v is None else round(v, n)
 
+        others = self.others_reads()
         return {
-            "run": self.id, "place": self.place, "workers": self.spec.workers,
+            "run": self.id, "place": self.place, "data_dirs": self.spec.data_dirs, "loader": self.spec.loader,
+            "choice": self.spec.choice, "workers": self.spec.workers, "partition_workers": self.spec.partition_workers,
             "recovery_threads": self.spec.recovery_threads, "mode": "dry run" if self.spec.dry_run else "recover",
             "restart": self.spec.restart, "cache": self.spec.cache, "cache_method": self.cache_method,
             "max_read_bytes_per_sec": self.spec.max_read_bytes_per_sec, "workers_per_dir": self.workers_per_dir,
             "seconds": round(self.seconds, 3), "process_seconds": round(self.process_seconds, 3),
             "bytes_read": self.bytes_read, "throughput_mb_s": round(self.throughput / 1e6, 1),
             "segments_recovered": self.segments_recovered, "device": self.device,
+            "devices": " ".join(self.all_devices),
             "util_mean": r(self.mean("util_percent")), "read_mb_s_mean": r(_mb(self.mean("read_bytes_per_s"))),
             "read_iops_mean": r(self.mean("read_iops")), "queue_depth_mean": r(self.mean("queue_depth"), 2),
             "throttle_use_mean": r(self.mean("throttle_use")), "disk": self.disk,
             "disk_util_mean": r(self.mean("util_percent", self.disk)) if self.disk else None,
             "cpu_mean": r(self.mean("cpu")), "load_cpu_mean": r(self.mean("load_cpu")),
+            "others_cpu_mean": r(self.mean("others_cpu")),
+            "others_read_mb": None if others is None else round(others / 1e6, 1),
+            "busy_host": bool(self.busy_host()),
             "rss_parent_peak_mb": round(self.peak("rss_parent") / 1e6, 1),
             "rss_workers_peak_mb": round(self.peak("rss_workers") / 1e6, 1),
             "shm_peak_mb": round(self.peak("shm_bytes") / 1e6, 1), "samples": len(self.samples),
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.row(), "adaptive": self.adaptive, "samples": [s.to_json() for s in self.samples]}
-
-
-def best_of(runs: Sequence[RunResult]) -> list[RunResult]:
-    """One run per place and spec, the fastest of its rounds (an experiment repeated on a noisy machine: the
-    best round is the one least disturbed by the neighbours), in the order of their first rounds."""
-    best: dict[tuple[str, RunSpec], RunResult] = {}
-    for r in runs:
-        key = (r.place, r.spec)
-        if key not in best or r.seconds < best[key].seconds:
-            best[key] = r
-    return list(best.values())
+        return {**self.row(), "busy_host_reasons": self.busy_host(), "adaptive": self.adaptive,
+                "worker_counts": self.worker_counts(),
+                "log_end_offsets": {p: lg["log_end_offset"] for p, lg in sorted(self.loaded.items())},
+                "samples": [s.to_json() for s in self.samples]}
 
 
 def _mb(v: float | None) -> float | None:
@@ -147,6 +202,8 @@ def _figure(s: Sample, what: str, device: str | None) -> float | None:
         return sum(s.cpu_percent) / len(s.cpu_percent) if s.cpu_percent else None
     if what == "load_cpu":
         return s.load_cpu_percent
+    if what == "others_cpu":
+        return s.others_cpu_percent
     if what == "throttle_use":
         return s.throttle_use.get(device) if device else None
     rates = s.disks.get(device) if device else None
@@ -201,13 +258,15 @@ def copy_sparse(src: str, dst: str) -> None:
     shutil.copystat(src, dst)
 
 
-def copy_broker(sources: Sequence[Path], dest: Path, restart: str) -> list[Path]:
-    """A fresh copy of the data dirs under ``dest`` (one subdirectory each, preallocated indexes still sparse),
-    made unclean if asked."""
-    dest.mkdir(parents=True)
+def copy_broker(sources: Sequence[Path], dests: Sequence[Path], restart: str) -> list[Path]:
+    """A fresh copy of the data dirs (preallocated indexes still sparse), made unclean if asked: data dir ``i``
+    under ``dests[i % len(dests)]`` (one destination: all of them; one per data dir: each on its own device), in
+    a subdirectory of its own."""
+    for d in dests:
+        d.mkdir(parents=True)
     copies = []
     for i, src in enumerate(sources):
-        copy = dest / f"{i}-{src.name}"
+        copy = dests[i % len(dests)] / f"{i}-{src.name}"
         shutil.copytree(src, copy, symlinks=True, copy_function=copy_sparse)
         copies.append(copy)
     if restart == "unclean":
@@ -235,41 +294,67 @@ def end_child(proc: subprocess.Popen[str]) -> None:
         pass
 
 
-def run_once(run_id: int, place: Place, sources: Sequence[Path], spec: RunSpec, interval: float,
-             cache_method: str = "auto") -> RunResult:
-    """Copy, prepare the cache, load in a child process while sampling; the copy is removed whatever happens."""
-    dest = place.dir / f"run-{run_id}"
-    if place.renew is not None:
-        place.renew()
+def _child_spec(places: Sequence[Place], copies: Sequence[Path], spec: RunSpec,
+                oracle: str | None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"dirs": [str(c) for c in copies], "cgroup_procs": places[0].cgroup_procs}
+    if spec.loader == "kafka":
+        if oracle is None:
+            raise ValueError("a run of Kafka's loader needs the oracle's launcher")
+        doc.update(oracle=oracle, threads=spec.recovery_threads)
+    else:
+        doc.update(config=spec.config(), partition_workers=spec.partition_workers)
+    return doc
+
+
+def _sampler(places: Sequence[Place], interval: float) -> Sampler:
+    """Every place's devices (each once), a throttled one's limits with it."""
+    sampled = list(dict.fromkeys(n for p in places for n in p.storage.sampled()))
+    limits = {p.storage.device.name: p.limits for p in places if p.storage.device is not None}
+    return Sampler(sampled, interval, limits)
+
+
+def _load(run_id: int, places: Sequence[Place], child: Mapping[str, Any], spec: RunSpec,
+          interval: float) -> tuple[dict[str, Any], list[Sample], float]:
+    """The load in a child process, sampled: its document, the samples, the process's seconds."""
+    sampler = _sampler(places, interval)
+    t0 = time.perf_counter()
+    proc = _start_child(child)
+    sampler.start(proc.pid)
     try:
-        copies = copy_broker(sources, dest, spec.restart)
-        method = make_cold(copies, cache_method) if spec.cache == "cold" else make_warm(copies)
-        sampled = place.storage.sampled()
-        sampler = Sampler(sampled, interval, {d: place.limits for d in sampled[:1]})
-        t0 = time.perf_counter()
-        proc = _start_child({"dirs": [str(c) for c in copies], "config": spec.config(),
-                             "cgroup_procs": place.cgroup_procs})
-        sampler.start(proc.pid)
-        try:
-            out, err = proc.communicate()
-        finally:
-            end_child(proc)
-            samples = sampler.stop()
-        process_seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise RuntimeError(f"run {run_id} ({place.label}, {spec}) failed with exit status {proc.returncode}: "
-                               f"{err.strip()[-2000:]}")
-        doc = json.loads(out)
+        out, err = proc.communicate()
     finally:
-        shutil.rmtree(dest, ignore_errors=True)
+        end_child(proc)
+        samples = sampler.stop()
+    process_seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"run {run_id} ({places[0].label}, {spec}) failed with exit status {proc.returncode}: "
+                           f"{err.strip()[-2000:]}")
+    return json.loads(out), samples, process_seconds
+
+
+def run_once(run_id: int, places: Sequence[Place], sources: Sequence[Path], spec: RunSpec, interval: float,
+             cache_method: str = "auto", oracle: str | None = None) -> RunResult:
+    """Copy (data dir ``i`` onto ``places[i % len(places)]``), prepare the cache, load in a child process while
+    sampling (mploader, or Kafka's loader with the ``oracle``); the copies are removed whatever happens."""
+    dests = [p.dir / f"run-{run_id}" for p in places]
+    for p in places:
+        if p.renew is not None:
+            p.renew()
+    try:
+        copies = copy_broker(sources, dests, spec.restart)
+        method = make_cold(copies, cache_method) if spec.cache == "cold" else make_warm(copies)
+        doc, samples, process_seconds = _load(run_id, places, _child_spec(places, copies, spec, oracle), spec, interval)
+    finally:
+        for d in dests:
+            shutil.rmtree(d, ignore_errors=True)
     stats = doc["stats"]
-    device = place.storage.device
-    disks = place.storage.disks
-    return RunResult(run_id, place.label, spec, method, doc["seconds"], process_seconds, stats["bytes_read"],
+    storage = places[0].storage
+    device, disks = storage.device, storage.disks
+    return RunResult(run_id, places[0].label, spec, method, doc["seconds"], process_seconds, stats["bytes_read"],
                      stats["segments_recovered"], stats["workers_per_dir"], device.name if device else None,
                      disks[-1].name if disks and device and disks[-1].name != device.name else None, samples,
-                     doc.get("adaptive", []))
+                     doc.get("adaptive", []), tuple(p.storage.device.name for p in places if p.storage.device),
+                     doc.get("partitions", {}))
 
 
-__all__ = ["Place", "RunResult", "RunSpec", "best_of", "copy_broker", "copy_sparse", "end_child", "make_unclean",
-           "run_once"]
+__all__ = ["Place", "RunResult", "RunSpec", "copy_broker", "copy_sparse", "end_child", "make_unclean", "run_once"]

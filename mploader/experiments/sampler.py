@@ -6,7 +6,8 @@ print for that interval).  It watches the process tree of one load: the RSS of i
 (loky's resource trackers are left out), the CPU the tree used (the machine's per-core figures include the
 neighbours: on a shared machine only the two together say who was busy), and the shared-memory blocks that
 load named after itself in /dev/shm (``mploader-<pid>-...``, :mod:`mploader.engine.cleanup`), by the memory
-they really take (blocks are sparse).
+they really take (blocks are sparse).  It also measures how busy the host was with other work: the CPU other
+processes used and the bytes the load's processes read (against what its devices read), :mod:`.host_load`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from mploader.experiments.host_load import OthersCpu, io_accounting
 from mploader.host.cgroup import ReadLimits
 from mploader.host.iostat import DiskCounters, DiskRates, cpu_busy_percent, disk_counters, disk_rates
 
@@ -38,13 +40,17 @@ class Sample:
     shm_bytes: int = 0
     throttle_use: dict[str, float] = field(default_factory=dict)  # device -> percent of its cgroup read limit
     load_cpu_percent: float = 0.0  # the load's own processes (parent and workers), 100 = one core
+    others_cpu_percent: float | None = None  # other processes than the experiment's, 100 = one core (host_load)
+    load_read_bytes: int | None = None  # bytes the load's processes read in the interval; None: not measurable
 
     def to_json(self) -> dict[str, Any]:
         return {"t": round(self.t, 3), "disks": {n: _rates_json(r) for n, r in self.disks.items()},
                 "cpu_percent": [round(c, 1) for c in self.cpu_percent], "rss_parent": self.rss_parent,
                 "rss_workers": {str(p): r for p, r in self.rss_workers.items()}, "shm_bytes": self.shm_bytes,
                 "throttle_use": {n: round(u, 1) for n, u in self.throttle_use.items()},
-                "load_cpu_percent": round(self.load_cpu_percent, 1)}
+                "load_cpu_percent": round(self.load_cpu_percent, 1),
+                "others_cpu_percent": None if self.others_cpu_percent is None else round(self.others_cpu_percent, 1),
+                "load_read_bytes": self.load_read_bytes}
 
 
 def _rates_json(r: DiskRates) -> dict[str, float | None]:
@@ -73,23 +79,49 @@ def shm_bytes(pid: int) -> int:
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class _Look:
+    rss_parent: int | None = None
+    rss_workers: dict[int, int] = field(default_factory=dict)
+    cpu_seconds: float = 0.0  # the tree's, since the last look
+    read_bytes: int | None = None  # the tree's, since the last look (None: not measurable)
+
+
 class _Tree:
-    """A process and its workers (children, less loky's and Python's resource trackers): their RSS, and the CPU
-    time of the whole tree (so that a reader can tell the load's CPU from its neighbours')."""
+    """A process and its workers (children, less loky's and Python's resource trackers): their RSS, the CPU
+    time of the whole tree (so that a reader can tell the load's CPU from its neighbours') and the bytes it read
+    from devices (each process's last count is kept: a worker that has ended still read what it read)."""
 
     def __init__(self, pid: int):
         self.pid = pid
         self._trackers: set[int] = set()
         self._seen: set[int] = set()
         self._cpu: dict[int, float] = {}  # pid -> user + system seconds at the last look
+        self._reads: dict[int, int] | None = {} if io_accounting() else None  # pid -> read_bytes at the last look
+        self._read_total = 0
 
-    def look(self) -> tuple[int | None, dict[int, int], float]:
-        """(the parent's RSS, each worker's RSS, CPU seconds the tree used since the last look)."""
+    def _count_reads(self, proc: psutil.Process) -> None:
+        if self._reads is None:
+            return
+        try:
+            self._reads[proc.pid] = proc.io_counters().read_bytes
+        except psutil.AccessDenied:  # another user's process: the tree's reads are not measurable
+            self._reads = None
+
+    def _reads_since(self) -> int | None:
+        if self._reads is None:
+            return None
+        total = sum(self._reads.values())
+        new, self._read_total = total - self._read_total, total
+        return new
+
+    def look(self) -> _Look:
+        """The parent's RSS, each worker's RSS, CPU seconds and bytes read the tree used since the last look."""
         try:
             parent = psutil.Process(self.pid)
             procs = [parent, *parent.children(recursive=True)]
         except psutil.Error:
-            return None, {}, 0.0
+            return _Look(read_bytes=self._reads_since())
         own: int | None = None
         workers = {}
         used = 0.0
@@ -103,6 +135,7 @@ class _Tree:
                         self._trackers.add(proc.pid)
                 times = proc.cpu_times()
                 rss = proc.memory_info().rss
+                self._count_reads(proc)
             except psutil.Error:  # ended meanwhile
                 continue
             total = times.user + times.system
@@ -112,7 +145,7 @@ class _Tree:
                 own = rss
             elif proc.pid not in self._trackers:
                 workers[proc.pid] = rss
-        return own, workers, used
+        return _Look(own, workers, used, self._reads_since())
 
 
 class Sampler:
@@ -129,10 +162,15 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mploader-sampler", daemon=True)
         self._t0 = 0.0
+        self._others: OthersCpu | None = None
 
     def start(self, pid: int | None = None) -> Sampler:
         self._tree = None if pid is None else _Tree(pid)
         self._t0 = time.monotonic()
+        try:
+            self._others = OthersCpu()
+        except OSError:  # no /proc to read: the host's load is not measured
+            self._others = None
         self._thread.start()
         return self
 
@@ -158,10 +196,12 @@ class Sampler:
             disks = {n: disk_rates(before[1][n], after[1][n], seconds) for n in after[1] if n in before[1]}
             use = {n: u for n, lim in self.limits.items() if n in disks
                    and (u := lim.use_percent(disks[n].read_bytes_per_s, disks[n].read_iops)) is not None}
-            rss_parent, workers, cpu = self._tree.look() if self._tree is not None else (None, {}, 0.0)
+            tree = self._tree.look() if self._tree is not None else _Look()
             shm = shm_bytes(self._tree.pid) if self._tree is not None else 0
-            self.samples.append(Sample(after[0] - self._t0, disks, cpu_busy_percent(before[2], after[2]), rss_parent,
-                                       workers, shm, use, 100.0 * cpu / seconds))
+            others = None if self._others is None else 100.0 * self._others.take() / seconds
+            self.samples.append(Sample(after[0] - self._t0, disks, cpu_busy_percent(before[2], after[2]),
+                                       tree.rss_parent, tree.rss_workers, shm, use, 100.0 * tree.cpu_seconds / seconds,
+                                       others, tree.read_bytes))
             before = after
 
 

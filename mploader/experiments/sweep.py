@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mploader.experiments.run import Place, RunResult, RunSpec, run_once
 
-Workers = int | str  # a count, or "adaptive"
+Workers = int | str  # a count, "auto" or "adaptive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +26,13 @@ class SweepPlan:
     restart: str = "unclean"
     rates: tuple[int, ...] = ()  # extra runs per IO budget (max_read_bytes_per_sec): cold, recover, at each of
     rate_workers: tuple[Workers, ...] = (1, 2)
-    repeat: int = 1  # rounds: every run again, in the same order (the reports take each run's fastest round)
+    repeat: int = 3  # rounds: every run again, in the same order (the reports take each point's median)
+    data_dirs: int = 1  # the broker's (all on the one device)
 
     def specs(self) -> list[RunSpec]:
-        out = [RunSpec(w, rt, dry, cache, self.restart)
+        out = [RunSpec(w, rt, dry, cache, self.restart, data_dirs=self.data_dirs)
                for cache in self.caches for dry in self.dry_runs for rt in self.recovery_threads for w in self.workers]
-        out += [RunSpec(w, self.recovery_threads[0], False, "cold", self.restart, rate)
+        out += [RunSpec(w, self.recovery_threads[0], False, "cold", self.restart, rate, data_dirs=self.data_dirs)
                 for rate in self.rates for w in self.rate_workers]
         return out * self.repeat
 
@@ -42,7 +43,7 @@ def run_sweep(place: Place, sources: Sequence[Path], plan: SweepPlan, interval: 
     specs = plan.specs()
     results = []
     for i, spec in enumerate(specs):
-        result = run_once(first_id + i, place, sources, spec, interval, cache_method)
+        result = run_once(first_id + i, [place], sources, spec, interval, cache_method)
         results.append(result)
         if on_run is not None:
             on_run(result, i + 1, len(specs))

@@ -215,9 +215,40 @@ def _storage_devices(path: str, seen: set[str]) -> list[BlockDevice]:
     return [] if number is None else _chain(number, seen)
 
 
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """What the block layer says of the device a file system sits on (its disk's queue, for a partition)."""
+
+    disk: str  # the kernel's name of the device whose queue it is (a partition's disk)
+    rotational: bool | None  # queue/rotational
+    read_ahead_bytes: int | None  # queue/read_ahead_kb: the kernel's read-ahead of a file on it (the bdi's ra_pages)
+    max_request_bytes: int | None  # queue/max_sectors_kb: the largest request it is sent (the bdi's io_pages)
+
+
+def queue_of(path: str) -> Queue | None:
+    """The queue of the block device holding ``path``'s file system (its ``st_dev``), without reading the mount
+    table; None where that is no block device in /sys (tmpfs, btrfs's anonymous device, a network file system)."""
+    st = os.stat(path)
+    sys_dir = os.path.realpath(os.path.join(SYS_DEV_BLOCK, f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"))
+    if os.path.exists(os.path.join(sys_dir, "partition")):  # a partition's reads go through its disk's queue
+        sys_dir = os.path.dirname(sys_dir)
+    queue = os.path.join(sys_dir, "queue")
+    if not os.path.isdir(queue):
+        return None
+
+    def kib(name: str) -> int | None:
+        text = read_text(os.path.join(queue, name))
+        return int(text) * 1024 if text and text.isdigit() else None
+
+    rot = read_text(os.path.join(queue, "rotational"))
+    return Queue(os.path.basename(sys_dir), None if rot is None else rot == "1", kib("read_ahead_kb"),
+                 kib("max_sectors_kb"))
+
+
 def storage_of(path: str) -> Storage:
     """Where ``path`` lives: its mount and the chain of block devices under it (see the module docstring)."""
     return Storage(os.path.realpath(path), mount_of(path), tuple(_storage_devices(path, set())))
 
 
-__all__ = ["BlockDevice", "Mount", "Storage", "mount_of", "mounts", "parse_mountinfo", "read_text", "storage_of"]
+__all__ = ["BlockDevice", "Mount", "Queue", "Storage", "mount_of", "mounts", "parse_mountinfo", "queue_of", "read_text",
+           "storage_of"]

@@ -108,13 +108,15 @@ def load_logs(
 
 
 def predict_recovery(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
-                     now_ms: int | None = None, engine: EngineFactory | None = None) -> LoadResult:
+                     now_ms: int | None = None, engine: EngineFactory | None = None,
+                     partitions: PartitionRunner | None = None) -> LoadResult:
     """What a load would do now: a dry run (``config.dry_run`` is implied) that does not look at the data
     dirs' locks, so that ``mploader verify`` can tell it for the dirs of a running broker too (where the files
-    may change under it: the prediction is then of the moment it read them)."""
+    may change under it: the prediction is then of the moment it read them).  ``engine`` and ``partitions``: as
+    :func:`load_logs`'s."""
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=True)
     load = _Load(cfg, open_disk(True, check_lock=False), _now(now_ms), MetricsRegistry(), _tracker(None, None),
-                 LoadStats(), engine=engine)
+                 LoadStats(), engine=engine, partitions=partitions)
     return _load_logs(data_dirs, load, check_writes=False)
 
 

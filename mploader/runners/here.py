@@ -65,6 +65,11 @@ class CollectRecords(logging.Handler):
             return
         self.records.append(record)
 
+    def take(self) -> list[logging.LogRecord]:
+        """The records kept so far, no longer kept (a Spark task's, load by load)."""
+        taken, self.records = self.records, []
+        return taken
+
 
 @contextlib.contextmanager
 def collected(level: int) -> Iterator[CollectRecords]:

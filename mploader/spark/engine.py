@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,7 +57,8 @@ from mploader.result import LoadStats
 from mploader.scan import SegmentScan, SegmentTask
 from mploader.scan.audit import AuditTask, SegmentAudit, audit_segment
 from mploader.spark.arrow import audits_from_arrow, scans_from_arrow
-from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
+from mploader.spark.gathering import Seat
+from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
 from mploader.spark.phase1 import audit_frame, scan_frame
 from mploader.spark.session import check_session
 from mploader.spark.tasks import Piece, cores, piece_frame
@@ -91,13 +91,35 @@ def waves(pieces: Sequence[Piece], wave_bytes: int) -> list[list[Piece]]:
     return out
 
 
+class AuditJob:
+    """One Spark job auditing the segments of any number of dirs (a fleet's, each its seat:
+    :class:`mploader.spark.gathering.Gathering` calls it once per round), packed by bytes
+    (:func:`mploader.spark.tasks.piece_frame`); each dir's audits in its tasks' order."""
+
+    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
+        self.spark = spark
+        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
+        self.job_group = job_group("audit")  # its Spark jobs' group (statusTracker)
+
+    def __call__(self, work: Mapping[int, Sequence[AuditTask]]) -> dict[int, list[SegmentAudit | None]]:
+        ids = itertools.count()
+        pieces = {seat: [Piece(next(ids), t.path, t.base_offset, 0, None, file_size(t.path)) for t in tasks]
+                  for seat, tasks in work.items()}
+        every = [p for ps in pieces.values() for p in ps]
+        dirs = f"{len(work)} dirs" if len(work) > 1 else "a dir"
+        got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, every)), self.job_group,
+                                        f"mploader verify: {len(every)} segments of {dirs}", self.executor_timeout))
+        return {seat: [got.get(p.id) for p in ps] for seat, ps in pieces.items()}
+
+
 class SparkEngine(Engine):
     """Phase 1 in Spark tasks (see the module docstring); ``workers_per_dir`` is the cluster's cores."""
 
     def __init__(self, spark: SparkSession, stats: LoadStats, progress: Progress | None = NO_PROGRESS,
                  chunk_bytes: int | None = None, wave_bytes: int = WAVE_BYTES, *,
                  max_read_bytes_per_sec: int | None = None, planned: Mapping[str, PlannedScans] | None = None,
-                 driver_fallback: bool = False, executor_timeout: float | None = EXECUTOR_TIMEOUT):
+                 driver_fallback: bool = False, executor_timeout: float | None = EXECUTOR_TIMEOUT,
+                 audit_seats: Mapping[str, Seat[Sequence[AuditTask], list[SegmentAudit | None]]] | None = None):
         # the executors read: the driver's hints help none
         super().__init__(stats, progress, read_ahead_bytes=0, max_read_bytes_per_sec=max_read_bytes_per_sec,
                          planned=planned)
@@ -115,7 +137,9 @@ class SparkEngine(Engine):
         self._failed: dict[int, str] = {}  # piece -> why its job failed
         self._arrived = threading.Condition()
         self._ids = itertools.count()
-        self.job_group = f"mploader-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
+        self.job_group = job_group("phase1")  # its Spark jobs' group (statusTracker)
+        self.audit_job = AuditJob(spark, executor_timeout)  # verify's audits, where no seat is given
+        self.audit_seats = audit_seats or {}  # per data dir: its seat at a fleet's audit job
         self._thread: threading.Thread | None = None
 
     # ---- Phase 1 of a load ---------------------------------------------------------------------
@@ -211,27 +235,36 @@ class SparkEngine(Engine):
     # ---- verify's audits -----------------------------------------------------------------------
 
     def audit(self, data_dir: str, tasks: Sequence[AuditTask]) -> Iterator[SegmentAudit]:
-        """One Spark job per wave of segments, in order; a wave whose job failed fails the audit (SparkJobFailed),
-        or with ``driver_fallback`` is audited here."""
-        pieces = [Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)]
-        for wave in waves(pieces, self.wave_bytes):
+        """The dir's audits in order: with a seat for it (:attr:`audit_seats`: a fleet's one job for every dir),
+        in its gathering's job, else in one job per wave of segments; a failed job fails the audit
+        (SparkJobFailed), or with ``driver_fallback`` its segments are audited here."""
+        seat = self.audit_seats.get(data_dir)
+        if seat is not None:
+            yield from self._audited(data_dir, tasks, seat.submit)
+            return
+        for wave in waves([Piece(i, t.path, t.base_offset, 0, None, file_size(t.path)) for i, t in enumerate(tasks)],
+                          self.wave_bytes):
             if self._closed.is_set():
                 raise LoadInterrupted("the engine was closed")
-            try:
-                got = audits_from_arrow(collect(audit_frame(piece_frame(self.spark, wave)), self.job_group,
-                                                f"mploader verify {data_dir}", self.executor_timeout))
-            except SparkJobFailed as e:
-                if not self.driver_fallback:
-                    raise
-                log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
-                            len(wave))
-                got = {}
-            with self.lock:
-                self.executor_pieces += len(got)
-                self.driver_pieces += sum(p.id not in got for p in wave)
-                self.stats.inline_fallbacks += sum(p.id not in got for p in wave)
-            for p in wave:
-                yield got.get(p.id) or audit_segment(tasks[p.id])
+            yield from self._audited(data_dir, [tasks[p.id] for p in wave], lambda some: self.audit_job({0: some})[0])
+
+    def _audited(self, data_dir: str, tasks: Sequence[AuditTask],
+                 job: Callable[[Sequence[AuditTask]], list[SegmentAudit | None]]) -> Iterator[SegmentAudit]:
+        try:
+            got = job(tasks)
+        except SparkJobFailed as e:
+            if not self.driver_fallback:
+                raise
+            log.warning("%s: %s; auditing its %d segments in the driver (--driver-fallback)", data_dir, e,
+                        len(tasks))
+            got = [None] * len(tasks)
+        missed = sum(a is None for a in got)
+        with self.lock:
+            self.executor_pieces += len(tasks) - missed
+            self.driver_pieces += missed
+            self.stats.inline_fallbacks += missed
+        for task, audit in zip(tasks, got, strict=True):
+            yield audit or audit_segment(task)
 
     def close(self, kill: bool = False) -> None:
         """Cancel what still runs (a load that ended early, Ctrl-C) and wait for the job thread."""
@@ -246,4 +279,4 @@ class SparkEngine(Engine):
             self._arrived.notify_all()
 
 
-__all__ = ["WAVE_BYTES", "SparkEngine", "waves"]
+__all__ = ["WAVE_BYTES", "AuditJob", "SparkEngine", "waves"]

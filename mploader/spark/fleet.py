@@ -16,25 +16,30 @@ DataFrames, and the documents of the single-host commands.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mploader.config import LoaderConfig
 from mploader.engine.base import Engine, EngineFactory
-from mploader.errors import StartupFailedError
+from mploader.errors import LoadInterrupted, StartupFailedError
 from mploader.manager import load_logs
 from mploader.progress import Progress
 from mploader.result import LoadResult, LoadStats
-from mploader.spark.engine import SparkEngine
+from mploader.scan.audit import AuditTask, SegmentAudit
+from mploader.spark.engine import AuditJob, SparkEngine
+from mploader.spark.gathering import Gathering, Seat
+from mploader.spark.identity import broker_key, read_meta_properties
 from mploader.spark.jobs import EXECUTOR_TIMEOUT
-from mploader.spark.output import FleetTables, load_tables, verify_tables
-from mploader.spark.phase2 import SparkPartitions
+from mploader.spark.output import FleetTables, RunInfo, load_tables, verify_tables
+from mploader.spark.phase2 import Recovered, Recovery, RecoveryJob, SparkPartitions
 from mploader.spark.session import check_session
 from mploader.verify import VerifyReport, verify_logs
 
@@ -43,30 +48,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BROKERS_AT_ONCE = 4  # brokers handled side by side by the driver (their Spark jobs share the cluster)
+_T = TypeVar("_T")
 
 
 def brokers(data_dirs: Sequence[str | os.PathLike[str]]) -> list[list[str]]:
     """The dirs grouped by broker (see the module docstring), in the order first seen."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for d in data_dirs:
         path = os.path.abspath(os.fspath(d))
-        groups.setdefault(_broker_of(path), []).append(path)
+        groups.setdefault(broker_key(path, read_meta_properties(path)), []).append(path)
     return list(groups.values())
 
 
-def _broker_of(path: str) -> tuple[str, str]:
-    props: dict[str, str] = {}
-    try:
-        with open(os.path.join(path, "meta.properties"), encoding="utf-8") as f:
-            for line in f:
-                key, sep, value = line.strip().partition("=")
-                if sep and not key.startswith("#"):
-                    props[key.strip()] = value.strip()
-    except (OSError, UnicodeDecodeError):
-        return ("dir", path)
-    node = props.get("node.id") or props.get("broker.id")
-    return ("dir", path) if node is None else (props.get("cluster.id", ""), node)
+class BrokerWarnings(logging.Handler):
+    """While open (``with``), the text of every WARNING (or worse) mploader logs, by the thread that logs it: a
+    broker's thread logs its load's own lines and, replayed, its executors' (:class:`SparkPartitions`), so that
+    each broker's document says what ``mploader load`` would have said of it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.by_thread: dict[int, list[str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.by_thread.setdefault(threading.get_ident(), []).append(record.getMessage())
+
+    def mine(self) -> list[str]:
+        """What this thread logged, once each, sorted (as ``mploader load --json``'s ``warnings``)."""
+        return sorted(set(self.by_thread.pop(threading.get_ident(), [])))
+
+    def __enter__(self) -> BrokerWarnings:
+        logging.getLogger("mploader").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("mploader").removeHandler(self)
 
 
 @dataclass(slots=True)
@@ -75,7 +90,10 @@ class FleetLoad:
 
     tables: FleetTables
     results: list[tuple[list[str], LoadResult | StartupFailedError]]
-    engines: list[SparkPartitions]  # one per broker (their job groups: what ran on Spark)
+    engines: list[SparkPartitions]  # one per broker (what ran on Spark, what in the driver)
+    warnings: list[list[str]] = dataclasses.field(default_factory=list)  # per broker, as results: its WARN lines
+    spark_jobs: int = 0  # the Spark jobs the load ran (one for every broker's partitions)
+    job_groups: tuple[str, ...] = ()  # their Spark job groups (statusTracker)
 
 
 @dataclass(slots=True)
@@ -84,8 +102,11 @@ class FleetVerify:
 
     tables: FleetTables
     reports: list[tuple[list[str], VerifyReport]]
-    engines: list[SparkEngine]  # per broker: the audits' engine and the prediction's
+    engines: list[SparkEngine]  # per broker: the audits' engine
+    predictions: list[SparkPartitions]  # per broker: its prediction's runner
     seconds: float = 0.0  # wall time of the whole job
+    spark_jobs: int = 0  # the Spark jobs the verify ran (one for every dir's audits, one for the predictions)
+    job_groups: tuple[str, ...] = ()  # their Spark job groups (statusTracker)
 
     @property
     def report(self) -> VerifyReport:
@@ -117,10 +138,11 @@ def where_it_ran(runners: Sequence[SparkEngine | SparkPartitions]) -> dict[str, 
     return {"on_executors": executors, "in_driver": driver}
 
 
-def _engine(spark: SparkSession, engines: list[SparkEngine], policy: JobPolicy) -> EngineFactory:
+def _engine(spark: SparkSession, engines: list[SparkEngine], policy: JobPolicy,
+            audit_seats: Mapping[str, Seat[Sequence[AuditTask], list[SegmentAudit | None]]]) -> EngineFactory:
     def make(stats: LoadStats, progress: Progress | None) -> Engine:
         engine = SparkEngine(spark, stats, progress, driver_fallback=policy.driver_fallback,
-                             executor_timeout=policy.executor_timeout)
+                             executor_timeout=policy.executor_timeout, audit_seats=audit_seats)
         engines.append(engine)
         return engine
 
@@ -130,42 +152,80 @@ def _engine(spark: SparkSession, engines: list[SparkEngine], policy: JobPolicy) 
 def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
          apply: bool = False, now_ms: int | None = None, policy: JobPolicy = JobPolicy()) -> FleetLoad:
     """Load every broker's dirs: a dry run (nothing changes) unless ``apply``, which recovers them as
-    ``load_logs`` does.  A broker Kafka would refuse to start is reported, not raised; a failed Spark job raises
+    ``load_logs`` does, every broker's partitions in one Spark job (:mod:`mploader.spark.gathering`).  A broker
+    Kafka would refuse to start is reported, not raised; a failed Spark job raises
     :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("load --apply" if apply else "load")
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
+    groups = brokers(log_dirs)
+    job = RecoveryJob(spark, policy.executor_timeout)
+    recoveries: Gathering[Recovery, Recovered] = Gathering(len(groups), job)
     engines: list[SparkPartitions] = []
 
-    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError]:
-        runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
-                                 executor_timeout=policy.executor_timeout)
-        engines.append(runner)
-        try:
-            return dirs, load_logs(dirs, cfg, now_ms, partitions=runner)
-        except StartupFailedError as e:
-            log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
-            return dirs, e
+    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str]]:
+        with recoveries.seat() as seat:
+            runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
+                                     executor_timeout=policy.executor_timeout, seat=seat)
+            engines.append(runner)
+            try:
+                return dirs, load_logs(dirs, cfg, now_ms, partitions=runner), collector.mine()
+            except StartupFailedError as e:
+                log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
+                return dirs, e, collector.mine()
 
-    with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
-        results = list(threads.map(one, brokers(log_dirs)))
-    return FleetLoad(load_tables(spark, results), results, engines)
+    with BrokerWarnings() as collector:
+        loads = _each_broker(one, groups, spark, [(recoveries, job.job_group)])
+    results = [(dirs, result) for dirs, result, _ in loads]
+    return FleetLoad(load_tables(spark, results, run), results, engines, [w for _, _, w in loads], recoveries.rounds,
+                     (job.job_group,))
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,
            now_ms: int | None = None, predict: bool = True, policy: JobPolicy = JobPolicy()) -> FleetVerify:
-    """Verify every broker's dirs (``verify_logs``: read-only, no lock), audits on the executors; a failed Spark
-    job raises :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
+    """Verify every broker's dirs (``verify_logs``: read-only, no lock): every dir's audits in one Spark job, then
+    every broker's prediction (a dry-run load) in another (:mod:`mploader.spark.gathering`); a failed Spark job
+    raises :class:`mploader.spark.jobs.SparkJobFailed` (``policy``)."""
     check_session(spark)
+    run = RunInfo.begin("verify")
     cfg = config or LoaderConfig()
+    groups = brokers(log_dirs)
+    audit_job, prediction_job = AuditJob(spark, policy.executor_timeout), RecoveryJob(spark, policy.executor_timeout)
+    audits: Gathering[Sequence[AuditTask], list[SegmentAudit | None]] = Gathering(sum(map(len, groups)), audit_job)
+    predictions: Gathering[Recovery, Recovered] = Gathering(len(groups), prediction_job)
     engines: list[SparkEngine] = []
+    runners: list[SparkPartitions] = []
 
     def one(dirs: list[str]) -> tuple[list[str], VerifyReport]:
-        return dirs, verify_logs(dirs, cfg, now_ms=now_ms, predict=predict, engine=_engine(spark, engines, policy))
+        with contextlib.ExitStack() as seated:
+            seats = {d: seated.enter_context(audits.seat()) for d in dirs}
+            runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
+                                     executor_timeout=policy.executor_timeout,
+                                     seat=seated.enter_context(predictions.seat()))
+            runners.append(runner)
+            return dirs, verify_logs(dirs, cfg, now_ms=now_ms, predict=predict,
+                                     engine=_engine(spark, engines, policy, seats), partitions=runner)
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(BROKERS_AT_ONCE, thread_name_prefix="mploader-broker") as threads:
-        reports = list(threads.map(one, brokers(log_dirs)))
-    return FleetVerify(verify_tables(spark, reports), reports, engines, time.perf_counter() - t0)
+    reports = _each_broker(one, groups, spark, [(audits, audit_job.job_group),
+                                                (predictions, prediction_job.job_group)])
+    return FleetVerify(verify_tables(spark, reports, run), reports, engines, runners, time.perf_counter() - t0,
+                       audits.rounds + predictions.rounds, (audit_job.job_group, prediction_job.job_group))
 
 
-__all__ = ["BROKERS_AT_ONCE", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]
+def _each_broker(one: Callable[[list[str]], _T], groups: list[list[str]], spark: SparkSession,
+                 gatherings: Sequence[tuple[Gathering[Any, Any], str]]) -> list[_T]:
+    """``one`` of every broker, all at once: each waits at its gatherings for the others.  Ctrl-C cancels the
+    gatherings and their jobs (``(gathering, its job group)``), so that the brokers' threads end and the interrupt
+    reaches the caller."""
+    with ThreadPoolExecutor(max(1, len(groups)), thread_name_prefix="mploader-broker") as threads:
+        try:
+            return list(threads.map(one, groups))
+        except KeyboardInterrupt:
+            for gathering, job_group in gatherings:
+                gathering.cancel(LoadInterrupted("interrupted (Ctrl-C)"))
+                spark.sparkContext.cancelJobGroup(job_group)
+            raise
+
+
+__all__ = ["BrokerWarnings", "FleetLoad", "FleetVerify", "JobPolicy", "brokers", "load", "verify", "where_it_ran"]

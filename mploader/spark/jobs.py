@@ -10,6 +10,8 @@ Whether the driver then does the work is the caller's choice (``--driver-fallbac
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 import threading
 import time
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 #: seconds a job may wait with no task running or completing before the watchdog ends it (None: no bound)
 EXECUTOR_TIMEOUT = 120.0
 _POLL = 0.5
+_GROUPS = itertools.count()
 # a Python exception's line in a worker's traceback ("ModuleNotFoundError: No module named 'mploader'")
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s.*)?$")
 
@@ -93,6 +96,11 @@ class Watchdog:
                 return
 
 
+def job_group(kind: str) -> str:
+    """A new Spark job group's name, unique in this process (``id()`` of a collected object may come again)."""
+    return f"mploader-{kind}-{os.getpid()}-{next(_GROUPS)}"
+
+
 def collect(frame: DataFrame, job_group: str, description: str, executor_timeout: float | None) -> pa.Table:
     """``frame``'s rows as Arrow, its job run in ``job_group`` under a :class:`Watchdog`; SparkJobFailed if it
     fails (``description``: what the job does, for the message)."""
@@ -106,4 +114,4 @@ def collect(frame: DataFrame, job_group: str, description: str, executor_timeout
             raise SparkJobFailed(f"the Spark job ({description}) failed: {why}") from e
 
 
-__all__ = ["EXECUTOR_TIMEOUT", "SparkJobFailed", "Watchdog", "collect", "executor_error"]
+__all__ = ["EXECUTOR_TIMEOUT", "SparkJobFailed", "Watchdog", "collect", "executor_error", "job_group"]

@@ -1,59 +1,111 @@
 """What a fleet run leaves: a segment inventory and a per-partition summary, Spark DataFrames made from Arrow
-tables, written as Parquet (readable by Spark and by pandas: ``pandas.read_parquet(PATH/"summary")``).
+tables, appended as Parquet to a fleet history (docs/spark.md, "The fleet history": every column, and queries).
 
-Both have one schema whatever the command: ``verify`` fills every inventory column (it audits every segment);
-``load`` fills what a load knows (its segments after the load; ``crc`` is ``"recovered"`` for the segments it
-CRC-checked and recovered, ``"not checked"`` for those Kafka does not read, and the audit columns are null).
-A broker Kafka would refuse to start, or a data dir it would take offline, is a summary row with ``error`` set
-and no topic: the run goes on with the other brokers.
+Every row carries its run (``run_id``, ``run_time``, ``run_date``, ``command``, ``tool_version``, ``host``) and its
+broker (``broker``, ``broker_dirs``, ``cluster_id``, ``node_id``; ``data_dir`` and its ``directory_id``), read from
+the dirs' ``meta.properties`` (:mod:`mploader.spark.identity`).  A run appends, partitioned by ``run_date`` (the
+UTC date of ``run_time``): ``PATH/inventory/run_date=YYYY-MM-DD/`` and ``PATH/summary/...``; nothing of an
+earlier run is deleted or rewritten, and an output of the layout before the history (Parquet files directly in
+``inventory/``) is refused rather than mixed with (:func:`history_problem`).
+
+Both tables have one schema whatever the command: ``verify`` fills every inventory column (it audits every
+segment); ``load`` fills what a load knows (its segments after the load; ``crc`` is ``"recovered"`` for the
+segments it CRC-checked and recovered, ``"not checked"`` for those Kafka does not read, and the audit columns are
+null).  A broker Kafka would refuse to start is a summary row per data dir with ``error`` set and no topic, and so
+is a data dir it would take offline: the run goes on with the other brokers.  The columns that always have a value
+are non-nullable fields (Arrow, Parquet ``required``, the DataFrames' schema).
 
 Integer columns stay integers where a value is missing (``first_invalid_position`` of a healthy segment, the
 impact columns of a verify without a prediction): Arrow and Parquet ``int64`` (``int32``) with nulls, never a
-float.  Written to a local path, the files are the driver's (pyarrow, from the tables it holds) and carry pandas'
-metadata, so that ``pandas.read_parquet`` reads those columns as its nullable ``Int64``/``Int32`` (and ``healthy``
-as ``boolean``), not as ``float64`` with NaN for null; another URL (``hdfs://``, ``s3a://``: what only Spark can
-reach) is written by Spark, whose files pandas reads so with ``dtype_backend="numpy_nullable"``.
+float.  Written to a local path, the files are the driver's (pyarrow, from the tables it holds: each a temporary
+name, renamed when whole) and carry pandas' metadata, so that ``pandas.read_parquet`` reads those columns as its
+nullable ``Int64``/``Int32`` (and ``healthy`` as ``boolean``), not as ``float64`` with NaN for null; another URL
+(``hdfs://``, ``s3a://``: what only Spark can reach) is appended by Spark (its output committer makes the files
+appear at the job's commit), whose files pandas reads so with ``dtype_backend="numpy_nullable"``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import os
 import re
-import shutil
+import socket
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from mploader._version import __version__
 from mploader.errors import StartupFailedError
-from mploader.result import LoadedLog, LoadResult
+from mploader.result import Impact, LoadResult
 from mploader.scan.audit import SegmentAudit
+from mploader.spark.identity import MetaProperties, broker_key, read_meta_properties
 from mploader.verify import VerifyReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_I64, _STR = pa.int64(), pa.string()
-INVENTORY_SCHEMA = pa.schema([
-    ("broker", _STR), ("data_dir", _STR), ("topic", _STR), ("partition", pa.int32()), ("dir", _STR),
-    ("base_offset", _I64), ("next_offset", _I64), ("size_bytes", _I64), ("valid_bytes", _I64),
-    ("batches", _I64), ("records", _I64), ("max_timestamp", _I64),
-    ("first_leader_epoch", _I64), ("last_leader_epoch", _I64),
-    ("crc", _STR),  # "ok", "invalid" (verify); "recovered", "not checked" (load)
-    ("first_invalid_position", _I64), ("reason", _STR),
-    ("index", _STR), ("timeindex", _STR), ("txnindex", _STR),
-])
-SUMMARY_SCHEMA = pa.schema([
-    ("broker", _STR), ("data_dir", _STR), ("topic", _STR), ("partition", pa.int32()), ("dir", _STR), ("kind", _STR),
-    ("segments", _I64), ("healthy", pa.bool_()),  # healthy: verify only
-    ("log_start_offset", _I64), ("recovery_point", _I64), ("log_end_offset", _I64), ("high_watermark", _I64),
-    ("recovered_segments", _I64), ("log_end_offset_before", _I64), ("records_removed", _I64),
-    ("bytes_removed", _I64), ("segments_deleted", _I64), ("lost_below_high_watermark", pa.bool_()),
-    ("recovery", _STR),  # what recovery does (load) or would do (verify's dry run), in words
-    ("error", _STR),  # the broker's start-up failure, or why a data dir is offline
-])
+_I64, _I32, _STR, _BOOL = pa.int64(), pa.int32(), pa.string(), pa.bool_()
+PARTITION_COLUMN = "run_date"
+NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP: a segment none of whose batches carries one
+
+
+def _fields(*columns: tuple[str, pa.DataType, bool]) -> list[pa.Field]:
+    return [pa.field(name, kind, nullable=nullable) for name, kind, nullable in columns]
+
+
+_RUN_FIELDS = _fields(
+    ("run_id", _STR, False), ("run_time", pa.timestamp("us", tz="UTC"), False), (PARTITION_COLUMN, pa.date32(), False),
+    ("command", _STR, False), ("tool_version", _STR, False), ("host", _STR, False),
+    ("broker", _STR, False), ("broker_dirs", pa.list_(pa.field("element", _STR, nullable=False)), False),
+    ("cluster_id", _STR, True), ("node_id", _I32, True), ("data_dir", _STR, False), ("directory_id", _STR, True),
+)
+INVENTORY_SCHEMA = pa.schema([*_RUN_FIELDS, *_fields(
+    ("topic", _STR, False), ("partition", _I32, False), ("dir", _STR, False),
+    ("base_offset", _I64, False), ("next_offset", _I64, True), ("size_bytes", _I64, False),
+    ("valid_bytes", _I64, True), ("batches", _I64, True), ("records", _I64, True),
+    ("max_timestamp", pa.timestamp("ms", tz="UTC"), True),
+    ("first_leader_epoch", _I64, True), ("last_leader_epoch", _I64, True),
+    ("crc", _STR, False),  # "ok", "invalid" (verify); "recovered", "not checked" (load)
+    ("first_invalid_position", _I64, True), ("reason", _STR, True),
+    ("index", _STR, True), ("timeindex", _STR, True), ("txnindex", _STR, True),
+)])
+SUMMARY_SCHEMA = pa.schema([*_RUN_FIELDS, *_fields(
+    ("topic", _STR, True), ("partition", _I32, True), ("dir", _STR, True), ("kind", _STR, True),
+    ("segments", _I64, True), ("healthy", _BOOL, True),  # healthy: verify only
+    ("log_start_offset", _I64, True), ("recovery_point", _I64, True), ("log_end_offset", _I64, True),
+    ("high_watermark", _I64, True), ("recovered_segments", _I64, True), ("log_end_offset_before", _I64, True),
+    ("records_removed", _I64, True), ("bytes_removed", _I64, True), ("segments_deleted", _I64, True),
+    ("lost_below_high_watermark", _BOOL, True), ("acknowledged_offsets_lost", _I64, True),
+    ("recovery", _STR, True),  # what recovery does (load) or would do (verify's dry run), in words
+    ("error", _STR, True),  # the broker's start-up failure, or why a data dir is offline
+)])
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run of the fleet job: what its rows say about it."""
+
+    run_id: str  # uuid4, hex
+    run_time: dt.datetime  # when it began, UTC, to the microsecond
+    command: str  # "verify", "load" (a dry run) or "load --apply"
+    tool_version: str = __version__
+    host: str = field(default_factory=socket.gethostname)  # where its rows were made: the driver
+
+    @classmethod
+    def begin(cls, command: str) -> RunInfo:
+        return cls(uuid.uuid4().hex, dt.datetime.now(dt.UTC), command)
+
+    @property
+    def run_date(self) -> dt.date:
+        return self.run_time.astimezone(dt.UTC).date()
+
+    def columns(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "run_time": self.run_time, PARTITION_COLUMN: self.run_date,
+                "command": self.command, "tool_version": self.tool_version, "host": self.host}
 
 
 @dataclass(slots=True)
@@ -62,21 +114,29 @@ class FleetTables:
     summary: DataFrame
     inventory_rows: int
     summary_rows: int
+    run: RunInfo
     inventory_table: pa.Table | None = None  # the same rows as Arrow (INVENTORY_SCHEMA), held by the driver
     summary_table: pa.Table | None = None
 
     def write(self, out: str | os.PathLike[str]) -> tuple[str, str]:
-        """Write both as Parquet under ``out`` (``inventory``, ``summary``; replaced if there): a local path by the
-        driver, with pandas' metadata (see the module docstring), any other URL by Spark."""
-        paths = os.path.join(os.fspath(out), "inventory"), os.path.join(os.fspath(out), "summary")
-        local = _local_path(os.fspath(out))
-        if local is not None and self.inventory_table is not None and self.summary_table is not None:
-            for path, table in zip(paths, (self.inventory_table, self.summary_table)):
-                write_parquet(table, _local_path(path) or path)
+        """Append both to the fleet history under ``out`` (``inventory``, ``summary``, partitioned by
+        ``run_date``): a local path by the driver, with pandas' metadata (see the module docstring), any other URL
+        by Spark.  :class:`HistoryLayoutError` where ``out`` holds an output of the layout before the history."""
+        out = os.fspath(out)
+        if (why := history_problem(self.inventory.sparkSession, out)) is not None:
+            raise HistoryLayoutError(why)
+        paths = os.path.join(out, "inventory"), os.path.join(out, "summary")
+        if _local_path(out) is not None and self.inventory_table is not None and self.summary_table is not None:
+            append_parquet([(self.inventory_table, _local_path(paths[0]) or paths[0]),
+                            (self.summary_table, _local_path(paths[1]) or paths[1])], self.run)
             return paths
-        self.inventory.write.mode("overwrite").parquet(paths[0])
-        self.summary.write.mode("overwrite").parquet(paths[1])
+        for frame, path in zip((self.inventory, self.summary), paths):  # the summary last, as above
+            _spark_append(frame, path)
         return paths
+
+
+class HistoryLayoutError(ValueError):
+    """``--out`` holds what a run cannot append to (:func:`history_problem`)."""
 
 
 def _local_path(out: str) -> str | None:
@@ -88,6 +148,57 @@ def _local_path(out: str) -> str | None:
     return None if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", out) else out
 
 
+def history_problem(spark: SparkSession, out: str | os.PathLike[str]) -> str | None:
+    """Why a run cannot append to ``out`` (None: it can): ``inventory/`` or ``summary/`` holds something other
+    than ``run_date=`` partitions and hidden files (``_SUCCESS``, ``.crc``): the unpartitioned output of an
+    earlier mploader, which a reader of the history would mix up with it.  A local path is listed by the driver,
+    another URL through Spark's Hadoop file system."""
+    out = os.fspath(out)
+    local = _local_path(out)
+    for table in ("inventory", "summary"):
+        path = os.path.join(out, table)
+        names = _local_names(os.path.join(local, table)) if local is not None else _hadoop_names(spark, path)
+        strays = sorted(n for n in names if not n.startswith(("_", ".", f"{PARTITION_COLUMN}=")))
+        if strays:
+            return (f"{path} holds an earlier output of the unpartitioned layout ({', '.join(strays[:3])}), not a "
+                    f"fleet history ({PARTITION_COLUMN}=YYYY-MM-DD partitions): mploader does not mix the two; "
+                    f"move {out} aside (e.g. rename it to {out.rstrip('/')}.old) or give --out a new path")
+    return None
+
+
+def _local_names(path: str) -> list[str]:
+    if not os.path.lexists(path):
+        return []
+    return os.listdir(path) if os.path.isdir(path) else [os.path.basename(path)]
+
+
+def _hadoop_names(spark: SparkSession, path: str) -> list[str]:
+    jvm: Any = spark.sparkContext._jvm  # Py4J: the JVM's Hadoop FileSystem of the path's scheme
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(hpath):
+        return []
+    if not fs.getFileStatus(hpath).isDirectory():
+        return [hpath.getName()]
+    return [status.getPath().getName() for status in fs.listStatus(hpath)]
+
+
+def _spark_append(frame: DataFrame, path: str) -> None:
+    """``frame`` appended to ``path``, partitioned by ``run_date``; the timestamps as Parquet ``TIMESTAMP``
+    (microseconds, UTC), not Spark's default ``INT96``."""
+    conf = frame.sparkSession.conf
+    key = "spark.sql.parquet.outputTimestampType"
+    saved = conf.get(key)
+    conf.set(key, "TIMESTAMP_MICROS")
+    try:
+        frame.write.mode("append").partitionBy(PARTITION_COLUMN).parquet(path)
+    finally:
+        if saved is None:
+            conf.unset(key)
+        else:
+            conf.set(key, saved)
+
+
 def nullable_table(table: pa.Table) -> pa.Table:
     """``table`` with pandas' metadata saying that its integer columns are pandas' nullable ``Int64``/``Int32`` and
     its booleans ``boolean`` (the Arrow types and values unchanged)."""
@@ -97,30 +208,67 @@ def nullable_table(table: pa.Table) -> pa.Table:
     return pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False)
 
 
-def write_parquet(table: pa.Table, path: str) -> None:
-    """``table`` (:func:`nullable_table`) as a Parquet dataset of one file at ``path``, as Spark lays one out
-    (``part-00000.parquet`` and ``_SUCCESS``: ``spark.read.parquet(path)`` and ``pandas.read_parquet(path)`` read
-    it); what was at ``path`` is replaced."""
+def append_parquet(tables: Sequence[tuple[pa.Table, str]], run: RunInfo) -> list[str]:
+    """Each table (:func:`nullable_table`, without its ``run_date``) as one new Parquet file of ``run``'s
+    partition of its dataset: ``PATH/run_date=YYYY-MM-DD/part-<run_id>-00000.parquet``.  Every file is written
+    under a hidden temporary name (readers skip it) and synced, then all are renamed in order: a file appears
+    whole or not at all, and never replaces one (the run id is new).  The files' paths."""
     import pyarrow.parquet as pq
 
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.unlink(path)
-    os.makedirs(path)
-    pq.write_table(nullable_table(table), os.path.join(path, "part-00000.parquet"))
-    with open(os.path.join(path, "_SUCCESS"), "wb"):
-        pass
+    written: list[tuple[str, str]] = []
+    try:
+        for table, path in tables:
+            part = os.path.join(path, f"{PARTITION_COLUMN}={run.run_date.isoformat()}")
+            os.makedirs(part, exist_ok=True)
+            name = os.path.join(part, f"part-{run.run_id}-00000.parquet")
+            tmp = os.path.join(part, f".part-{run.run_id}-00000.parquet.tmp")
+            written.append((tmp, name))
+            with open(tmp, "xb") as f:
+                pq.write_table(nullable_table(table.drop_columns([PARTITION_COLUMN])), f)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in written:  # this run's own temporary files, nothing else
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        raise
+    for tmp, name in written:
+        os.rename(tmp, name)
+        _sync_dir(os.path.dirname(name))
+    return [name for _, name in written]
 
 
-def _frames(spark: SparkSession, inventory: list[dict[str, Any]], summary: list[dict[str, Any]]) -> FleetTables:
+def _sync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class _Broker:
+    """A broker's identity columns: its dirs' ``meta.properties`` (the first dir's names the broker)."""
+
+    dirs: list[str]
+    metas: dict[str, MetaProperties | None]
+
+    @classmethod
+    def of(cls, dirs: list[str]) -> _Broker:
+        return cls(dirs, {d: read_meta_properties(d) for d in dirs})
+
+    def where(self, run: RunInfo, data_dir: str) -> dict[str, Any]:
+        meta, own = self.metas.get(self.dirs[0]), self.metas.get(data_dir)
+        return {**run.columns(), "broker": broker_key(self.dirs[0], meta), "broker_dirs": self.dirs,
+                "cluster_id": meta.cluster_id if meta else None, "node_id": meta.node_id if meta else None,
+                "data_dir": data_dir, "directory_id": own.directory_id if own else None}
+
+
+def _frames(spark: SparkSession, inventory: list[dict[str, Any]], summary: list[dict[str, Any]],
+            run: RunInfo) -> FleetTables:
     tables = pa.Table.from_pylist(inventory, INVENTORY_SCHEMA), pa.Table.from_pylist(summary, SUMMARY_SCHEMA)
     return FleetTables(spark.createDataFrame(tables[0]), spark.createDataFrame(tables[1]), len(inventory),
-                       len(summary), *tables)
-
-
-def broker_name(dirs: Sequence[str]) -> str:
-    return ",".join(dirs)
+                       len(summary), run, *tables)
 
 
 def recovery_words(recovered: int, truncated: int, deleted: int, removed: int, lost: bool, verb: str = "") -> str:
@@ -137,45 +285,51 @@ def recovery_words(recovered: int, truncated: int, deleted: int, removed: int, l
     return ", ".join(parts)
 
 
-def _impact_columns(lg: LoadedLog) -> dict[str, Any]:
-    i = lg.impact
-    return {"recovered_segments": len(lg.recovered_segments), "log_end_offset_before": i.log_end_offset_before,
+def _impact_columns(recovered_segments: int, i: Impact) -> dict[str, Any]:
+    """``acknowledged_offsets_lost``: the offsets below the high watermark that the load removes from the end of
+    the log (:attr:`Impact.acknowledged_removed`, as the JSON's ``acknowledged_records_lost`` counts them)."""
+    return {"recovered_segments": recovered_segments, "log_end_offset_before": i.log_end_offset_before,
             "records_removed": i.records_removed, "bytes_removed": i.bytes_removed,
-            "segments_deleted": i.segments_deleted, "lost_below_high_watermark": i.lost_below_high_watermark}
+            "segments_deleted": i.segments_deleted, "lost_below_high_watermark": i.lost_below_high_watermark,
+            "acknowledged_offsets_lost": len(i.acknowledged_removed)}
 
 
-def load_tables(spark: SparkSession, results: Sequence[tuple[list[str], LoadResult | StartupFailedError]]
-                ) -> FleetTables:
+def _startup_failure(run: RunInfo, broker: _Broker, error: str) -> list[dict[str, Any]]:
+    """A broker Kafka would refuse to start: a row per data dir, none of which it loads."""
+    return [{**broker.where(run, d), "error": error} for d in broker.dirs]
+
+
+def load_tables(spark: SparkSession, results: Sequence[tuple[list[str], LoadResult | StartupFailedError]],
+                run: RunInfo) -> FleetTables:
     inventory: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     for dirs, result in results:
-        broker = broker_name(dirs)
+        broker = _Broker.of(dirs)
         if isinstance(result, StartupFailedError):
-            summary.append({"broker": broker, "error": f"{result.kafka_exception}: {result}"})
+            summary.extend(_startup_failure(run, broker, f"{result.kafka_exception}: {result}"))
             continue
         for d, reason in result.offline_dirs.items():
-            summary.append({"broker": broker, "data_dir": d, "error": f"offline: {reason}"})
+            summary.append({**broker.where(run, d), "error": f"offline: {reason}"})
         for lg in sorted(result.all_logs(), key=lambda lg: (lg.data_dir, lg.topic, lg.partition, lg.dir)):
-            where = {"broker": broker, "data_dir": lg.data_dir, "topic": lg.topic, "partition": lg.partition,
-                     "dir": lg.dir}
+            where = {**broker.where(run, lg.data_dir), "topic": lg.topic, "partition": lg.partition, "dir": lg.dir}
             recovered = set(lg.recovered_segments)
             inventory.extend({**where, "base_offset": s.base_offset, "next_offset": s.next_offset,
                               "size_bytes": s.size_bytes, "crc": "recovered" if s.base_offset in recovered
                               else "not checked"} for s in lg.segments)
-            impact = _impact_columns(lg)
+            impact = _impact_columns(len(lg.recovered_segments), lg.impact)
             summary.append({**where, "kind": lg.kind.value, "segments": len(lg.segments),
                             "log_start_offset": lg.log_start_offset, "recovery_point": lg.recovery_point,
                             "log_end_offset": lg.log_end_offset, "high_watermark": lg.high_watermark, **impact,
                             "recovery": recovery_words(impact["recovered_segments"], lg.truncated_bytes,
                                                        impact["segments_deleted"], impact["records_removed"],
                                                        impact["lost_below_high_watermark"])})
-    return _frames(spark, inventory, summary)
+    return _frames(spark, inventory, summary, run)
 
 
 def _audit_row(a: SegmentAudit) -> dict[str, Any]:
     return {"base_offset": a.base_offset, "next_offset": None if a.last_offset is None else a.last_offset + 1,
             "size_bytes": a.size_bytes, "valid_bytes": a.valid_bytes, "batches": a.batches, "records": a.records,
-            "max_timestamp": a.max_timestamp,
+            "max_timestamp": None if a.max_timestamp == NO_TIMESTAMP else a.max_timestamp,
             "first_leader_epoch": a.epoch_starts[0][0] if a.epoch_starts else None,
             "last_leader_epoch": a.epoch_starts[-1][0] if a.epoch_starts else None,
             "crc": "ok" if a.first_invalid_position is None else "invalid",
@@ -183,35 +337,31 @@ def _audit_row(a: SegmentAudit) -> dict[str, Any]:
             "index": a.index, "timeindex": a.timeindex, "txnindex": a.txnindex}
 
 
-def verify_tables(spark: SparkSession, reports: Sequence[tuple[list[str], VerifyReport]]) -> FleetTables:
+def verify_tables(spark: SparkSession, reports: Sequence[tuple[list[str], VerifyReport]],
+                  run: RunInfo) -> FleetTables:
     inventory: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     for dirs, report in reports:
-        broker = broker_name(dirs)
+        broker = _Broker.of(dirs)
         if report.startup_failure is not None:
             failure = report.startup_failure
-            summary.append({"broker": broker, "error": f"{failure['kafka_exception']}: {failure['message']}"})
+            summary.extend(_startup_failure(run, broker, f"{failure['kafka_exception']}: {failure['message']}"))
         for p in report.partitions:
-            where = {"broker": broker, "data_dir": p.data_dir, "topic": p.topic, "partition": p.partition,
-                     "dir": p.dir}
+            where = {**broker.where(run, p.data_dir), "topic": p.topic, "partition": p.partition, "dir": p.dir}
             inventory.extend({**where, **_audit_row(a)} for a in p.segments)
             row: dict[str, Any] = {
                 **where, "kind": p.kind, "segments": len(p.segments), "healthy": p.healthy,
                 "log_start_offset": p.log_start_offset, "recovery_point": p.recovery_point,
                 "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark}
             if p.recovery is not None:
-                impact = p.recovery["impact"]
-                row.update(recovered_segments=len(p.recovery["recovered_segments"]),
-                           log_end_offset_before=impact["log_end_offset_before"],
-                           records_removed=impact["records_removed"], bytes_removed=impact["bytes_removed"],
-                           segments_deleted=impact["segments_deleted"],
-                           lost_below_high_watermark=impact["lost_below_high_watermark"])
+                row.update(_impact_columns(len(p.recovery["recovered_segments"]), Impact(**p.recovery["impact"])))
                 truncated = sum(t["from_bytes"] - t["to_bytes"] for t in p.recovery["truncated_segments"])
                 row["recovery"] = recovery_words(row["recovered_segments"], truncated, row["segments_deleted"],
                                                  row["records_removed"], row["lost_below_high_watermark"], "would ")
             summary.append(row)
-    return _frames(spark, inventory, summary)
+    return _frames(spark, inventory, summary, run)
 
 
-__all__ = ["INVENTORY_SCHEMA", "SUMMARY_SCHEMA", "FleetTables", "broker_name", "load_tables", "nullable_table",
-           "recovery_words", "verify_tables", "write_parquet"]
+__all__ = ["INVENTORY_SCHEMA", "NO_TIMESTAMP", "PARTITION_COLUMN", "SUMMARY_SCHEMA", "FleetTables",
+           "HistoryLayoutError", "RunInfo", "append_parquet", "history_problem", "load_tables", "nullable_table",
+           "recovery_words", "verify_tables"]

@@ -1,21 +1,22 @@
 """Phase 2 on the executors: each partition directory recovered by a Spark task, in segment order.
 
 The driver does what is LogManager's (:func:`mploader.manager.load_logs`: the preflight, the locks, the
-clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner.
-The partitions travel as rows (:data:`JOB_COLUMNS`: each :class:`PartitionJob` pickled, a few hundred bytes,
-what a resumed load recorded of it included), packed into Spark partitions by their cost
-(:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment) as Phase 1's pieces are
-(:func:`mploader.spark.tasks.binned_frame`); each task runs
+clean-shutdown marker, the checkpoints, the result); :class:`SparkPartitions` is its ``partitions=`` runner, which
+runs a :class:`RecoveryJob` of its own or, seated at a fleet's gathering (:mod:`mploader.spark.gathering`), the one
+job of every broker's partitions. The partitions travel as rows (:data:`JOB_COLUMNS`: the load's seat and each
+:class:`PartitionJob` pickled, a few hundred bytes, what a resumed load recorded of it included), packed into Spark
+partitions by their cost (:func:`mploader.runners.processes.partition_cost`: ``.log`` bytes and a weight a segment)
+as Phase 1's pieces are (:func:`mploader.spark.tasks.binned_frame`); each task runs
 :func:`mploader.recovery.job.load_partition` for its rows on the executor's own view of the paths (a shared or
-identically mounted file system), scanning in the task
-(Phase 1 of a partition goes with its Phase 2: no batch table leaves the executor), and answers one row per
-partition: the loaded log, or the exception Kafka's load would end with, pickled in a binary column (a
-``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow row would say better), then a last row
-(``job`` :data:`TASK_WORK`) with what the task scanned and wrote, for the load's stats, and the mploader log records
-its loads made (truncations, deleted segments, rebuilt indexes: at the driver's level and above).  The driver logs
-them through its own handlers once Spark's job is done, as the process pool's parent logs its workers' records
-(:mod:`mploader.runners.processes`): the load's WARN lines read as ``mploader load``'s, once each (a retried task's
-attempts that failed answer nothing), and the executors print none of them.
+identically mounted file system), scanning in the task (Phase 1 of a partition goes with its Phase 2: no batch table
+leaves the executor), and answers one row per partition: the loaded log, or the exception Kafka's load would end
+with, pickled in a binary column (a ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow
+row would say better), then its last rows (``job`` :data:`TASK_WORK`): per load what the task scanned and wrote, for
+the load's stats, and the mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
+the driver's level and above). The driver logs them through its own handlers once Spark's job is done, as the
+process pool's parent logs its workers' records (:mod:`mploader.runners.processes`): the load's WARN lines read as
+``mploader load``'s, once each (a retried task's attempts that failed answer nothing), and the executors print none
+of them.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory
 (:class:`mploader.disk.dry_run.DryRunDisk`); an applied load writes through :class:`mploader.disk.real.RealDisk`
@@ -28,9 +29,8 @@ is idempotent, a rerun completes what a killed one left (docs/architecture.md, "
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -41,7 +41,8 @@ from mploader.result import LoadStats
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
-from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect
+from mploader.spark.gathering import Seat
+from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
@@ -50,63 +51,116 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-JOB_COLUMNS = "job long, spec binary"  # a job's index in the runner's list, and its pickled PartitionJob
-OUTCOME_SCHEMA = pa.schema([("job", pa.int64()), ("outcome", pa.binary())])
-#: the ``job`` of a task's last row, whose ``outcome`` is what the task scanned and wrote and the log records its loads
-#: made (a pickled :data:`TaskWork`)
+JOB_COLUMNS = "seat long, job long, spec binary"  # the load's seat, the job's index in its list, the PartitionJob
+OUTCOME_SCHEMA = pa.schema([("seat", pa.int64()), ("job", pa.int64()), ("outcome", pa.binary())])
+#: the ``job`` of a task's last rows: per seat what the task scanned and wrote, and the log records its loads made
+#: (a pickled :data:`TaskWork`)
 TASK_WORK = -1
 TaskWork = tuple[LoadStats, list[logging.LogRecord]]
+Recovery = tuple[LoaderConfig, Sequence[PartitionJob]]  # a load's partitions to recover, and its config
+#: their outcomes in order, what the tasks scanned and wrote, and the log records the loads made
+Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord]]
 
 
 def load_rows(config: bytes, level: int = logging.WARNING
               ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per task,
-    synced once after its last partition: a task's answers count only when the whole job succeeds, and a sync
-    that fails fails the task, hence the job.
+    """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per load
+    (seat) and task, synced once after its last partition: a task's answers count only when the whole job
+    succeeds, and a sync that fails fails the task, hence the job.
 
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
-    no dry-run mark), where the driver's user does not look.  The task's last row (``job`` :data:`TASK_WORK`)
-    carries them to the driver with what the task scanned and wrote, for the load's stats."""
+    no dry-run mark), where the driver's user does not look.  The task's last rows (``job`` :data:`TASK_WORK`, one
+    per load) carry each load's records to the driver with what the task scanned and wrote, for its stats."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        here = PartitionsHere(pickle.loads(config))
+        cfg = pickle.loads(config)
+        here: dict[int, PartitionsHere] = {}
+        records: dict[int, list[logging.LogRecord]] = {}
         with collected(level) as collect:
             for batch in batches:
                 for row in batch.to_pylist():
-                    yield _row(row["job"], here.load(pickle.loads(row["spec"])))
-            work: TaskWork = (here.finish(), collect.records)  # the partitions durable before the task completes
-            yield _row(TASK_WORK, work)
+                    seat = row["seat"]
+                    runner = here.get(seat) or here.setdefault(seat, PartitionsHere(cfg))
+                    yield _row(seat, row["job"], runner.load(pickle.loads(row["spec"])))
+                    records.setdefault(seat, []).extend(collect.take())
+            for seat, runner in here.items():  # each load's partitions durable before the task completes
+                work = runner.finish()
+                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
 
     return run
 
 
-def task_work(outcome: bytes) -> LoadStats:
-    """The driver side of a task's last row (:data:`TASK_WORK`): its log records logged here, through this process's
-    handlers at its loggers' levels (as the process pool's parent logs its workers'), and what it scanned and
-    wrote."""
-    work: TaskWork = pickle.loads(outcome)
-    replay(work[1])
-    return work[0]
+def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([seat], pa.int64()), pa.array([job], pa.int64()),
+                            pa.array([pickle.dumps(outcome)])], schema=OUTCOME_SCHEMA)
 
 
-def _row(job: int, outcome: object) -> pa.RecordBatch:
-    return pa.record_batch([pa.array([job], pa.int64()), pa.array([pickle.dumps(outcome)])], schema=OUTCOME_SCHEMA)
+def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recovered]:
+    """The driver side of a job's ``rows``: each load's outcomes in its jobs' order, its tasks' work and its log
+    records (for its own thread to log: :meth:`SparkPartitions.run`)."""
+    outcomes: dict[int, list[Outcome | None]] = {seat: [None] * len(jobs) for seat, (_, jobs) in work.items()}
+    stats = {seat: LoadStats() for seat in work}
+    records: dict[int, list[logging.LogRecord]] = {seat: [] for seat in work}
+    for seat, job, blob in zip(*(rows.column(c).to_pylist() for c in ("seat", "job", "outcome")), strict=True):
+        if job == TASK_WORK:
+            task: TaskWork = pickle.loads(blob)
+            stats[seat].add_work(task[0])
+            records[seat].extend(task[1])
+        else:
+            outcomes[seat][job] = pickle.loads(blob)
+    answers: dict[int, Recovered] = {}
+    for seat, got in outcomes.items():
+        missing = [work[seat][1][i].dir for i, o in enumerate(got) if o is None]
+        if missing:
+            raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
+        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat])
+    return answers
+
+
+class RecoveryJob:
+    """One Spark job recovering the partitions of any number of loads (a fleet's brokers, each its seat:
+    :class:`mploader.spark.gathering.Gathering` calls it once per round), packed together into
+    ``TASKS_PER_CORE`` tasks per core of the cluster, each a bin of about equal cost
+    (:func:`mploader.spark.tasks.binned_frame`).  The loads share one config."""
+
+    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
+        self.spark = spark
+        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
+        self.job_group = job_group("phase2")  # its Spark jobs' group (statusTracker)
+
+    def __call__(self, work: Mapping[int, Recovery]) -> dict[int, Recovered]:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        configs = {pickle.dumps(cfg) for cfg, _ in work.values()}
+        if len(configs) != 1:
+            raise ValueError(f"the loads of one Spark job share one config, not {len(configs)}")
+        jobs = [(seat, i, job) for seat, (_, js) in sorted(work.items()) for i, job in enumerate(js)]
+        frame = binned_frame(self.spark, [(seat, i, pickle.dumps(job)) for seat, i, job in jobs],
+                             [partition_cost(job) for _, _, job in jobs], JOB_COLUMNS,
+                             cores(self.spark) * TASKS_PER_CORE)
+        level = logging.getLogger("mploader").getEffectiveLevel()
+        recovering = frame.mapInArrow(load_rows(configs.pop(), level), from_arrow_schema(OUTCOME_SCHEMA))
+        loads = f" of {len(work)} loads" if len(work) > 1 else ""
+        rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",
+                       self.executor_timeout)
+        return recovered(work, rows)
 
 
 class SparkPartitions(PartitionRunner):
-    """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks,
-    ``TASKS_PER_CORE`` per core of the cluster, each a bin of about equal cost
-    (:func:`mploader.spark.tasks.binned_frame`)."""
+    """A ``partitions=`` runner for :func:`mploader.manager.load_logs`: the partitions loaded by Spark tasks, a
+    :class:`RecoveryJob` of this load's own, or with ``seat`` one shared with the other loads seated at its
+    gathering (a fleet's brokers: one Spark job for all)."""
 
     def __init__(self, spark: SparkSession, *, driver_fallback: bool = False,
-                 executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
+                 executor_timeout: float | None = EXECUTOR_TIMEOUT, seat: Seat[Recovery, Recovered] | None = None
+                 ) -> None:
         check_session(spark)
         self.spark = spark
-        self.job_group = f"mploader-phase2-{os.getpid()}-{id(self)}"  # its Spark jobs' group (statusTracker)
+        self.job = RecoveryJob(spark, executor_timeout)
+        self.seat = seat
         self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
         self.driver_fallback = driver_fallback  # a failed job's partitions loaded in the driver (else it fails)
-        self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self.executor_partitions = 0  # partitions loaded by Spark tasks, and in the driver (driver_fallback)
         self.driver_partitions = 0
 
@@ -124,32 +178,20 @@ class SparkPartitions(PartitionRunner):
         self.work = LoadStats()
         if not jobs:
             return []
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        frame = binned_frame(self.spark, [(i, pickle.dumps(j)) for i, j in enumerate(jobs)],
-                             [partition_cost(j) for j in jobs], JOB_COLUMNS, cores(self.spark) * TASKS_PER_CORE)
-        level = logging.getLogger("mploader").getEffectiveLevel()
-        recovering = frame.mapInArrow(load_rows(pickle.dumps(cfg), level), from_arrow_schema(OUTCOME_SCHEMA))
         try:
-            rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s) on the executors",
-                           self.executor_timeout)
+            out, self.work, records = (self.seat.submit((cfg, jobs)) if self.seat is not None
+                                       else self.job({0: (cfg, jobs)})[0])
         except SparkJobFailed as e:  # the job failed or was cancelled (e.g. the session is going away)
             if self.driver_fallback:
                 return self._in_driver(jobs, cfg, e)
             what = "nothing was written (a dry run)" if cfg.dry_run else (
                 "what its tasks wrote is what an interrupted load leaves: load again to complete the recovery")
             raise SparkJobFailed(f"{e}; {what}") from e.__cause__
-        out: list[Outcome | None] = [None] * len(jobs)
-        for job, blob in zip(rows.column("job").to_pylist(), rows.column("outcome").to_pylist(), strict=True):
-            if job == TASK_WORK:
-                self.work.add_work(task_work(blob))
-            else:
-                out[job] = pickle.loads(blob)
-        missing = [jobs[i].dir for i, o in enumerate(out) if o is None]
-        if missing:
-            raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
+        # the tasks' log records logged here, in the load's own thread, through this process's handlers at its
+        # loggers' levels (as the process pool's parent logs its workers')
+        replay(records)
         self.executor_partitions += len(jobs)
-        return [o for o in out if o is not None]
+        return out
 
     def _in_driver(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, failed: SparkJobFailed) -> list[Outcome]:
         """``--driver-fallback``: every job loaded here, one after another (a load is idempotent: what a failed
@@ -162,5 +204,6 @@ class SparkPartitions(PartitionRunner):
         return out
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "SparkJobFailed", "SparkPartitions", "TaskWork", "load_rows",
-           "task_work"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "Recovered", "Recovery", "RecoveryJob", "SparkJobFailed",
+           "SparkPartitions", "TaskWork", "load_rows",
+           "recovered"]

@@ -42,6 +42,7 @@ from mploader.load_plan import make_engine
 from mploader.manager import predict_recovery
 from mploader.progress import NO_PROGRESS, Progress, ProgressTracker
 from mploader.result import LoadedLog, LoadResult, LoadStats
+from mploader.runners import PartitionRunner
 from mploader.scan.audit import AuditTask, SegmentAudit
 from mploader.verify.partition import UNREADABLE, log_end_offset, partition_findings, reason_of
 from mploader.verify.report import DataDirReport, Finding, PartitionReport, VerifyReport
@@ -72,9 +73,10 @@ class _Dir:
 
 def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None, *,
                 progress: Progress = NO_PROGRESS, now_ms: int | None = None, predict: bool = True,
-                engine: EngineFactory | None = None) -> VerifyReport:
+                engine: EngineFactory | None = None, partitions: PartitionRunner | None = None) -> VerifyReport:
     """Audit ``data_dirs`` (see the module docstring) and, with ``predict``, say what a load would do now.
-    ``engine``: the engine of the audits and of the prediction's Phase 1 (default: the config's choice).
+    ``engine``: the engine of the audits and of the prediction's Phase 1 (default: the config's choice);
+    ``partitions``: where the prediction's partitions load (default: the plan's, with that engine).
 
     Raises ``FileNotFoundError``/``NotADirectoryError`` for a data dir that is not a directory; everything the
     files hold is reported, never raised."""
@@ -94,7 +96,7 @@ def verify_logs(data_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfi
     report.seconds["audit"] = time.perf_counter() - t0
     if predict:
         t1 = time.perf_counter()
-        _predict(report, data_dirs, cfg, now_ms, engine)
+        _predict(report, data_dirs, cfg, now_ms, engine, partitions)
         report.seconds["predict"] = time.perf_counter() - t1
     report.seconds["total"] = time.perf_counter() - t0
     tracker.close()
@@ -177,9 +179,9 @@ def _partition_report(d: _Dir, p: _Partition, segments: list[SegmentAudit]) -> P
 
 
 def _predict(report: VerifyReport, data_dirs: Sequence[str | os.PathLike[str]], cfg: LoaderConfig,
-             now_ms: int | None, engine: EngineFactory | None) -> None:
+             now_ms: int | None, engine: EngineFactory | None, partitions: PartitionRunner | None) -> None:
     try:
-        result = predict_recovery(data_dirs, cfg, now_ms, engine)
+        result = predict_recovery(data_dirs, cfg, now_ms, engine, partitions)
     except StartupFailedError as e:
         report.startup_failure = {"kafka_exception": e.kafka_exception, "path": e.path, "message": str(e)}
         return
