@@ -47,11 +47,18 @@ QUICK = frozenset({"scenarios", "test_format_basics.py", "test_format_errors.py"
                    "test_disk.py", "test_preflight.py", "test_index_check.py"})
 
 
+# scripts/test's second pass (MPLOADER_TEST_PASS=2: the Python walk, spawned workers) skips the tests marked one_pass,
+# whose outcome neither changes (a real Spark cluster: a minute of JVMs, run once)
+SECOND_PASS = os.environ.get("MPLOADER_TEST_PASS") == "2"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = item.path.relative_to(_REPO / "tests").parts
         if parts[0] in QUICK:
             item.add_marker(pytest.mark.quick)
+        if SECOND_PASS and item.get_closest_marker("one_pass") is not None:
+            item.add_marker(pytest.mark.skip(reason="one_pass: run in scripts/test's first pass only"))
 
 
 @pytest.fixture(autouse=True)
