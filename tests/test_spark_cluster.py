@@ -313,7 +313,6 @@ def test_a_worker_in_its_own_mount_namespace_sees_other_files(cluster: SparkClus
     assert (views.planned / "which").read_text() == "the driver's"  # the mount stayed in the worker's namespace
 
 
-@pytest.mark.xfail(strict=False, reason="needs the identity checks from h/identity")
 def test_spark_load_refuses_a_worker_that_sees_other_data(cluster: SparkCluster, views: Views,  # noqa: F811
                                                           tmp_path: Path) -> None:
     """The driver plans on its view of the dirs; the only worker sees the other fleet at those paths.  Right data
