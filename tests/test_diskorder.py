@@ -34,16 +34,9 @@ from tests.test_host import root_only
 MiB = 1 << 20
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise: Linux only")
+from tests.test_readahead import eventually  # noqa: E402 - the one poller
+
 needs_filefrag = pytest.mark.skipif(shutil.which("filefrag") is None, reason="needs filefrag (e2fsprogs)")
-
-
-def eventually(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def write(path: Path, size: int) -> str:
