@@ -4,6 +4,7 @@ Skips when pyspark (the ``spark`` extra) or Java is missing, saying what to inst
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -23,3 +24,14 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@contextlib.contextmanager
+def executor_python(session: Any, wrapper: os.PathLike[str]) -> Iterator[None]:
+    """While open, the session's new Python workers run ``wrapper`` (what ``spark.pyspark.python`` sets)."""
+    context = session.sparkContext
+    saved, context.pythonExec = context.pythonExec, os.fspath(wrapper)
+    try:
+        yield
+    finally:
+        context.pythonExec = saved

@@ -43,7 +43,7 @@ from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, RunEvents  # n
 from mploader.scan import SegmentScan, SegmentTask, scan_segment  # noqa: E402
 from mploader.scan.audit import AuditTask, audit_segment  # noqa: E402
 from tests.crashy_worker import result_digest, tree_digest  # noqa: E402
-from tests.spark_session import spark  # noqa: E402, F401
+from tests.spark_session import executor_python, spark  # noqa: E402, F401
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (pip install -e '.[spark]')")
 
@@ -295,12 +295,8 @@ def executors_seeing(session: Any, tmp_path: Path, binds: list[tuple[Path, Path]
     wrapper = tmp_path / f"python-on-another-host-{len(list(tmp_path.glob('python-on-another-host-*')))}"
     wrapper.write_text(f"#!/bin/sh\nexec unshare -rmu sh -c {shlex.quote(script)} {sys.executable} \"$@\"\n")
     wrapper.chmod(0o755)
-    context = session.sparkContext
-    saved, context.pythonExec = context.pythonExec, str(wrapper)  # what spark.pyspark.python sets
-    try:
+    with executor_python(session, wrapper):
         yield
-    finally:
-        context.pythonExec = saved
 
 
 def _spark_cli(command: str, dirs: list[Path], tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:

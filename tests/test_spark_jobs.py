@@ -32,7 +32,7 @@ from mploader import LoaderConfig, load_logs  # noqa: E402
 from mploader.generate import GeneratorConfig, generate  # noqa: E402
 from mploader.verify import verify_logs  # noqa: E402
 from tests.crashy_worker import result_digest  # noqa: E402
-from tests.spark_session import spark  # noqa: E402, F401
+from tests.spark_session import executor_python, spark  # noqa: E402, F401
 
 NOW = 1_730_000_000_000 + 600_000
 _BROKER = GeneratorConfig(data_dirs=1, topics=1, partitions_per_topic=2, total_bytes=120_000, segment_bytes=32 * 1024,
@@ -63,12 +63,8 @@ def python_without_mploader(spark: Any, tmp_path: Path) -> Iterator[None]:  # no
     wrapper.write_text(f"#!/bin/sh\ncd {tmp_path}\n"  # not the worktree: ``python -m`` puts the cwd on sys.path
                        f"PYTHONPATH={sysconfig.get_paths()['purelib']} exec {sys.executable} -S \"$@\"\n")
     wrapper.chmod(0o755)
-    context = spark.sparkContext
-    saved, context.pythonExec = context.pythonExec, str(wrapper)  # what spark.pyspark.python sets
-    try:
+    with executor_python(spark, wrapper):
         yield
-    finally:
-        context.pythonExec = saved
 
 
 @pytest.mark.usefixtures("python_without_mploader")
