@@ -121,6 +121,10 @@ class Disk(DiskReader):
     def changed_dirs(self) -> list[str]:
         """The directories in which this disk has changed something on disk so far, sorted (a dry run: none)."""
 
+    def changed(self, directory: str) -> bool:
+        """Whether this disk has changed something on disk in ``directory`` (one of :meth:`changed_dirs`)."""
+        return directory in self.changed_dirs()
+
     @abc.abstractmethod
     def changed_elsewhere(self, directories: Iterable[str]) -> None:
         """Count ``directories``, changed for this load by other processes' disks (a ``partitions=`` runner's), in
