@@ -6,8 +6,8 @@ generator closed: nothing of it runs after, not even its sync) or in the middle 
 exception no load catches, at every change from there on), then a retry (``attempt=1``) of the same run.  The loads
 are ``load_logs``'s (a runner given the manager's jobs), so the result and the files are compared with a single-host
 load of a fresh copy of the same data: the broker has faults, its recovery truncates segments and deletes one.
-Through Spark itself: each task's Python worker killed after its first record, Spark's retry (``local[1,2]``: a
-session of its own, in a child process).
+(Spark's own retry of a task whose worker was killed, ``local[1,2]`` in a session of its own: 49 s on a busy 2-CPU
+machine, left out; the commit that reverted it holds it.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import json
 import logging
 import os
 import pickle
-import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -221,58 +219,6 @@ def test_a_dry_run_records_nothing(template: Path, tmp_path: Path) -> None:
     got = load_logs([str(got_root)], LoaderConfig(dry_run=True), GEN_NOW, partitions=runner)
     assert runner.recorded == [] and tree_digest(got_root) == before
     assert _digest(got, got_root) == _digest(ref, ref_root)
-
-
-class _KillWorkerAfterRecord(MutationHook):
-    """In a Spark task's first attempt: the Python worker SIGKILLed at the first change after it wrote its first
-    record (the next partition's, or the task's final sync), once ``killed`` (a file outside the data) is touched."""
-
-    def __init__(self, killed: str) -> None:
-        self.killed = killed
-        self.recorded = False
-
-    def point(self, op: str, path: str) -> None:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        if self.recorded and context is not None and context.attemptNumber() == 0:
-            Path(self.killed).touch()
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.recorded = self.recorded or (op == "write" and os.path.basename(path) == ATTEMPT)
-
-
-def _spark_load_killed_once(data: str, killed: str, out: str) -> None:
-    """The child's load: every task's first attempt killed after its first record, in a session whose tasks Spark
-    tries twice (``local[1,2]``); its result's digest written to ``out``."""
-    from mploader.spark.phase2 import SparkPartitions
-    from mploader.spark.session import spark_session
-
-    spark = spark_session("local[1,2]", "mploader-retry-test")
-    try:
-        result = load_logs([data], LoaderConfig(), GEN_NOW,
-                           partitions=SparkPartitions(spark, mutations=_KillWorkerAfterRecord(killed)))
-    finally:
-        spark.stop()
-    Path(out).write_text(json.dumps(_digest(result, Path(data))))
-
-
-@pytest.mark.slow
-@pytest.mark.one_pass
-def test_spark_retries_a_killed_task_and_its_report_is_the_loads(template: Path, tmp_path: Path) -> None:
-    """Through Spark: each task's Python worker is killed after its first partition's record, Spark retries the task
-    (attempt 1, the same job's run id), and the load's result and files are the single-host load's."""
-    pytest.importorskip("pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')")
-    ref_root, got_root = fresh(template, tmp_path, "ref"), fresh(template, tmp_path, "got")
-    ref = load_logs([str(ref_root)], LoaderConfig(), GEN_NOW)
-    killed, out = tmp_path / "killed", tmp_path / "result.json"
-    code = (f"from tests.test_spark_retry import _spark_load_killed_once; "
-            f"_spark_load_killed_once({str(got_root)!r}, {str(killed)!r}, {str(out)!r})")
-    child = subprocess.run([sys.executable, "-c", code], cwd=_ROOT, capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": str(_ROOT)})
-    assert child.returncode == 0, child.stderr[-3000:]
-    assert killed.exists(), "no attempt was killed: nothing was retried"
-    assert json.loads(out.read_text()) == json.loads(json.dumps(_digest(ref, ref_root)))
-    assert tree_digest(got_root) == tree_digest(ref_root)
 
 
 def test_a_directory_at_the_records_name_stops_the_partition_before_any_write(template: Path, tmp_path: Path) -> None:

@@ -155,12 +155,10 @@ class RecoveryJob:
     ``TASKS_PER_CORE`` tasks per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`).  The loads share one config."""
 
-    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT,
-                 mutations: MutationHook = NO_HOOK) -> None:
+    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
         self.spark = spark
         self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self.job_group = job_group("phase2")  # its Spark jobs' group (statusTracker)
-        self.mutations = mutations  # the tasks' disks' hook (mploader.disk.mutations: the tests' kills)
 
     def __call__(self, work: Mapping[int, Recovery]) -> dict[int, Recovered]:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -175,7 +173,7 @@ class RecoveryJob:
         level = logging.getLogger("mploader").getEffectiveLevel()
         # a run id of its own: a retried task's attempts know each other's records by it, and a record of another
         # (a failed earlier job's) is stale (mploader.spark.attempt)
-        tasks = load_rows(configs.pop(), level, run=uuid.uuid4().hex, mutations=self.mutations)
+        tasks = load_rows(configs.pop(), level, run=uuid.uuid4().hex)
         recovering = frame.mapInArrow(tasks, from_arrow_schema(OUTCOME_SCHEMA))
         loads = f" of {len(work)} loads" if len(work) > 1 else ""
         rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",
@@ -191,11 +189,11 @@ class SparkPartitions(PartitionRunner):
     needs_planned_data = True  # a task may run on another host: it checks what the driver found (spark.identity)
 
     def __init__(self, spark: SparkSession, *, driver_fallback: bool = False,
-                 executor_timeout: float | None = EXECUTOR_TIMEOUT, seat: Seat[Recovery, Recovered] | None = None,
-                 mutations: MutationHook = NO_HOOK) -> None:
+                 executor_timeout: float | None = EXECUTOR_TIMEOUT, seat: Seat[Recovery, Recovered] | None = None
+                 ) -> None:
         check_session(spark)
         self.spark = spark
-        self.job = RecoveryJob(spark, executor_timeout, mutations)  # mutations: its tasks' disks' hook
+        self.job = RecoveryJob(spark, executor_timeout)
         self.seat = seat
         self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
         self.driver_fallback = driver_fallback  # a failed job's partitions loaded in the driver (else it fails)
