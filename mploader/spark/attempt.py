@@ -8,10 +8,11 @@ load made (:mod:`mploader.recovery.attempts`, under the Spark job's run id), and
 partition with a valid record of its run, the recorded report and log lines: the load as a whole's.
 
 A partition without such a record whose files are not those the driver planned (mploader's own files apart) was
-changed by an earlier attempt that died before it recorded the report, in the middle of its load: the retry's report
-counts its own changes only, and a WARN line says so, naming the partition (docs/spark.md, "What a retried task
-reports").  One whose files are as planned was not touched before: the retry's report is the whole load's.  A dry
-run records nothing: it changed nothing, and its retry's report is the load's.
+changed by an earlier attempt that died before it recorded the report, in the middle of its load (or by another
+process: a retry checks its data dirs only, spark.identity): the retry's report counts its own changes only, and a
+WARN line says so, naming the partition (docs/spark.md, "What a retried task reports").  One whose files are as
+planned was not touched before: the retry's report is the whole load's.  A dry run records nothing: it changed
+nothing, and its retry's report is the load's.
 """
 
 from __future__ import annotations
@@ -71,9 +72,9 @@ class TaskAttempt:
             return None
         earlier = attempts.recorded(self.here.disk, job.dir, self.run)
         if earlier is None and changed_since_planned(job, OWN_FILES):
-            log.warning("%s: an earlier attempt of this Spark task changed its files and died before it recorded "
-                        "what its load did: the report of this partition counts this attempt's changes only",
-                        job.dir)
+            log.warning("%s: its files changed since the driver planned them and no earlier attempt of this Spark "
+                        "task recorded what it did to them (one died in the middle of its load): the report of this "
+                        "partition counts this attempt's changes only", job.dir)
         return earlier
 
     def finish(self) -> LoadStats:
