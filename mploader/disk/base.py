@@ -121,9 +121,9 @@ class Disk(DiskReader):
     def changed_dirs(self) -> list[str]:
         """The directories in which this disk has changed something on disk so far, sorted (a dry run: none)."""
 
+    @abc.abstractmethod
     def changed(self, directory: str) -> bool:
-        """Whether this disk has changed something on disk in ``directory`` (one of :meth:`changed_dirs`)."""
-        return directory in self.changed_dirs()
+        """Whether ``directory`` is one of :meth:`changed_dirs` (asked without a sorted copy of them all)."""
 
     @abc.abstractmethod
     def changed_elsewhere(self, directories: Iterable[str]) -> None:

@@ -58,7 +58,7 @@ class RealDisk(FileSystemReader, Disk):
         return sorted(self._changed)
 
     def changed(self, directory: str) -> bool:
-        return directory in self._changed  # no sorted copy: a Spark task asks after each partition's load
+        return directory in self._changed  # a Spark task asks after each partition's load
 
     def changed_elsewhere(self, directories: Iterable[str]) -> None:
         self._changed.update(directories)
