@@ -119,6 +119,8 @@ def run_spark(args: argparse.Namespace) -> int:
                   "app_name": app, "conf": given, "seconds": time.perf_counter() - t0, "inventory": paths[0],
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
                   "unit": unit.replace("(s)", "s"), **ran}
+    if tables.made_by:  # a load: its partitions' rows made by the tasks that loaded them, or by the driver
+        spark_info["rows_made_by"] = tables.made_by
     wrote = (f"run {tables.run.run_id}: appended {tables.inventory_rows} inventory rows to {paths[0]} and "
              f"{tables.summary_rows} summary rows to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s, "
              f"{ran['spark_jobs']} Spark job(s) for {ran['brokers']} broker(s); {ran['on_executors']} {unit} on the "
