@@ -123,6 +123,8 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
         assert [(r.executor_partitions > 0, r.driver_partitions) for r in run.engines] == [(True, 0)] * len(FLEET)
         assert spark_jobs(spark, run.job_groups) == [1] and run.spark_jobs == 1
         assert spark_tasks_done(spark, run.job_groups[0]) > 0
+    _rows_are_the_drivers_own(spark, dry)
+    _rows_are_the_drivers_own(spark, loaded)
     out = loaded.tables.write(tmp_path / "out")
     import pandas as pd
 
@@ -131,6 +133,24 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
     assert len(summary) == len(logs) and summary.records_removed.sum() == sum(lg.impact.records_removed for lg in logs)
     assert len(inventory) == sum(len(lg.segments) for lg in logs)
     assert set(inventory.crc) <= {"recovered", "not checked"} and (inventory.crc == "recovered").any()
+
+
+def _rows_are_the_drivers_own(spark, run) -> None:  # noqa: ANN001, F811
+    """The history rows the tasks made of the partitions they loaded are those the driver would make of the
+    results; a broker keeps only the rows of partitions its result keeps (here: another broker's are dropped)."""
+    from mploader.spark.output import load_tables
+    from mploader.spark.rows import PartitionRows
+
+    logs = sum(len(r.all_logs()) for _, r in run.results if not isinstance(r, StartupFailedError))
+    assert run.tables.made_by == {"executors": logs, "driver": 0}
+    nothing = PartitionRows.concat([])
+    here = load_tables(spark, [(dirs, r, nothing) for dirs, r in run.results], run.tables.run)
+    assert here.made_by == {"executors": 0, "driver": logs}
+    assert here.inventory_table.equals(run.tables.inventory_table) and here.inventory_table.num_rows > 0
+    assert here.summary_table.equals(run.tables.summary_table)
+    everyones = PartitionRows.concat(m for r in run.engines for m in r.made)
+    mixed = load_tables(spark, [(dirs, r, everyones) for dirs, r in run.results], run.tables.run)
+    assert mixed.made_by == run.tables.made_by and mixed.inventory_table.equals(run.tables.inventory_table)
 
 
 def test_spark_load_removes_the_journal_its_tasks_wrote(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -148,20 +148,32 @@ def test_a_job_without_executors_is_ended_by_the_watchdog(master_without_workers
 
 
 def test_spark_submit_master_conf_and_json(broker: Path, tmp_path: Path) -> None:
-    """spark-submit's ``--master local[1]`` is the job's, ``--conf`` reaches the session, stdout and the file
-    hold one JSON document each (spark-submit copies the Python driver's stderr to its stdout)."""
+    """spark-submit's ``--master local[1]`` and ``--name`` are the job's, mploader's ``--conf`` reaches the session,
+    stdout and the file hold one JSON document each (spark-submit copies the Python driver's stderr to its
+    stdout)."""
     submit = _pyspark_bin("spark-submit")
     from mploader.cli import spark_submit as app
 
-    got = subprocess.run([submit, "--master", "local[1]", str(app.__file__), "spark", "verify", str(broker),
+    got = subprocess.run([submit, "--master", "local[1]", "--name", "fleet-check", str(app.__file__), "spark",
+                          "verify", str(broker),
                           "--out", str(tmp_path / "out"), "--now-ms", str(NOW), "--json",
-                          "--json-out", str(tmp_path / "doc.json"), "--conf", "spark.app.name=fleet-check"],
+                          "--json-out", str(tmp_path / "doc.json"), "--conf", "spark.sql.shuffle.partitions=3"],
                          capture_output=True, text=True, env=_env(), timeout=300)
     assert got.returncode == 1, (got.stdout[-2000:], got.stderr[-2000:])  # the faulty broker is not healthy
     doc = json.loads(got.stdout)
     assert json.loads((tmp_path / "doc.json").read_text()) == doc
     assert doc["spark"]["master"] == "local[1]" and doc["spark"]["app_name"] == "fleet-check"
+    assert doc["spark"]["conf"] == {"spark.sql.shuffle.partitions": "3"}
     assert doc["spark"]["on_executors"] > 0 and doc["spark"]["in_driver"] == 0
+
+
+def test_the_application_is_named_by_spark_submit_where_it_was_given_a_name() -> None:
+    from mploader.spark.session import app_name_of
+
+    assert app_name_of("mploader spark load", "nightly-fleet", "/opt/x/spark_submit.py") == "nightly-fleet"
+    # spark-submit names an unnamed application after its Python file: that is no name
+    assert app_name_of("mploader spark load", "spark_submit.py", "/opt/x/spark_submit.py") == "mploader spark load"
+    assert app_name_of("mploader spark load", None, "mploader") == "mploader spark load"
 
 
 def test_executor_error_names_the_workers_exception() -> None:

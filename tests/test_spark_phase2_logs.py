@@ -55,8 +55,11 @@ def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
     assert rows.column("job").to_pylist() == [*range(len(jobs)), TASK_WORK]
     if seen is not None:  # the task itself logged nothing
         assert seen.records == before, [r.getMessage() for r in seen.records[len(before):]]
-    outcomes, work, records = recovered({0: (cfg, jobs)}, rows)[0]
+    outcomes, work, records, made = recovered({0: (cfg, jobs)}, rows)[0]
     assert work.segments_scanned > 0
+    loaded = [o[0] for o in outcomes if not isinstance(o, BaseException)]
+    assert made.summary["dir"].to_pylist() == sorted(lg.dir for lg in loaded)  # a row each, made in the task
+    assert made.inventory.num_rows == sum(len(lg.segments) for lg in loaded)
     replay(records)
     return outcomes
 
@@ -108,7 +111,7 @@ def test_the_task_collects_only_records_at_the_drivers_level(tmp_path: Path) -> 
     load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
     jobs = runner.jobs
     last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([_batch(jobs, [0] * len(jobs))]))
-    _, records = pickle.loads(last[-1].column("outcome")[0].as_py())
+    _, records, _ = pickle.loads(last[-1].column("outcome")[0].as_py())
     assert records == []
 
 
@@ -131,3 +134,4 @@ def test_each_loads_records_go_to_its_own_seat(tmp_path: Path) -> None:
     assert [len(answers[s][0]) for s in (0, 1)] == [len(lossy), 1]
     assert answers[0][2] and all(r.levelno >= logging.WARNING for r in answers[0][2])
     assert answers[1][2] == []  # a clean shutdown's partition: nothing to tell, and nobody else's lines
+    assert answers[0][3].dirs == {j.dir for j in lossy} and answers[1][3].dirs == {clean[0].dir}  # rows by seat

@@ -97,6 +97,7 @@ class _Retried(PartitionRunner):
     def __init__(self, complete: int | None = None, hook: MutationHook = NO_HOOK, retry_run: str = RUN) -> None:
         self.complete, self.hook, self.retry_run = complete, hook, retry_run
         self.recorded: list[str] = []
+        self.made: Any = None  # the fleet history's rows the retry made of the partitions (spark.rows.PartitionRows)
 
     def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
         from mploader.runners.here import replay
@@ -112,7 +113,7 @@ class _Retried(PartitionRunner):
         first.close()
         self.recorded = sorted(j.dir for j in jobs if os.path.exists(os.path.join(j.dir, ATTEMPT)))
         retry = load_rows(config, level, run=self.retry_run, attempt=1)([_batch(jobs)])
-        outcomes, _, records = recovered({0: (cfg, jobs)}, pa.Table.from_batches(list(retry)))[0]
+        outcomes, _, records, self.made = recovered({0: (cfg, jobs)}, pa.Table.from_batches(list(retry)))[0]
         replay(records)
         return outcomes
 
@@ -156,6 +157,10 @@ def test_a_retry_answers_what_the_load_as_a_whole_did(template: Path, tmp_path: 
     assert _digest(got, got_root) == _digest(ref, ref_root)
     assert sorted(r.getMessage().replace(str(got_root), "<data>") for r in caplog.records) == ref_lines
     assert tree_digest(got_root) == tree_digest(ref_root)  # no record left
+    from mploader.spark.rows import PartitionRows
+
+    where = ["data_dir", "directory_id", "dir"]  # the fleet history's rows the retry made: the single-host load's
+    assert runner.made.summary.drop_columns(where) == PartitionRows.of(ref.all_logs(), {}).summary.drop_columns(where)
 
 
 def test_a_retry_of_another_run_tells_only_its_own_changes(template: Path, tmp_path: Path) -> None:

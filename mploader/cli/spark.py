@@ -108,6 +108,7 @@ def run_spark(args: argparse.Namespace) -> int:
                        "spark_jobs": loaded.spark_jobs}
             paths = tables.write(args.out)
             master, app = spark.sparkContext.master, spark.sparkContext.appName
+            given = {key: spark.sparkContext.getConf().get(key) for key in conf}  # --conf as the session has it
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         return interrupted(args, "run it again (verify and a dry run change nothing; an applied load is finished "
                                  "by a rerun)")
@@ -115,9 +116,11 @@ def run_spark(args: argparse.Namespace) -> int:
         return _fail(args, EXIT_FAILURE, "error", str(e))
     unit = "segment(s) or chunk(s)" if args.spark_command == "verify" else "partition(s)"
     spark_info = {"run_id": tables.run.run_id, "run_time": tables.run.run_time.isoformat(), "master": master,
-                  "app_name": app, "seconds": time.perf_counter() - t0, "inventory": paths[0],
+                  "app_name": app, "conf": given, "seconds": time.perf_counter() - t0, "inventory": paths[0],
                   "summary": paths[1], "inventory_rows": tables.inventory_rows, "summary_rows": tables.summary_rows,
                   "unit": unit.replace("(s)", "s"), **ran}
+    if tables.made_by:  # a load: its partitions' rows made by the tasks that loaded them, or by the driver
+        spark_info["rows_made_by"] = tables.made_by
     wrote = (f"run {tables.run.run_id}: appended {tables.inventory_rows} inventory rows to {paths[0]} and "
              f"{tables.summary_rows} summary rows to {paths[1]} (Spark {master}, {spark_info['seconds']:.1f} s, "
              f"{ran['spark_jobs']} Spark job(s) for {ran['brokers']} broker(s); {ran['on_executors']} {unit} on the "

@@ -40,6 +40,7 @@ from mploader.spark.gathering import Gathering, Seat
 from mploader.spark.jobs import EXECUTOR_TIMEOUT
 from mploader.spark.output import FleetTables, RunInfo, load_tables, verify_tables
 from mploader.spark.phase2 import Recovered, Recovery, RecoveryJob, SparkPartitions
+from mploader.spark.rows import PartitionRows
 from mploader.spark.session import check_session
 from mploader.verify import VerifyReport, verify_logs
 
@@ -163,22 +164,24 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     recoveries: Gathering[Recovery, Recovered] = Gathering(len(groups), job)
     engines: list[SparkPartitions] = []
 
-    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str]]:
+    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str], PartitionRows]:
         with recoveries.seat() as seat:
             runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
                                      executor_timeout=policy.executor_timeout, seat=seat)
             engines.append(runner)
+            result: LoadResult | StartupFailedError
             try:
-                return dirs, load_logs(dirs, cfg, now_ms, partitions=runner), collector.mine()
+                result = load_logs(dirs, cfg, now_ms, partitions=runner)
             except StartupFailedError as e:
                 log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
-                return dirs, e, collector.mine()
+                result = e
+            return dirs, result, collector.mine(), PartitionRows.concat(runner.made)
 
     with BrokerWarnings() as collector:
         loads = _each_broker(one, groups, spark, [(recoveries, job.job_group)])
-    results = [(dirs, result) for dirs, result, _ in loads]
-    return FleetLoad(load_tables(spark, results, run), results, engines, [w for _, _, w in loads], recoveries.rounds,
-                     (job.job_group,))
+    tables = load_tables(spark, [(dirs, result, made) for dirs, result, _, made in loads], run)
+    return FleetLoad(tables, [(dirs, result) for dirs, result, _, _ in loads], engines, [w for _, _, w, _ in loads],
+                     recoveries.rounds, (job.job_group,))
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,

@@ -1,6 +1,8 @@
 """What a fleet run leaves: a segment inventory and a per-partition summary, Spark DataFrames made from Arrow
 tables, appended as Parquet to a fleet history (docs/spark.md, "The fleet history": every column, and queries).
 
+A load's rows of its partitions are made by the Spark tasks that loaded them (:mod:`mploader.spark.rows`), and the
+driver keeps those its brokers' loads keep and adds the run's and broker's columns (:func:`load_tables`).
 Every row carries its run (``run_id``, ``run_time``, ``run_date``, ``command``, ``tool_version``, ``host``) and its
 broker (``broker``, ``broker_dirs``, ``cluster_id``, ``node_id``; ``data_dir`` and its ``directory_id``), read from
 the dirs' ``meta.properties`` (:mod:`mploader.broker_config.meta`).  A run appends, partitioned by ``run_date`` (the
@@ -43,46 +45,35 @@ from mploader.broker_config.meta import MetaProperties, broker_key, read_meta_pr
 from mploader.errors import StartupFailedError
 from mploader.result import Impact, LoadResult
 from mploader.scan.audit import SegmentAudit
+from mploader.spark.rows import (
+    INVENTORY_FIELDS,
+    SUMMARY_FIELDS,
+    WHERE_FIELDS,
+    PartitionRows,
+    fields,
+    impact_columns,
+    recovery_words,
+    with_columns,
+)
 from mploader.verify import VerifyReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_I64, _I32, _STR, _BOOL = pa.int64(), pa.int32(), pa.string(), pa.bool_()
 PARTITION_COLUMN = "run_date"
 NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP: a segment none of whose batches carries one
 
-
-def _fields(*columns: tuple[str, pa.DataType, bool]) -> list[pa.Field]:
-    return [pa.field(name, kind, nullable=nullable) for name, kind, nullable in columns]
-
-
-_RUN_FIELDS = _fields(
+_STR = pa.string()
+_RUN_FIELDS = fields(
     ("run_id", _STR, False), ("run_time", pa.timestamp("us", tz="UTC"), False), (PARTITION_COLUMN, pa.date32(), False),
     ("command", _STR, False), ("tool_version", _STR, False), ("host", _STR, False),
     ("broker", _STR, False), ("broker_dirs", pa.list_(pa.field("element", _STR, nullable=False)), False),
-    ("cluster_id", _STR, True), ("node_id", _I32, True), ("data_dir", _STR, False), ("directory_id", _STR, True),
+    ("cluster_id", _STR, True), ("node_id", pa.int32(), True),
 )
-INVENTORY_SCHEMA = pa.schema([*_RUN_FIELDS, *_fields(
-    ("topic", _STR, False), ("partition", _I32, False), ("dir", _STR, False),
-    ("base_offset", _I64, False), ("next_offset", _I64, True), ("size_bytes", _I64, False),
-    ("valid_bytes", _I64, True), ("batches", _I64, True), ("records", _I64, True),
-    ("max_timestamp", pa.timestamp("ms", tz="UTC"), True),
-    ("first_leader_epoch", _I64, True), ("last_leader_epoch", _I64, True),
-    ("crc", _STR, False),  # "ok", "invalid" (verify); "recovered", "not checked" (load)
-    ("first_invalid_position", _I64, True), ("reason", _STR, True),
-    ("index", _STR, True), ("timeindex", _STR, True), ("txnindex", _STR, True),
-)])
-SUMMARY_SCHEMA = pa.schema([*_RUN_FIELDS, *_fields(
-    ("topic", _STR, True), ("partition", _I32, True), ("dir", _STR, True), ("kind", _STR, True),
-    ("segments", _I64, True), ("healthy", _BOOL, True),  # healthy: verify only
-    ("log_start_offset", _I64, True), ("recovery_point", _I64, True), ("log_end_offset", _I64, True),
-    ("high_watermark", _I64, True), ("recovered_segments", _I64, True), ("log_end_offset_before", _I64, True),
-    ("records_removed", _I64, True), ("bytes_removed", _I64, True), ("segments_deleted", _I64, True),
-    ("lost_below_high_watermark", _BOOL, True), ("acknowledged_offsets_lost", _I64, True),
-    ("recovery", _STR, True),  # what recovery does (load) or would do (verify's dry run), in words
-    ("error", _STR, True),  # the broker's start-up failure, or why a data dir is offline
-)])
+INVENTORY_SCHEMA = pa.schema([*_RUN_FIELDS, *WHERE_FIELDS, *INVENTORY_FIELDS])
+#: a partition-less row (a broker Kafka refuses to start, an offline dir) has no topic, partition or dir
+SUMMARY_SCHEMA = pa.schema([*_RUN_FIELDS, *(f.with_nullable(True) if f.name in ("topic", "partition", "dir") else f
+                                          for f in WHERE_FIELDS), *SUMMARY_FIELDS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +84,7 @@ class RunInfo:
     run_time: dt.datetime  # when it began, UTC, to the microsecond
     command: str  # "verify", "load" (a dry run) or "load --apply"
     tool_version: str = __version__
-    host: str = field(default_factory=socket.gethostname)  # where its rows were made: the driver
+    host: str = field(default_factory=socket.gethostname)  # the driver's
 
     @classmethod
     def begin(cls, command: str) -> RunInfo:
@@ -117,6 +108,8 @@ class FleetTables:
     run: RunInfo
     inventory_table: pa.Table | None = None  # the same rows as Arrow (INVENTORY_SCHEMA), held by the driver
     summary_table: pa.Table | None = None
+    #: a load's partitions by where their rows were made: by the task that loaded them, or by the driver
+    made_by: dict[str, int] = field(default_factory=dict)
 
     def write(self, out: str | os.PathLike[str]) -> tuple[str, str]:
         """Append both to the fleet history under ``out`` (``inventory``, ``summary``, partitioned by
@@ -257,41 +250,28 @@ class _Broker:
     def of(cls, dirs: list[str]) -> _Broker:
         return cls(dirs, {d: read_meta_properties(d) for d in dirs})
 
-    def where(self, run: RunInfo, data_dir: str) -> dict[str, Any]:
-        meta, own = self.metas.get(self.dirs[0]), self.metas.get(data_dir)
+    @property
+    def directory_ids(self) -> dict[str, str | None]:
+        return {d: meta.directory_id if meta else None for d, meta in self.metas.items()}
+
+    def columns(self, run: RunInfo) -> dict[str, Any]:
+        """The run's and the broker's columns (the same on each of its rows)."""
+        meta = self.metas.get(self.dirs[0])
         return {**run.columns(), "broker": broker_key(self.dirs[0], meta), "broker_dirs": self.dirs,
-                "cluster_id": meta.cluster_id if meta else None, "node_id": meta.node_id if meta else None,
-                "data_dir": data_dir, "directory_id": own.directory_id if own else None}
+                "cluster_id": meta.cluster_id if meta else None, "node_id": meta.node_id if meta else None}
+
+    def where(self, run: RunInfo, data_dir: str) -> dict[str, Any]:
+        return {**self.columns(run), "data_dir": data_dir, "directory_id": self.directory_ids.get(data_dir)}
 
 
-def _frames(spark: SparkSession, inventory: list[dict[str, Any]], summary: list[dict[str, Any]],
-            run: RunInfo) -> FleetTables:
-    tables = pa.Table.from_pylist(inventory, INVENTORY_SCHEMA), pa.Table.from_pylist(summary, SUMMARY_SCHEMA)
-    return FleetTables(spark.createDataFrame(tables[0]), spark.createDataFrame(tables[1]), len(inventory),
-                       len(summary), run, *tables)
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def recovery_words(recovered: int, truncated: int, deleted: int, removed: int, lost: bool, verb: str = "") -> str:
-    """What a recovery did (``verb`` "") or would do ("would ") to a partition, in a few words."""
-    if not (recovered or truncated or deleted or removed):
-        return "nothing"
-    parts = [f"{verb}recover {recovered} segment(s)"] if recovered else []
-    if truncated:
-        parts.append(f"{verb}truncate {truncated} bytes")
-    if deleted:
-        parts.append(f"{verb}delete {deleted} segment(s)")
-    if removed:
-        parts.append(f"{verb}remove {removed} offsets" + (" below the high watermark (acknowledged)" if lost else ""))
-    return ", ".join(parts)
-
-
-def _impact_columns(recovered_segments: int, i: Impact) -> dict[str, Any]:
-    """``acknowledged_offsets_lost``: the offsets below the high watermark that the load removes from the end of
-    the log (:attr:`Impact.acknowledged_removed`, as the JSON's ``acknowledged_records_lost`` counts them)."""
-    return {"recovered_segments": recovered_segments, "log_end_offset_before": i.log_end_offset_before,
-            "records_removed": i.records_removed, "bytes_removed": i.bytes_removed,
-            "segments_deleted": i.segments_deleted, "lost_below_high_watermark": i.lost_below_high_watermark,
-            "acknowledged_offsets_lost": len(i.acknowledged_removed)}
+def _frames(spark: SparkSession, inventory: pa.Table, summary: pa.Table, run: RunInfo,
+            made_by: dict[str, int] | None = None) -> FleetTables:
+    return FleetTables(spark.createDataFrame(inventory), spark.createDataFrame(summary), inventory.num_rows,
+                       summary.num_rows, run, inventory, summary, made_by or {})
 
 
 def _startup_failure(run: RunInfo, broker: _Broker, error: str) -> list[dict[str, Any]]:
@@ -299,31 +279,35 @@ def _startup_failure(run: RunInfo, broker: _Broker, error: str) -> list[dict[str
     return [{**broker.where(run, d), "error": error} for d in broker.dirs]
 
 
-def load_tables(spark: SparkSession, results: Sequence[tuple[list[str], LoadResult | StartupFailedError]],
+def load_tables(spark: SparkSession,
+                results: Sequence[tuple[list[str], LoadResult | StartupFailedError, PartitionRows]],
                 run: RunInfo) -> FleetTables:
-    inventory: list[dict[str, Any]] = []
-    summary: list[dict[str, Any]] = []
-    for dirs, result in results:
+    """The fleet's rows of a load: per broker (its dirs, its result, and the rows its executors made of the
+    partitions they loaded: :mod:`mploader.spark.rows`) the rows of the partitions its result keeps, the
+    executors' where they made them, else made here (``--driver-fallback``), with the run's and the broker's
+    columns; a row per data dir for a broker Kafka would refuse to start, and per offline dir."""
+    inventories: list[pa.Table] = []
+    summaries: list[pa.Table] = []
+    made_by = {"executors": 0, "driver": 0}
+    for dirs, result, made in results:
         broker = _Broker.of(dirs)
         if isinstance(result, StartupFailedError):
-            summary.extend(_startup_failure(run, broker, f"{result.kafka_exception}: {result}"))
+            summaries.append(pa.Table.from_pylist(
+                _startup_failure(run, broker, f"{result.kafka_exception}: {result}"), SUMMARY_SCHEMA))
             continue
-        for d, reason in result.offline_dirs.items():
-            summary.append({**broker.where(run, d), "error": f"offline: {reason}"})
-        for lg in sorted(result.all_logs(), key=lambda lg: (lg.data_dir, lg.topic, lg.partition, lg.dir)):
-            where = {**broker.where(run, lg.data_dir), "topic": lg.topic, "partition": lg.partition, "dir": lg.dir}
-            recovered = set(lg.recovered_segments)
-            inventory.extend({**where, "base_offset": s.base_offset, "next_offset": s.next_offset,
-                              "size_bytes": s.size_bytes, "crc": "recovered" if s.base_offset in recovered
-                              else "not checked"} for s in lg.segments)
-            impact = _impact_columns(len(lg.recovered_segments), lg.impact)
-            summary.append({**where, "kind": lg.kind.value, "segments": len(lg.segments),
-                            "log_start_offset": lg.log_start_offset, "recovery_point": lg.recovery_point,
-                            "log_end_offset": lg.log_end_offset, "high_watermark": lg.high_watermark, **impact,
-                            "recovery": recovery_words(impact["recovered_segments"], lg.truncated_bytes,
-                                                       impact["segments_deleted"], impact["records_removed"],
-                                                       impact["lost_below_high_watermark"])})
-    return _frames(spark, inventory, summary, run)
+        summaries.append(pa.Table.from_pylist(
+            [{**broker.where(run, d), "error": f"offline: {reason}"} for d, reason in result.offline_dirs.items()],
+            SUMMARY_SCHEMA))
+        logs = result.all_logs()
+        theirs = made.dirs
+        here = [lg for lg in logs if lg.dir not in theirs]
+        rows = PartitionRows.concat([made, PartitionRows.of(here, broker.directory_ids)]).only(lg.dir for lg in logs)
+        made_by["executors"] += len(logs) - len(here)
+        made_by["driver"] += len(here)
+        columns = broker.columns(run)
+        inventories.append(with_columns(rows.inventory, INVENTORY_SCHEMA, columns))
+        summaries.append(with_columns(rows.summary, SUMMARY_SCHEMA, columns))
+    return _frames(spark, _concat(inventories, INVENTORY_SCHEMA), _concat(summaries, SUMMARY_SCHEMA), run, made_by)
 
 
 def _audit_row(a: SegmentAudit) -> dict[str, Any]:
@@ -354,12 +338,13 @@ def verify_tables(spark: SparkSession, reports: Sequence[tuple[list[str], Verify
                 "log_start_offset": p.log_start_offset, "recovery_point": p.recovery_point,
                 "log_end_offset": p.log_end_offset, "high_watermark": p.high_watermark}
             if p.recovery is not None:
-                row.update(_impact_columns(len(p.recovery["recovered_segments"]), Impact(**p.recovery["impact"])))
+                row.update(impact_columns(len(p.recovery["recovered_segments"]), Impact(**p.recovery["impact"])))
                 truncated = sum(t["from_bytes"] - t["to_bytes"] for t in p.recovery["truncated_segments"])
                 row["recovery"] = recovery_words(row["recovered_segments"], truncated, row["segments_deleted"],
                                                  row["records_removed"], row["lost_below_high_watermark"], "would ")
             summary.append(row)
-    return _frames(spark, inventory, summary, run)
+    return _frames(spark, pa.Table.from_pylist(inventory, INVENTORY_SCHEMA),
+                   pa.Table.from_pylist(summary, SUMMARY_SCHEMA), run)
 
 
 __all__ = ["INVENTORY_SCHEMA", "NO_TIMESTAMP", "PARTITION_COLUMN", "SUMMARY_SCHEMA", "FleetTables",

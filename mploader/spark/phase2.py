@@ -15,7 +15,8 @@ task (Phase 1 of a partition goes with its Phase 2: no batch table leaves the ex
 partition: the loaded log, or the exception Kafka's load would end
 with, pickled in a binary column (a ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow
 row would say better), then its last rows (``job`` :data:`TASK_WORK`): per load what the task scanned and wrote, for
-the load's stats, and the mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
+the load's stats, the fleet history's rows of the partitions it loaded (:mod:`mploader.spark.rows`), and the
+mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
 the driver's level and above). The driver logs them through its own handlers once Spark's job is done, as the
 process pool's parent logs its workers' records (:mod:`mploader.runners.processes`): the load's WARN lines read as
 ``mploader load``'s, once each (a retried task's attempts that failed answer nothing: the retry answers what they
@@ -43,7 +44,7 @@ import pyarrow as pa
 from mploader.config import LoaderConfig
 from mploader.disk import NO_HOOK, MutationHook
 from mploader.recovery.job import PartitionJob
-from mploader.result import LoadStats
+from mploader.result import LoadedLog, LoadStats
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
@@ -51,6 +52,7 @@ from mploader.spark.attempt import TaskAttempt
 from mploader.spark.gathering import Seat
 from mploader.spark.identity import DataDirs, WrongDataError, check_partition
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
+from mploader.spark.rows import PartitionRows
 from mploader.spark.session import check_session
 from mploader.spark.tasks import TASKS_PER_CORE, binned_frame, cores
 
@@ -64,10 +66,11 @@ OUTCOME_SCHEMA = pa.schema([("seat", pa.int64()), ("job", pa.int64()), ("outcome
 #: the ``job`` of a task's last rows: per seat what the task scanned and wrote, and the log records its loads made
 #: (a pickled :data:`TaskWork`)
 TASK_WORK = -1
-TaskWork = tuple[LoadStats, list[logging.LogRecord]]
+TaskWork = tuple[LoadStats, list[logging.LogRecord], PartitionRows]
 Recovery = tuple[LoaderConfig, Sequence[PartitionJob]]  # a load's partitions to recover, and its config
-#: their outcomes in order, what the tasks scanned and wrote, and the log records the loads made
-Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord]]
+#: their outcomes in order, what the tasks scanned and wrote, the log records the loads made, and the rows of the
+#: fleet history the tasks made of the partitions they loaded (:mod:`mploader.spark.rows`)
+Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord], PartitionRows]
 
 
 def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = None, attempt: int | None = None,
@@ -98,20 +101,31 @@ def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = 
         dirs = DataDirs()
         for _, _, job in rows:
             check_partition(job, dirs, files=not retried)
+        directory_ids = {job.data_dir: _directory_id(job) for _, _, job in rows}
         cfg = pickle.loads(config)
         here: dict[int, TaskAttempt] = {}
         records: dict[int, list[logging.LogRecord]] = {}
+        loaded: dict[int, list[LoadedLog]] = {}
         with collected(level) as collect:
             for seat, i, job in rows:
                 runner = here.get(seat) or here.setdefault(seat, TaskAttempt(cfg, job_run, retried, mutations))
                 outcome, lines = runner.load(job, collect)
                 yield _row(seat, i, outcome)
                 records.setdefault(seat, []).extend(lines)
+                if not isinstance(outcome, BaseException):  # a retry's: what the load as a whole did
+                    loaded.setdefault(seat, []).append(outcome[0])
             for seat, runner in here.items():  # each load's partitions durable before the task completes
                 work = runner.finish()
-                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
+                made = PartitionRows.of(loaded.get(seat, []), directory_ids)
+                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()], made))
 
     return load
+
+
+def _directory_id(job: PartitionJob) -> str | None:
+    """The ``directory.id`` of ``job``'s data dir, as the driver read it (and the task checked)."""
+    identity = job.planned.identity if job.planned is not None else None
+    return identity.directory_id if identity is not None else None
 
 
 def _attempt_number() -> int:
@@ -128,16 +142,18 @@ def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
 
 
 def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recovered]:
-    """The driver side of a job's ``rows``: each load's outcomes in its jobs' order, its tasks' work and its log
-    records (for its own thread to log: :meth:`SparkPartitions.run`)."""
+    """The driver side of a job's ``rows``: each load's outcomes in its jobs' order, its tasks' work, its log
+    records (for its own thread to log: :meth:`SparkPartitions.run`) and the rows its tasks made."""
     outcomes: dict[int, list[Outcome | None]] = {seat: [None] * len(jobs) for seat, (_, jobs) in work.items()}
     stats = {seat: LoadStats() for seat in work}
     records: dict[int, list[logging.LogRecord]] = {seat: [] for seat in work}
+    made: dict[int, list[PartitionRows]] = {seat: [] for seat in work}
     for seat, job, blob in zip(*(rows.column(c).to_pylist() for c in ("seat", "job", "outcome")), strict=True):
         if job == TASK_WORK:
             task: TaskWork = pickle.loads(blob)
             stats[seat].add_work(task[0])
             records[seat].extend(task[1])
+            made[seat].append(task[2])
         else:
             outcomes[seat][job] = pickle.loads(blob)
     answers: dict[int, Recovered] = {}
@@ -145,7 +161,8 @@ def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recover
         missing = [work[seat][1][i].dir for i, o in enumerate(got) if o is None]
         if missing:
             raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
-        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat])
+        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat],
+                         PartitionRows.concat(made[seat]))
     return answers
 
 
@@ -196,6 +213,7 @@ class SparkPartitions(PartitionRunner):
         self.job = RecoveryJob(spark, executor_timeout)
         self.seat = seat
         self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
+        self.made: list[PartitionRows] = []  # the history rows the tasks made of the partitions they loaded
         self.driver_fallback = driver_fallback  # a failed job's partitions loaded in the driver (else it fails)
         self.executor_partitions = 0  # partitions loaded by Spark tasks, and in the driver (driver_fallback)
         self.driver_partitions = 0
@@ -215,8 +233,8 @@ class SparkPartitions(PartitionRunner):
         if not jobs:
             return []
         try:
-            out, self.work, records = (self.seat.submit((cfg, jobs)) if self.seat is not None
-                                       else self.job({0: (cfg, jobs)})[0])
+            out, self.work, records, made = (self.seat.submit((cfg, jobs)) if self.seat is not None
+                                             else self.job({0: (cfg, jobs)})[0])
         except SparkJobFailed as e:  # the job failed or was cancelled (e.g. the session is going away)
             if self.driver_fallback:
                 return self._in_driver(jobs, cfg, e)
@@ -229,6 +247,7 @@ class SparkPartitions(PartitionRunner):
         # the tasks' log records logged here, in the load's own thread, through this process's handlers at its
         # loggers' levels (as the process pool's parent logs its workers')
         replay(records)
+        self.made.append(made)
         self.executor_partitions += len(jobs)
         return out
 

@@ -54,14 +54,19 @@ def spark_session(master: str | None = None, app_name: str = "mploader", verbosi
     the JVM is started already, otherwise PySpark starts it when the session is made), so it is never read here
     first.  ``conf``: Spark properties (``--conf key=value``), set on a new session after mploader's own.
     A local master runs the executors' Python with this interpreter (which has mploader) unless
-    ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another.
+    ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` names another.  The application is named ``app_name`` unless
+    spark-submit was given a name (:func:`app_name_of`).
     A new session logs as :func:`spark_log_level` of ``verbosity`` says (0: only errors, its JVM started with
     :data:`QUIET_LOG4J2`); an active one keeps the levels it has.  Under spark-submit the JVM is started already
     (its configuration is spark-submit's), and only the level set once the session is made applies."""
-    from pyspark import SparkContext
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    submitted = None
+    if under_spark_submit():  # its JVM holds its configuration: reached through the gateway, no context made
+        SparkContext._ensure_initialized()
+        submitted = SparkConf().get("spark.app.name")
+    builder = SparkSession.builder.appName(app_name_of(app_name, submitted, sys.argv[0]))
     settings = {**_CONF, **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -79,6 +84,15 @@ def spark_session(master: str | None = None, app_name: str = "mploader", verbosi
     if new and level is not None:
         context.setLogLevel(level)
     return session
+
+
+def app_name_of(ours: str, submitted: str | None, program: str) -> str:
+    """The application's name: spark-submit's (its ``--name`` or ``spark.app.name``) where it was given one, else
+    ``ours``.  spark-submit names an application it was given no name for after its Python file: ``program``'s
+    base name is taken for no name.  ``--conf spark.app.name=...`` (mploader's) overrides both."""
+    if submitted and submitted != os.path.basename(program):
+        return submitted
+    return ours
 
 
 def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
@@ -111,5 +125,5 @@ def check_session(spark: SparkSession) -> None:
                          "set spark.speculation=false for mploader's jobs")
 
 
-__all__ = ["DEFAULT_MASTER", "QUIET_LOG4J2", "check_session", "parse_conf", "quiet_java_options", "spark_log_level",
-           "spark_session", "under_spark_submit"]
+__all__ = ["DEFAULT_MASTER", "QUIET_LOG4J2", "app_name_of", "check_session", "parse_conf", "quiet_java_options",
+           "spark_log_level", "spark_session", "under_spark_submit"]
