@@ -113,6 +113,8 @@ class LoadedLog:
     index_checks: list[dict[str, str]] = field(default_factory=list)
     # a clean load's partition journal (mploader.recovery.journal) is in its directory, to delete at the commit
     journal: bool = False
+    # a Spark task's attempt record (mploader.recovery.attempts) is in its directory, for the driver to delete
+    attempt_record: bool = False
     topic_id: bytes | None = None  # its partition.metadata's topic id (None: no such file)
     stray_reason: str | None = None  # why the load took it for a stray (LogManager.isStrayKraftReplica) and renamed it
 

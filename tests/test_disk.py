@@ -195,10 +195,12 @@ class TestRealDisk(DiskConformance):
         disk = self.make()
         disk.read(str(part / "a.txt"))
         assert not disk.delete(str(part / "absent")) and disk.changed_dirs() == []  # reads and no-ops change nothing
+        assert not disk.changed(str(part))
         (tmp_path / "other").mkdir()
         disk.write(str(tmp_path / "other" / "x"), b"1")
         disk.delete(str(part / "a.txt"))
         assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other")])
+        assert disk.changed(str(part)) and not disk.changed(str(tmp_path))
         disk.changed_elsewhere([str(tmp_path / "by-a-worker"), str(part)])  # a partitions= runner's processes
         assert disk.changed_dirs() == sorted([str(part), str(tmp_path / "other"), str(tmp_path / "by-a-worker")])
 
@@ -344,7 +346,7 @@ class TestDryRunDisk(DiskConformance):
         disk.write(str(part / "x"), b"1")
         disk.delete(str(part / "a.txt"))
         disk.changed_elsewhere([str(part)])  # another process's dry run changed nothing either
-        assert disk.changed_dirs() == []
+        assert disk.changed_dirs() == [] and not disk.changed(str(part))
         assert tree_state(part) == before and not (part / "x").exists()
         assert disk.change_seconds == 0.0
 

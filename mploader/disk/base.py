@@ -122,6 +122,10 @@ class Disk(DiskReader):
         """The directories in which this disk has changed something on disk so far, sorted (a dry run: none)."""
 
     @abc.abstractmethod
+    def changed(self, directory: str) -> bool:
+        """Whether ``directory`` is one of :meth:`changed_dirs` (asked without a sorted copy of them all)."""
+
+    @abc.abstractmethod
     def changed_elsewhere(self, directories: Iterable[str]) -> None:
         """Count ``directories``, changed for this load by other processes' disks (a ``partitions=`` runner's), in
         :meth:`changed_dirs` (a dry run: nothing changed, nothing counted)."""

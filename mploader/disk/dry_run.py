@@ -185,6 +185,9 @@ class DryRunDisk(Disk):
     def changed_dirs(self) -> list[str]:
         return []  # nothing on disk changes
 
+    def changed(self, directory: str) -> bool:
+        return False
+
     def changed_elsewhere(self, directories: Iterable[str]) -> None:
         pass  # another process's dry run changed nothing either
 

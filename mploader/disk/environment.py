@@ -29,7 +29,7 @@ DATA_DIR_FILES = frozenset(name + tmp for name in (
     checkpoint.REPLICATION_OFFSET_CHECKPOINT, ".lock", "meta.properties", "mploader-recovered") for tmp in ("", ".tmp"))
 # names a load writes in a partition directory: a directory standing there fails the write (EISDIR)
 _WRITTEN_NAME = re.compile(r"\d+\.(?:log|index|timeindex|txnindex|snapshot)(?:\.\w+)*|(?:leader-epoch-checkpoint|"
-                           r"partition\.metadata)(?:\.tmp)?|mploader-journal")
+                           r"partition\.metadata)(?:\.tmp)?|mploader-journal|mploader-attempt")
 
 
 def data_dir_problem(directory: str) -> EnvironmentFailure | None:

@@ -57,6 +57,9 @@ class RealDisk(FileSystemReader, Disk):
     def changed_dirs(self) -> list[str]:
         return sorted(self._changed)
 
+    def changed(self, directory: str) -> bool:
+        return directory in self._changed  # a Spark task asks after each partition's load
+
     def changed_elsewhere(self, directories: Iterable[str]) -> None:
         self._changed.update(directories)
 

@@ -21,7 +21,7 @@ from mploader.errors import (
 from mploader.format import checkpoint, names
 from mploader.format.names import DirKind, TopicPartition
 from mploader.manager.channel import LogDirFailureChannel
-from mploader.recovery import journal
+from mploader.recovery import attempts, journal
 from mploader.recovery.resume import Recovered, RecoveryPointWriter
 from mploader.recovery.segment import Segment, resize_indexes
 from mploader.result import LoadedLog
@@ -210,6 +210,25 @@ def commit_clean_dirs(states: list[DirState], cfg: LoaderConfig, disk: Disk, cha
         except OSError as e:
             channel.add(s.path, f"{type(e).__name__}: {e}")
         s.marker_to_delete = None
+
+
+def remove_attempt_records(states: list[DirState], disk: Disk, channel: LogDirFailureChannel) -> None:
+    """Delete the attempt records the Spark tasks of this load wrote or kept (:mod:`mploader.recovery.attempts`):
+    the job's outcomes are in, no retry of its tasks follows.  Only where a partition has one
+    (``LoadedLog.attempt_record``), so that a load costs no look-up in every partition directory; not in a dir gone
+    offline.  One that cannot be deleted stays (a WARN line): the next load meets it as stale and deletes it."""
+    for s in states:
+        if s.path in channel:
+            continue
+        for lg in s.loaded:
+            if not lg.attempt_record:
+                continue
+            try:
+                attempts.remove(disk, lg.dir)
+                lg.attempt_record = False
+            except OSError as e:
+                log.warning("%s: %s could not be deleted (%s: %s); the next load deletes it", lg.dir,
+                            attempts.ATTEMPT, type(e).__name__, e)
 
 
 def note_written(error: StartupFailedError, disk: Disk) -> None:

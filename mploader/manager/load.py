@@ -28,6 +28,7 @@ from mploader.manager.dirs import (
     flush,
     note_written,
     prepare_dir,
+    remove_attempt_records,
     validate_dirs,
     write_recovery_points,
 )
@@ -154,6 +155,7 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], load: _Load, check_w
             commit_clean_dirs(states, cfg, disk, channel)  # a failed start leaves what Kafka's leaves: no marker
             if not cfg.dry_run:
                 note_written(e, disk)
+            remove_attempt_records(states, disk, channel)  # after the note: they are no change of the load's
             raise
         _commit(states, load)
         stats.seconds["total"] = time.perf_counter() - t0
@@ -169,11 +171,12 @@ def _load_logs(data_dirs: Sequence[str | os.PathLike[str]], load: _Load, check_w
 
 
 def _commit(states: list[DirState], load: _Load) -> None:
-    """The loads' writes made durable, then the markers deleted (the commit), then what a killed --resumable load
-    recorded forgotten (of no more use: recovery.resume)."""
+    """The loads' writes made durable, then the markers deleted (the commit), then the Spark tasks' attempt records
+    and what a killed --resumable load recorded forgotten (of no more use: recovery.attempts, recovery.resume)."""
     t0 = time.perf_counter()
     flush(states, load.disk, load.channel)
     commit_clean_dirs(states, load.cfg, load.disk, load.channel)
+    remove_attempt_records(states, load.disk, load.channel)
     for s in states:
         if s.path not in load.channel:
             forget_recovered(load.disk, s.path)

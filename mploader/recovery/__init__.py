@@ -15,6 +15,7 @@ decides what changes on disk.
 * :mod:`.index_check`      the index checks beyond Kafka's (``LoaderConfig.index_check``)
 * :mod:`.impact`           what a partition held before the load changed it (the impact report)
 * :mod:`.journal`          the partition journal a killed clean load leaves its rerun
+* :mod:`.attempts`         the attempt record a Spark task leaves a retry of it: what a partition's load reported
 * :mod:`.resume`           ``--resumable``: recovery points advanced as partitions finish
 * :mod:`.job`              one partition's load as a self-contained job (for worker processes and Spark tasks)
 

@@ -79,16 +79,18 @@ class PartitionJob:
 
 def load_partition(job: PartitionJob, cfg: LoaderConfig, disk: Disk, scans: ScanSource,
                    set_remaining_segments: Callable[[int], None] = lambda n: None,
-                   cancelled: threading.Event | None = None) -> tuple[LoadedLog, PartitionContext]:
+                   cancelled: threading.Event | None = None, run: str | None = None
+                   ) -> tuple[LoadedLog, PartitionContext]:
     """``LogLoader.load`` of ``job``'s directory, its scans asked of ``scans`` (a data dir's engine, or scans made
     where it loads: ``runners.PartitionsHere``), with the impact report's fields filled in; the context says what
-    the load read and did (``bytes_scanned``, ``deleted_segments``)."""
+    the load read and did (``bytes_scanned``, ``deleted_segments``).  ``run``: the Spark job loading it, whose
+    attempt record the load keeps (:mod:`mploader.recovery.attempts`; None: every record is stale)."""
     ctx = PartitionContext(
         disk=disk, data_dir=job.data_dir, dir=job.dir, tp=job.tp, kind=job.kind, cfg=cfg.for_topic(job.tp.topic),
         clean_shutdown=job.clean_shutdown, recovery_point_checkpoint=job.recovery_point,
         log_start_checkpoint=job.log_start, now_ms=job.now_ms, scans=scans,
         set_remaining_segments=set_remaining_segments, cancelled=cancelled or threading.Event(),
-        index_check=cfg.index_check, resumed_from=job.recovered,
+        index_check=cfg.index_check, resumed_from=job.recovered, attempt_run=run,
     )
     loaded = LogLoader(ctx).load()
     loaded.log_end_offset_before = ctx.log_end_offset_before

@@ -33,7 +33,7 @@ from mploader.errors import (
 from mploader.format import checkpoint, names
 from mploader.format.index import txn_index_corrupt
 from mploader.format.names import INT64_MAX, DirKind, TopicPartition
-from mploader.recovery import journal
+from mploader.recovery import attempts, journal
 from mploader.recovery.epoch_cache import LeaderEpochCache
 from mploader.recovery.impact import log_bytes, log_end_as_found
 from mploader.recovery.index_check import IndexCheck, full_problems, rebuild_indexes, sanity_problems
@@ -87,6 +87,8 @@ class PartitionContext:
     index_check: str = "kafka"  # LoaderConfig.index_check (mploader.recovery.index_check)
     resumed_from: Recovered | None = None  # --resumable: a killed load's record of this partition (recovery.resume)
     index_checks: list[IndexCheck] = field(default_factory=list)
+    # the Spark job (run id) whose attempt records this load keeps (recovery.attempts; None: it keeps none)
+    attempt_run: str | None = None
 
 
 class LogLoader:
@@ -177,6 +179,7 @@ class LogLoader:
         listing = self.disk.list_files(self.dir)
         self._journaled = journal.replay(self.disk, self.dir, ctx.data_dir, listing)
         self._journal_on_disk = self._journaled is not None
+        attempts.drop_stale(self.disk, self.dir, listing, ctx.attempt_run)
         # kept true by every manager's change and the loader's own (recovery/snapshot_files.py); from the listing
         # just taken: a replayed shortcut deleted every snapshot in it, nothing else in the replay touches one
         self._snapshot_files = SnapshotFiles.of(self.dir, () if self._journaled else listing)
@@ -311,8 +314,8 @@ class LogLoader:
             raise StartupFailedError(self.path(name), "NumberFormatException", str(e)) from e
 
     def _remove_temp_files_and_collect_swap_files(self, listing: list[str]) -> list[str]:
-        """``listing``: the directory's files as the load found them (the journal's replay, before, deletes only
-        names this pass does not act on: the journal and snapshots)."""
+        """``listing``: the directory's files as the load found them (the journal's replay and the stale attempt
+        record's deletion, before, delete only names this pass does not act on: those two and snapshots)."""
         swaps: list[str] = []
         cleaned: list[str] = []
         min_cleaned = INT64_MAX

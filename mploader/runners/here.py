@@ -22,10 +22,12 @@ from mploader.runners.base import Outcome
 
 class PartitionsHere:
     """Loads jobs in this process, their scans made here (Phase 1 where Phase 2 is: no batch table crosses a
-    process) and counted with the disk's file changes in :attr:`work`; ``mutations``: the disk's hook."""
+    process) and counted with the disk's file changes in :attr:`work`; ``mutations``: the disk's hook; ``run``: the
+    Spark job they belong to, whose attempt records their loads keep (:mod:`mploader.recovery.attempts`)."""
 
-    def __init__(self, cfg: LoaderConfig, mutations: MutationHook = NO_HOOK) -> None:
+    def __init__(self, cfg: LoaderConfig, mutations: MutationHook = NO_HOOK, run: str | None = None) -> None:
         self.cfg = cfg
+        self.run = run
         self.disk = open_disk(cfg.dry_run, mutations=mutations)
         self.work = LoadStats()
         self._scans = InlineSource(self.work, threading.Lock())
@@ -34,7 +36,7 @@ class PartitionsHere:
         """``job``'s load: its log and the bytes it scanned, or the exception it raised, made portable (the caller
         takes it as the manager takes a loading thread's exception).  ``segments``: its segments left to recover."""
         try:
-            loaded, ctx = load_partition(job, self.cfg, self.disk, self._scans, segments)
+            loaded, ctx = load_partition(job, self.cfg, self.disk, self._scans, segments, run=self.run)
             return loaded, ctx.bytes_scanned
         except Exception as e:
             return portable(e)

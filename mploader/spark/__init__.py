@@ -8,6 +8,7 @@ audits there too, and the scans of its prediction (a dry-run load), whose Phase 
 * :mod:`.engine`   :class:`.engine.SparkEngine`, the third engine of :mod:`mploader.engine.base` (verify's audits
                    and the scans of its prediction)
 * :mod:`.phase2`   a load's partitions recovered by Spark tasks (the manager's ``partitions=`` runner)
+* :mod:`.attempt`  one attempt of such a task, first or retried: a retry answers what its dead attempt recorded
 * :mod:`.fleet`    :func:`.fleet.load` and :func:`.fleet.verify` over many brokers' data dirs
 * :mod:`.output`   the Parquet segment inventory and per-partition summary
 

@@ -136,6 +136,19 @@ def check_partition(job: PartitionJob, dirs: DataDirs, files: bool = True) -> No
         raise wrong_data(job.dir, what)
 
 
+def changed_since_planned(job: PartitionJob, ignored: frozenset[str] = frozenset()) -> bool:
+    """Whether ``job``'s partition directory holds files other than those the driver listed, or changed ones, names in
+    ``ignored`` left out (True where either listing is unknown)."""
+    planned = job.planned
+    if planned is None or planned.files is None:
+        return True
+    try:
+        found = listed_files(job.dir)
+    except OSError:
+        return True
+    return [f for f in found if f[0] not in ignored] != [f for f in planned.files if f[0] not in ignored]
+
+
 def file_problem(path: str, planned: FileStat) -> WrongDataError | None:
     """Why ``path`` here is not the file the driver planned with ``planned`` (its :func:`file_stat`); None: it is."""
     try:
@@ -156,5 +169,5 @@ def piece_problem(row: Mapping[str, Any], dirs: DataDirs) -> WrongDataError | No
     return file_problem(row["path"], (row["file_size"], row["mtime_ns"], row["inode"]))
 
 
-__all__ = ["DataDirs", "WrongDataError", "check_data_dir", "check_partition", "file_problem", "piece_problem",
-           "wrong_data"]
+__all__ = ["DataDirs", "WrongDataError", "changed_since_planned", "check_data_dir", "check_partition", "file_problem",
+           "piece_problem", "wrong_data"]

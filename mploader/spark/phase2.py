@@ -19,32 +19,36 @@ the load's stats, the fleet history's rows of the partitions it loaded (:mod:`mp
 mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
 the driver's level and above). The driver logs them through its own handlers once Spark's job is done, as the
 process pool's parent logs its workers' records (:mod:`mploader.runners.processes`): the load's WARN lines read as
-``mploader load``'s, once each (a retried task's attempts that failed answer nothing), and the executors print none
-of them.
+``mploader load``'s, once each (a retried task's attempts that failed answer nothing: the retry answers what they
+recorded), and the executors print none of them.
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory
 (:class:`mploader.disk.dry_run.DryRunDisk`); an applied load writes through :class:`mploader.disk.real.RealDisk`
 and syncs each task's file systems before the task completes, so
 that what the driver reports as loaded is durable.  Speculative execution must be off (:func:`check_session`):
 two copies of one task would recover the same partition.  A task that dies is retried by Spark: recovery
-is idempotent, a rerun completes what a killed one left (docs/architecture.md, "Durability").
+is idempotent, a rerun completes what a killed one left (docs/architecture.md, "Durability"), and the retry answers
+of the partitions its earlier attempt recovered the report that attempt recorded (:mod:`mploader.spark.attempt`).
 """
 
 from __future__ import annotations
 
 import logging
 import pickle
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from mploader.config import LoaderConfig
+from mploader.disk import NO_HOOK, MutationHook
 from mploader.recovery.job import PartitionJob
 from mploader.result import LoadedLog, LoadStats
 from mploader.runners import NO_EVENTS, Outcome, PartitionRunner, PartitionsHere, RunEvents
 from mploader.runners.here import collected, replay
 from mploader.runners.processes import partition_cost
+from mploader.spark.attempt import TaskAttempt
 from mploader.spark.gathering import Seat
 from mploader.spark.identity import DataDirs, WrongDataError, check_partition
 from mploader.spark.jobs import EXECUTOR_TIMEOUT, SparkJobFailed, collect, job_group
@@ -69,11 +73,16 @@ Recovery = tuple[LoaderConfig, Sequence[PartitionJob]]  # a load's partitions to
 Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord], PartitionRows]
 
 
-def load_rows(config: bytes, level: int = logging.WARNING
-              ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = None, attempt: int | None = None,
+              mutations: MutationHook = NO_HOOK) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per load
     (seat) and task, synced once after its last partition: a task's answers count only when the whole job
     succeeds, and a sync that fails fails the task, hence the job.
+
+    ``run`` is the Spark job's run id (None: a new one), under which an applied load's partitions are recorded for
+    a retry of their task (:mod:`mploader.spark.attempt`); ``attempt``: the task's attempt number (None: Spark's,
+    ``TaskContext.attemptNumber``; 0 outside a task); ``mutations``: the task's disks' hook
+    (:mod:`mploader.disk.mutations`).
 
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
@@ -83,32 +92,34 @@ def load_rows(config: bytes, level: int = logging.WARNING
     Before its first load, the task checks every one of its rows: each partition's data dir and files are those the
     driver found (:func:`mploader.spark.identity.check_partition`), else :class:`WrongDataError` fails the task, and
     nothing was read or written (a retried attempt checks the data dirs only: its first attempt may have written)."""
+    job_run = run or uuid.uuid4().hex
 
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def load(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: list[tuple[int, int, PartitionJob]] = [(row["seat"], row["job"], pickle.loads(row["spec"]))
                                                      for batch in batches for row in batch.to_pylist()]
-        dirs, files = DataDirs(), _first_attempt()
+        retried = (_attempt_number() if attempt is None else attempt) > 0
+        dirs = DataDirs()
         for _, _, job in rows:
-            check_partition(job, dirs, files)
+            check_partition(job, dirs, files=not retried)
         directory_ids = {job.data_dir: _directory_id(job) for _, _, job in rows}
         cfg = pickle.loads(config)
-        here: dict[int, PartitionsHere] = {}
+        here: dict[int, TaskAttempt] = {}
         records: dict[int, list[logging.LogRecord]] = {}
         loaded: dict[int, list[LoadedLog]] = {}
         with collected(level) as collect:
             for seat, i, job in rows:
-                runner = here.get(seat) or here.setdefault(seat, PartitionsHere(cfg))
-                outcome = runner.load(job)
+                runner = here.get(seat) or here.setdefault(seat, TaskAttempt(cfg, job_run, retried, mutations))
+                outcome, lines = runner.load(job, collect)
                 yield _row(seat, i, outcome)
-                records.setdefault(seat, []).extend(collect.take())
-                if not isinstance(outcome, BaseException):
+                records.setdefault(seat, []).extend(lines)
+                if not isinstance(outcome, BaseException):  # a retry's: what the load as a whole did
                     loaded.setdefault(seat, []).append(outcome[0])
             for seat, runner in here.items():  # each load's partitions durable before the task completes
                 work = runner.finish()
                 made = PartitionRows.of(loaded.get(seat, []), directory_ids)
                 yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()], made))
 
-    return run
+    return load
 
 
 def _directory_id(job: PartitionJob) -> str | None:
@@ -117,12 +128,12 @@ def _directory_id(job: PartitionJob) -> str | None:
     return identity.directory_id if identity is not None else None
 
 
-def _first_attempt() -> bool:
-    """Whether this task is its first attempt (True outside a Spark task)."""
+def _attempt_number() -> int:
+    """This task's attempt number (0 outside a Spark task)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return context is None or context.attemptNumber() == 0
+    return 0 if context is None else int(context.attemptNumber())
 
 
 def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
@@ -177,7 +188,10 @@ class RecoveryJob:
                              [partition_cost(job) for _, _, job in jobs], JOB_COLUMNS,
                              cores(self.spark) * TASKS_PER_CORE)
         level = logging.getLogger("mploader").getEffectiveLevel()
-        recovering = frame.mapInArrow(load_rows(configs.pop(), level), from_arrow_schema(OUTCOME_SCHEMA))
+        # a run id of its own: a retried task's attempts know each other's records by it, and a record of another
+        # (a failed earlier job's) is stale (mploader.spark.attempt)
+        tasks = load_rows(configs.pop(), level, run=uuid.uuid4().hex)
+        recovering = frame.mapInArrow(tasks, from_arrow_schema(OUTCOME_SCHEMA))
         loads = f" of {len(work)} loads" if len(work) > 1 else ""
         rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",
                        self.executor_timeout)
