@@ -6,8 +6,9 @@ unclean with injected faults, one unclean):
   ``--apply``, with ``--master spark://...``) give the single-host documents partition for partition and, applied,
   the single-host load's files;
 * spark-submit's master is the job's (not ``local[*]``): the cluster's master lists the application;
-* a worker killed (SIGKILL to its JVM, its executor's and their Python) while a task of an applied load runs on it:
-  Spark runs the task again on the other worker, and the files are the single-host load's;
+* a worker killed (SIGKILL to its JVM, its executor's and their Python) while a task of an applied load runs on it,
+  after the task recovered a partition: Spark runs the task again on the other worker, and the files and the
+  report (what the first attempt did included) are the single-host load's;
 * a worker in its own mount namespace sees other files at the driver's paths; ``spark load --apply`` on such a worker
   must refuse the other data and change none of it.
 
@@ -213,42 +214,63 @@ def wait_for(path: Path, driver: subprocess.Popen[str], timeout: float = 300) ->
         time.sleep(0.05)
 
 
-# the sitecustomize of the load's Python on the executors (spark.executorEnv.PYTHONPATH): on the victim worker (its
-# work dir, the cwd of its executor's Python), the first task (its Python daemon starting: nothing else of the load
-# starts a Python there) runs for a minute, ample time to kill the worker in the middle of it; the files it leaves
-# beside it say that it started, and whether it ever finished
-_SLOW_PYTHON = """import os
-import time
+# the sitecustomize of the load's Python on the executors (spark.executorEnv.PYTHONPATH; no daemon: each task's
+# Python imports it): the first task's Python to go on after recording what its load did to a partition (the next
+# open of another file, once mploader-attempt was written) writes its work dir into the flag and stops (SIGSTOP),
+# in the middle of its task, for the test to kill its worker
+_STOP_AFTER_A_RECORD = """import os
+import signal
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
-if os.getcwd().startswith({victim!r}):
-    open(os.path.join(here, "started"), "w").close()
-    time.sleep(60)
-    open(os.path.join(here, "finished"), "w").close()
+recorded = []
+
+
+def _hook(event, args):
+    if event != "open" or not isinstance(args[0], str) or args[0] == {flag!r} or recorded == ["done"]:
+        return
+    if args[0].endswith("mploader-attempt") and (args[2] or 0) & (os.O_WRONLY | os.O_RDWR):
+        recorded.append(args[0])
+    elif recorded:
+        try:
+            fd = os.open({flag!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:  # another task's Python stopped first
+            recorded[:] = ["done"]
+            return
+        os.write(fd, os.getcwd().encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+sys.addaudithook(_hook)
 """
 
 
 def test_a_worker_killed_mid_load_the_other_runs_its_task(cluster: SparkCluster, fleet: Path,  # noqa: F811
                                                            single_host: SingleHost, tmp_path: Path) -> None:
-    """SIGKILL to a worker (its JVM, its executor's, their Python) while a task of an applied load runs on it:
-    Spark runs the task again on the other worker, the load completes with the single-host outcome."""
+    """SIGKILL to a worker (its JVM, its executor's, their Python) while a task of an applied load runs on it, after
+    the task recovered a partition: Spark runs the task again on the other worker, whose attempt finds that
+    partition recovered and answers what the first attempt recorded of it (spark.attempt): the load completes with
+    the single-host outcome, its files and its report (what each partition's load did, its WARN lines)."""
     cluster.reset()
-    victim = cluster.workers[1]
-    slow = tmp_path / "slow-python"
-    slow.mkdir()
-    (slow / "sitecustomize.py").write_text(_SLOW_PYTHON.format(victim=str(cluster.root / victim.name) + os.sep))
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    flag = tmp_path / "stopped"
+    (hooks / "sitecustomize.py").write_text(_STOP_AFTER_A_RECORD.format(flag=str(flag)))
     root = copy(fleet, tmp_path / "fleet")
-    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply", "--conf",
-                                       f"spark.executorEnv.PYTHONPATH={slow}{os.pathsep}{_ROOT}"))
-    wait_for(slow / "started", driver)  # a task of the load runs on the victim
+    driver = cluster.run(spark_command(cluster, "load", fleet_dirs(root), tmp_path, "--apply",
+                                       "--conf", f"spark.executorEnv.PYTHONPATH={hooks}{os.pathsep}{_ROOT}",
+                                       "--conf", "spark.python.use.daemon=false"))
+    wait_for(flag, driver)  # a task recorded a partition and stopped in the middle of its next one
+    stopped_in = flag.read_text()
+    victim, = (w for w in cluster.workers if stopped_in.startswith(str(cluster.root / w.name) + os.sep))
     cluster.stop_worker(victim, signal.SIGKILL)
     got = finish(driver)
-    assert not (slow / "finished").exists()  # the task never finished there ...
-    assert got.returncode == single_host.load_exit, got.stderr[-5000:]  # ... it ran again: the load completed
+    assert got.returncode == single_host.load_exit, got.stderr[-5000:]  # its task ran again: the load completed
     doc = answer(got, tmp_path)
     ran_on(cluster, doc, PARTITIONS)
     assert tree_digest(root) == single_host.tree
     assert [load_document(b, root) for b in doc["brokers"]] == single_host.applied
+    assert not list(root.rglob("mploader-attempt"))  # the driver removed its run's records
     assert [w["state"] for w in cluster.state()["workers"] if w["port"] == victim.port] == ["DEAD"]
 
 
