@@ -137,7 +137,10 @@ def test_spark_load_applies_exactly_load_logs(spark, fleet_template: Path, tmp_p
 
 def _rows_are_the_drivers_own(spark, run) -> None:  # noqa: ANN001, F811
     """The history rows the tasks made of the partitions they loaded are those the driver would make of the
-    results; a broker keeps only the rows of partitions its result keeps (here: another broker's are dropped)."""
+    results; the rows of a broker whose result keeps no partition (Kafka refused to start it) are dropped."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from mploader.spark.output import load_tables
     from mploader.spark.rows import PartitionRows
 
@@ -149,8 +152,15 @@ def _rows_are_the_drivers_own(spark, run) -> None:  # noqa: ANN001, F811
     assert here.inventory_table.equals(run.tables.inventory_table) and here.inventory_table.num_rows > 0
     assert here.summary_table.equals(run.tables.summary_table)
     everyones = PartitionRows.concat(m for r in run.engines for m in r.made)
-    mixed = load_tables(spark, [(dirs, r, everyones) for dirs, r in run.results], run.tables.run)
-    assert mixed.made_by == run.tables.made_by and mixed.inventory_table.equals(run.tables.inventory_table)
+    (first, result), *rest = run.results
+    refused = StartupFailedError(first[0], "IllegalStateException", "refused by the test")
+    mixed = load_tables(spark, [(first, refused, everyones), *((d, r, nothing) for d, r in rest)], run.tables.run)
+    assert mixed.made_by == {"executors": logs - len(result.all_logs()), "driver": 0}
+    kept = mixed.inventory_table.filter(pc.invert(pc.is_in(mixed.inventory_table["data_dir"], pa.array(first))))
+    assert mixed.inventory_table.num_rows == kept.num_rows == run.tables.inventory_rows - sum(
+        len(lg.segments) for lg in result.all_logs())
+    errors = mixed.summary_table.filter(pc.is_valid(mixed.summary_table["error"]))
+    assert errors["data_dir"].to_pylist() == first and "refused by the test" in errors["error"][0].as_py()
 
 
 def test_spark_load_removes_the_journal_its_tasks_wrote(spark, fleet_template: Path, tmp_path: Path) -> None:  # noqa: F811

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mploader._version import __version__
 from mploader.broker_config.meta import MetaProperties, broker_key, read_meta_properties
@@ -53,7 +54,6 @@ from mploader.spark.rows import (
     fields,
     impact_columns,
     recovery_words,
-    with_columns,
 )
 from mploader.verify import VerifyReport
 
@@ -254,18 +254,12 @@ class _Broker:
     def directory_ids(self) -> dict[str, str | None]:
         return {d: meta.directory_id if meta else None for d, meta in self.metas.items()}
 
-    def columns(self, run: RunInfo) -> dict[str, Any]:
-        """The run's and the broker's columns (the same on each of its rows)."""
-        meta = self.metas.get(self.dirs[0])
-        return {**run.columns(), "broker": broker_key(self.dirs[0], meta), "broker_dirs": self.dirs,
-                "cluster_id": meta.cluster_id if meta else None, "node_id": meta.node_id if meta else None}
-
     def where(self, run: RunInfo, data_dir: str) -> dict[str, Any]:
-        return {**self.columns(run), "data_dir": data_dir, "directory_id": self.directory_ids.get(data_dir)}
-
-
-def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+        """The run's and the broker's columns of a row of ``data_dir``."""
+        meta, own = self.metas.get(self.dirs[0]), self.metas.get(data_dir)
+        return {**run.columns(), "broker": broker_key(self.dirs[0], meta), "broker_dirs": self.dirs,
+                "cluster_id": meta.cluster_id if meta else None, "node_id": meta.node_id if meta else None,
+                "data_dir": data_dir, "directory_id": own.directory_id if own else None}
 
 
 def _frames(spark: SparkSession, inventory: pa.Table, summary: pa.Table, run: RunInfo,
@@ -282,32 +276,44 @@ def _startup_failure(run: RunInfo, broker: _Broker, error: str) -> list[dict[str
 def load_tables(spark: SparkSession,
                 results: Sequence[tuple[list[str], LoadResult | StartupFailedError, PartitionRows]],
                 run: RunInfo) -> FleetTables:
-    """The fleet's rows of a load: per broker (its dirs, its result, and the rows its executors made of the
-    partitions they loaded: :mod:`mploader.spark.rows`) the rows of the partitions its result keeps, the
-    executors' where they made them, else made here (``--driver-fallback``), with the run's and the broker's
-    columns; a row per data dir for a broker Kafka would refuse to start, and per offline dir."""
-    inventories: list[pa.Table] = []
-    summaries: list[pa.Table] = []
-    made_by = {"executors": 0, "driver": 0}
-    for dirs, result, made in results:
+    """The fleet's rows of a load.  ``results``: per broker its dirs, its result, and the rows its executors made of
+    the partitions they loaded (:mod:`mploader.spark.rows`).  The rows of the partitions the brokers' results keep:
+    the executors' where they made them, else made here (``--driver-fallback``); the run's and broker's columns
+    taken per row from a row per data dir (a few Arrow calls for the whole fleet, whatever its number of brokers);
+    a row per data dir of a broker Kafka would refuse to start, and per offline dir."""
+    made = PartitionRows.concat(rows for _, _, rows in results)
+    theirs = made.dirs
+    data_dirs: list[dict[str, Any]] = []  # the run's and broker's columns of each data dir
+    failures: list[dict[str, Any]] = []
+    kept: list[str] = []
+    here: list[PartitionRows] = []
+    for dirs, result, _ in results:
         broker = _Broker.of(dirs)
+        data_dirs.extend(broker.where(run, d) for d in dirs)
         if isinstance(result, StartupFailedError):
-            summaries.append(pa.Table.from_pylist(
-                _startup_failure(run, broker, f"{result.kafka_exception}: {result}"), SUMMARY_SCHEMA))
+            failures.extend(_startup_failure(run, broker, f"{result.kafka_exception}: {result}"))
             continue
-        summaries.append(pa.Table.from_pylist(
-            [{**broker.where(run, d), "error": f"offline: {reason}"} for d, reason in result.offline_dirs.items()],
-            SUMMARY_SCHEMA))
+        failures.extend({**broker.where(run, d), "error": f"offline: {reason}"}
+                        for d, reason in result.offline_dirs.items())
         logs = result.all_logs()
-        theirs = made.dirs
-        here = [lg for lg in logs if lg.dir not in theirs]
-        rows = PartitionRows.concat([made, PartitionRows.of(here, broker.directory_ids)]).only(lg.dir for lg in logs)
-        made_by["executors"] += len(logs) - len(here)
-        made_by["driver"] += len(here)
-        columns = broker.columns(run)
-        inventories.append(with_columns(rows.inventory, INVENTORY_SCHEMA, columns))
-        summaries.append(with_columns(rows.summary, SUMMARY_SCHEMA, columns))
-    return _frames(spark, _concat(inventories, INVENTORY_SCHEMA), _concat(summaries, SUMMARY_SCHEMA), run, made_by)
+        kept.extend(lg.dir for lg in logs)
+        here.append(PartitionRows.of([lg for lg in logs if lg.dir not in theirs], broker.directory_ids))
+    rows = PartitionRows.concat([made, *here]).only(kept)
+    driver = sum(p.summary.num_rows for p in here)
+    where = pa.Table.from_pylist(data_dirs, pa.schema([*_RUN_FIELDS, WHERE_FIELDS[0], WHERE_FIELDS[1]]))
+    summary = pa.concat_tables([pa.Table.from_pylist(failures, SUMMARY_SCHEMA),
+                                _with_data_dirs(rows.summary, where, SUMMARY_SCHEMA)])
+    return _frames(spark, _with_data_dirs(rows.inventory, where, INVENTORY_SCHEMA), summary, run,
+                   {"executors": len(kept) - driver, "driver": driver})
+
+
+def _with_data_dirs(table: pa.Table, where: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s rows in ``schema``: each with the columns of its data dir's row of ``where``."""
+    if table.num_rows == 0:  # an empty table of one empty chunk a column (Spark takes no column of none)
+        return schema.empty_table()
+    at = pc.index_in(table["data_dir"], value_set=where["data_dir"])
+    return pa.Table.from_arrays([table[f.name] if f.name in table.column_names else where[f.name].take(at)
+                                 for f in schema], schema=schema)
 
 
 def _audit_row(a: SegmentAudit) -> dict[str, Any]:

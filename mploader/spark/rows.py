@@ -4,7 +4,7 @@ A partition's own columns of the segment inventory and of the summary (its segme
 did) are made from its :class:`LoadedLog` by the task that loaded it, as Arrow tables (:class:`PartitionRows`),
 and travel to the driver with the task's work (:mod:`mploader.spark.phase2`): the driver adds no row of its own
 for them, it keeps those of the partitions its broker's load kept (a broker Kafka refuses to start keeps none, an
-offline dir's are dropped) and adds the run's and the broker's columns, one value each
+offline dir's are dropped) and adds the run's and the broker's columns, taken from a row per data dir
 (:func:`mploader.spark.output.load_tables`).  A partition the driver loaded (``--driver-fallback``) has its rows made
 there by the same function.
 """
@@ -130,18 +130,5 @@ class PartitionRows:
         return set(self.summary["dir"].to_pylist())
 
 
-def with_columns(table: pa.Table, schema: pa.Schema, values: Mapping[str, Any]) -> pa.Table:
-    """``table`` in ``schema``'s columns: its own, and ``values``' (one value each, repeated on every row)."""
-    n = table.num_rows
-    return pa.Table.from_arrays(
-        [table[f.name].combine_chunks() if f.name in table.column_names else _repeated(values[f.name], f.type, n)
-         for f in schema], schema=schema)
-
-
-def _repeated(value: Any, kind: pa.DataType, n: int) -> pa.Array:
-    # pyarrow's repeat fails on a list scalar repeated no time
-    return pa.repeat(pa.scalar(value, kind), n) if n else pa.array([], kind)
-
-
 __all__ = ["INVENTORY_FIELDS", "PARTITION_INVENTORY", "PARTITION_SUMMARY", "SUMMARY_FIELDS", "WHERE_FIELDS",
-           "PartitionRows", "fields", "impact_columns", "recovery_words", "with_columns"]
+           "PartitionRows", "fields", "impact_columns", "recovery_words"]
