@@ -146,15 +146,15 @@ def _rows_are_the_drivers_own(spark, run) -> None:  # noqa: ANN001, F811
 
     logs = sum(len(r.all_logs()) for _, r in run.results if not isinstance(r, StartupFailedError))
     assert run.tables.made_by == {"executors": logs, "driver": 0}
-    nothing = PartitionRows.concat([])
-    here = load_tables(spark, [(dirs, r, nothing) for dirs, r in run.results], run.tables.run)
+    nothing = PartitionRows.concat([])  # every row made here
+    here = load_tables(spark, run.results, run.tables.run, nothing)
     assert here.made_by == {"executors": 0, "driver": logs}
     assert here.inventory_table.equals(run.tables.inventory_table) and here.inventory_table.num_rows > 0
     assert here.summary_table.equals(run.tables.summary_table)
-    everyones = PartitionRows.concat(m for r in run.engines for m in r.made)
+    theirs = PartitionRows.of([lg for _, r in run.results for lg in r.all_logs()], {})  # as the tasks made them
     (first, result), *rest = run.results
     refused = StartupFailedError(first[0], "IllegalStateException", "refused by the test")
-    mixed = load_tables(spark, [(first, refused, everyones), *((d, r, nothing) for d, r in rest)], run.tables.run)
+    mixed = load_tables(spark, [(first, refused), *rest], run.tables.run, theirs)
     assert mixed.made_by == {"executors": logs - len(result.all_logs()), "driver": 0}
     kept = mixed.inventory_table.filter(pc.invert(pc.is_in(mixed.inventory_table["data_dir"], pa.array(first))))
     assert mixed.inventory_table.num_rows == kept.num_rows == run.tables.inventory_rows - sum(

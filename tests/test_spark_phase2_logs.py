@@ -47,15 +47,16 @@ def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
     """Every job in one task of ``load_rows``, in this process (the runner ``load_logs`` hands the jobs to); the
     task's last row is what it scanned and wrote and its records, logged here as the driver's runner does."""
     from mploader.runners.here import replay
-    from mploader.spark.phase2 import TASK_WORK, load_rows, recovered
+    from mploader.spark.phase2 import TASK_ROWS, TASK_WORK, load_rows, recovered, task_rows
 
     level = logging.getLogger("mploader").getEffectiveLevel()
     before = [] if seen is None else list(seen.records)  # the driver's own (load_logs)
     rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg), level)([_batch(jobs, [0] * len(jobs))])))
-    assert rows.column("job").to_pylist() == [*range(len(jobs)), TASK_WORK]
+    assert rows.column("job").to_pylist() == [*range(len(jobs)), TASK_WORK, TASK_ROWS]
     if seen is not None:  # the task itself logged nothing
         assert seen.records == before, [r.getMessage() for r in seen.records[len(before):]]
-    outcomes, work, records, made = recovered({0: (cfg, jobs)}, rows)[0]
+    outcomes, work, records = recovered({0: (cfg, jobs)}, rows)[0]
+    made = task_rows(rows)
     assert work.segments_scanned > 0
     loaded = [o[0] for o in outcomes if not isinstance(o, BaseException)]
     assert made.summary["dir"].to_pylist() == sorted(lg.dir for lg in loaded)  # a row each, made in the task
@@ -111,14 +112,14 @@ def test_the_task_collects_only_records_at_the_drivers_level(tmp_path: Path) -> 
     load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
     jobs = runner.jobs
     last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([_batch(jobs, [0] * len(jobs))]))
-    _, records, _ = pickle.loads(last[-1].column("outcome")[0].as_py())
+    _, records = pickle.loads(last[-2].column("outcome")[0].as_py())
     assert records == []
 
 
 def test_each_loads_records_go_to_its_own_seat(tmp_path: Path) -> None:
     """One task recovering two brokers' partitions (a fleet's one job) answers each broker's log records with its
     own work row, so that each broker's runner logs only its own."""
-    from mploader.spark.phase2 import TASK_WORK, load_rows, recovered
+    from mploader.spark.phase2 import TASK_WORK, load_rows, recovered, task_rows
 
     d, _ = _lossy_broker(tmp_path / "b0")
     runner = _OneTask()
@@ -134,4 +135,4 @@ def test_each_loads_records_go_to_its_own_seat(tmp_path: Path) -> None:
     assert [len(answers[s][0]) for s in (0, 1)] == [len(lossy), 1]
     assert answers[0][2] and all(r.levelno >= logging.WARNING for r in answers[0][2])
     assert answers[1][2] == []  # a clean shutdown's partition: nothing to tell, and nobody else's lines
-    assert answers[0][3].dirs == {j.dir for j in lossy} and answers[1][3].dirs == {clean[0].dir}  # rows by seat
+    assert task_rows(rows).dirs == {j.dir for j in [*lossy, *clean]}  # one table of the task's rows, every load's

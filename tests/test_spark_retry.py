@@ -101,7 +101,7 @@ class _Retried(PartitionRunner):
 
     def run(self, jobs: Sequence[PartitionJob], cfg: LoaderConfig, events: RunEvents = NO_EVENTS) -> list[Outcome]:
         from mploader.runners.here import replay
-        from mploader.spark.phase2 import load_rows, recovered
+        from mploader.spark.phase2 import load_rows, recovered, task_rows
 
         config, level = pickle.dumps(cfg), logging.getLogger("mploader").getEffectiveLevel()
         first = load_rows(config, level, run=RUN, attempt=0, mutations=self.hook)([_batch(jobs)])
@@ -113,7 +113,9 @@ class _Retried(PartitionRunner):
         first.close()
         self.recorded = sorted(j.dir for j in jobs if os.path.exists(os.path.join(j.dir, ATTEMPT)))
         retry = load_rows(config, level, run=self.retry_run, attempt=1)([_batch(jobs)])
-        outcomes, _, records, self.made = recovered({0: (cfg, jobs)}, pa.Table.from_batches(list(retry)))[0]
+        answered = pa.Table.from_batches(list(retry))
+        outcomes, _, records = recovered({0: (cfg, jobs)}, answered)[0]
+        self.made = task_rows(answered)
         replay(records)
         return outcomes
 

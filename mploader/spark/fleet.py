@@ -164,7 +164,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     recoveries: Gathering[Recovery, Recovered] = Gathering(len(groups), job)
     engines: list[SparkPartitions] = []
 
-    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str], PartitionRows]:
+    def one(dirs: list[str]) -> tuple[list[str], LoadResult | StartupFailedError, list[str]]:
         with recoveries.seat() as seat:
             runner = SparkPartitions(spark, driver_fallback=policy.driver_fallback,
                                      executor_timeout=policy.executor_timeout, seat=seat)
@@ -175,13 +175,13 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
             except StartupFailedError as e:
                 log.warning("%s: a Kafka broker would fail to start: %s", ", ".join(dirs), e)
                 result = e
-            return dirs, result, collector.mine(), PartitionRows.concat(runner.made)
+            return dirs, result, collector.mine()
 
     with BrokerWarnings() as collector:
         loads = _each_broker(one, groups, spark, [(recoveries, job.job_group)])
-    tables = load_tables(spark, [(dirs, result, made) for dirs, result, _, made in loads], run)
-    return FleetLoad(tables, [(dirs, result) for dirs, result, _, _ in loads], engines, [w for _, _, w, _ in loads],
-                     recoveries.rounds, (job.job_group,))
+    results = [(dirs, result) for dirs, result, _ in loads]
+    tables = load_tables(spark, results, run, PartitionRows.concat(job.made))
+    return FleetLoad(tables, results, engines, [w for _, _, w in loads], recoveries.rounds, (job.job_group,))
 
 
 def verify(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config: LoaderConfig | None = None,

@@ -273,21 +273,20 @@ def _startup_failure(run: RunInfo, broker: _Broker, error: str) -> list[dict[str
     return [{**broker.where(run, d), "error": error} for d in broker.dirs]
 
 
-def load_tables(spark: SparkSession,
-                results: Sequence[tuple[list[str], LoadResult | StartupFailedError, PartitionRows]],
-                run: RunInfo) -> FleetTables:
-    """The fleet's rows of a load.  ``results``: per broker its dirs, its result, and the rows its executors made of
-    the partitions they loaded (:mod:`mploader.spark.rows`).  The rows of the partitions the brokers' results keep:
-    the executors' where they made them, else made here (``--driver-fallback``); the run's and broker's columns
-    taken per row from a row per data dir (a few Arrow calls for the whole fleet, whatever its number of brokers);
-    a row per data dir of a broker Kafka would refuse to start, and per offline dir."""
-    made = PartitionRows.concat(rows for _, _, rows in results)
+def load_tables(spark: SparkSession, results: Sequence[tuple[list[str], LoadResult | StartupFailedError]],
+                run: RunInfo, made: PartitionRows | None = None) -> FleetTables:
+    """The fleet's rows of a load: ``results`` per broker (its dirs, its result), ``made``: the rows the Spark tasks
+    made of the partitions they loaded (:mod:`mploader.spark.rows`).  The rows of the partitions the brokers'
+    results keep: the tasks' where they made them, else made here (``--driver-fallback``); the run's and broker's
+    columns taken per row from a row per data dir (a few Arrow calls for the whole fleet, whatever its number of
+    brokers); a row per data dir of a broker Kafka would refuse to start, and per offline dir."""
+    made = made or PartitionRows.concat([])
     theirs = made.dirs
     data_dirs: list[dict[str, Any]] = []  # the run's and broker's columns of each data dir
     failures: list[dict[str, Any]] = []
     kept: list[str] = []
     here: list[PartitionRows] = []
-    for dirs, result, _ in results:
+    for dirs, result in results:
         broker = _Broker.of(dirs)
         data_dirs.extend(broker.where(run, d) for d in dirs)
         if isinstance(result, StartupFailedError):

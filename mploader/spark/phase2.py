@@ -15,12 +15,13 @@ task (Phase 1 of a partition goes with its Phase 2: no batch table leaves the ex
 partition: the loaded log, or the exception Kafka's load would end
 with, pickled in a binary column (a ``LoadedLog`` holds the producer map and the epoch cache, which no flat Arrow
 row would say better), then its last rows (``job`` :data:`TASK_WORK`): per load what the task scanned and wrote, for
-the load's stats, the fleet history's rows of the partitions it loaded (:mod:`mploader.spark.rows`), and the
-mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
+the load's stats, and the mploader log records its loads made (truncations, deleted segments, rebuilt indexes: at
 the driver's level and above). The driver logs them through its own handlers once Spark's job is done, as the
 process pool's parent logs its workers' records (:mod:`mploader.runners.processes`): the load's WARN lines read as
 ``mploader load``'s, once each (a retried task's attempts that failed answer nothing: the retry answers what they
-recorded), and the executors print none of them.
+recorded), and the executors print none of them.  The task's very last row (``job`` :data:`TASK_ROWS`) holds the
+fleet history's rows of every partition it loaded, made there (:mod:`mploader.spark.rows`): one table a task, which
+the job keeps for the fleet's tables (:attr:`RecoveryJob.made`).
 
 A dry run (``apply=False``) keeps each partition's changes in the task's memory
 (:class:`mploader.disk.dry_run.DryRunDisk`); an applied load writes through :class:`mploader.disk.real.RealDisk`
@@ -66,11 +67,13 @@ OUTCOME_SCHEMA = pa.schema([("seat", pa.int64()), ("job", pa.int64()), ("outcome
 #: the ``job`` of a task's last rows: per seat what the task scanned and wrote, and the log records its loads made
 #: (a pickled :data:`TaskWork`)
 TASK_WORK = -1
-TaskWork = tuple[LoadStats, list[logging.LogRecord], PartitionRows]
+TaskWork = tuple[LoadStats, list[logging.LogRecord]]
+#: the ``job`` (``seat`` -1) of a task's very last row: the fleet history's rows of every partition it loaded, the
+#: loads' together (a pickled :class:`PartitionRows`: one table a task, not a load)
+TASK_ROWS = -2
 Recovery = tuple[LoaderConfig, Sequence[PartitionJob]]  # a load's partitions to recover, and its config
-#: their outcomes in order, what the tasks scanned and wrote, the log records the loads made, and the rows of the
-#: fleet history the tasks made of the partitions they loaded (:mod:`mploader.spark.rows`)
-Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord], PartitionRows]
+#: their outcomes in order, what the tasks scanned and wrote, and the log records the loads made
+Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord]]
 
 
 def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = None, attempt: int | None = None,
@@ -105,7 +108,7 @@ def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = 
         cfg = pickle.loads(config)
         here: dict[int, TaskAttempt] = {}
         records: dict[int, list[logging.LogRecord]] = {}
-        loaded: dict[int, list[LoadedLog]] = {}
+        loaded: list[LoadedLog] = []
         with collected(level) as collect:
             for seat, i, job in rows:
                 runner = here.get(seat) or here.setdefault(seat, TaskAttempt(cfg, job_run, retried, mutations))
@@ -113,11 +116,11 @@ def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = 
                 yield _row(seat, i, outcome)
                 records.setdefault(seat, []).extend(lines)
                 if not isinstance(outcome, BaseException):  # a retry's: what the load as a whole did
-                    loaded.setdefault(seat, []).append(outcome[0])
+                    loaded.append(outcome[0])
             for seat, runner in here.items():  # each load's partitions durable before the task completes
                 work = runner.finish()
-                made = PartitionRows.of(loaded.get(seat, []), directory_ids)
-                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()], made))
+                yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
+        yield _row(-1, TASK_ROWS, PartitionRows.of(loaded, directory_ids))
 
     return load
 
@@ -143,17 +146,18 @@ def _row(seat: int, job: int, outcome: object) -> pa.RecordBatch:
 
 def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recovered]:
     """The driver side of a job's ``rows``: each load's outcomes in its jobs' order, its tasks' work, its log
-    records (for its own thread to log: :meth:`SparkPartitions.run`) and the rows its tasks made."""
+    records (for its own thread to log: :meth:`SparkPartitions.run`).  The tasks' history rows are not a load's:
+    :func:`task_rows`."""
     outcomes: dict[int, list[Outcome | None]] = {seat: [None] * len(jobs) for seat, (_, jobs) in work.items()}
     stats = {seat: LoadStats() for seat in work}
     records: dict[int, list[logging.LogRecord]] = {seat: [] for seat in work}
-    made: dict[int, list[PartitionRows]] = {seat: [] for seat in work}
     for seat, job, blob in zip(*(rows.column(c).to_pylist() for c in ("seat", "job", "outcome")), strict=True):
+        if job == TASK_ROWS:
+            continue
         if job == TASK_WORK:
             task: TaskWork = pickle.loads(blob)
             stats[seat].add_work(task[0])
             records[seat].extend(task[1])
-            made[seat].append(task[2])
         else:
             outcomes[seat][job] = pickle.loads(blob)
     answers: dict[int, Recovered] = {}
@@ -161,9 +165,14 @@ def recovered(work: Mapping[int, Recovery], rows: pa.Table) -> dict[int, Recover
         missing = [work[seat][1][i].dir for i, o in enumerate(got) if o is None]
         if missing:
             raise RuntimeError(f"Spark returned no outcome for {len(missing)} partition(s), e.g. {missing[0]}")
-        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat],
-                         PartitionRows.concat(made[seat]))
+        answers[seat] = ([o for o in got if o is not None], stats[seat], records[seat])
     return answers
+
+
+def task_rows(rows: pa.Table) -> PartitionRows:
+    """The fleet history's rows the tasks of a job's ``rows`` made of the partitions they loaded."""
+    jobs, blobs = rows.column("job").to_pylist(), rows.column("outcome").to_pylist()
+    return PartitionRows.concat(pickle.loads(blob) for job, blob in zip(jobs, blobs, strict=True) if job == TASK_ROWS)
 
 
 class RecoveryJob:
@@ -176,6 +185,7 @@ class RecoveryJob:
         self.spark = spark
         self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self.job_group = job_group("phase2")  # its Spark jobs' group (statusTracker)
+        self.made: list[PartitionRows] = []  # per call, the history rows its tasks made (spark.rows)
 
     def __call__(self, work: Mapping[int, Recovery]) -> dict[int, Recovered]:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -195,6 +205,7 @@ class RecoveryJob:
         loads = f" of {len(work)} loads" if len(work) > 1 else ""
         rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",
                        self.executor_timeout)
+        self.made.append(task_rows(rows))
         return recovered(work, rows)
 
 
@@ -213,7 +224,6 @@ class SparkPartitions(PartitionRunner):
         self.job = RecoveryJob(spark, executor_timeout)
         self.seat = seat
         self.work = LoadStats()  # what the last call's tasks scanned and wrote (PartitionRunner: added to the load's)
-        self.made: list[PartitionRows] = []  # the history rows the tasks made of the partitions they loaded
         self.driver_fallback = driver_fallback  # a failed job's partitions loaded in the driver (else it fails)
         self.executor_partitions = 0  # partitions loaded by Spark tasks, and in the driver (driver_fallback)
         self.driver_partitions = 0
@@ -233,8 +243,8 @@ class SparkPartitions(PartitionRunner):
         if not jobs:
             return []
         try:
-            out, self.work, records, made = (self.seat.submit((cfg, jobs)) if self.seat is not None
-                                             else self.job({0: (cfg, jobs)})[0])
+            out, self.work, records = (self.seat.submit((cfg, jobs)) if self.seat is not None
+                                       else self.job({0: (cfg, jobs)})[0])
         except SparkJobFailed as e:  # the job failed or was cancelled (e.g. the session is going away)
             if self.driver_fallback:
                 return self._in_driver(jobs, cfg, e)
@@ -247,7 +257,6 @@ class SparkPartitions(PartitionRunner):
         # the tasks' log records logged here, in the load's own thread, through this process's handlers at its
         # loggers' levels (as the process pool's parent logs its workers')
         replay(records)
-        self.made.append(made)
         self.executor_partitions += len(jobs)
         return out
 
@@ -262,5 +271,5 @@ class SparkPartitions(PartitionRunner):
         return out
 
 
-__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_WORK", "Recovered", "Recovery", "RecoveryJob", "SparkJobFailed",
-           "SparkPartitions", "TaskWork", "WrongDataError", "load_rows", "recovered"]
+__all__ = ["JOB_COLUMNS", "OUTCOME_SCHEMA", "TASK_ROWS", "TASK_WORK", "Recovered", "Recovery", "RecoveryJob",
+           "SparkJobFailed", "SparkPartitions", "TaskWork", "WrongDataError", "load_rows", "recovered", "task_rows"]

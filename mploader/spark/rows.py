@@ -1,12 +1,12 @@
 """A load's rows of the fleet history, made where its partitions were loaded (a Spark task on an executor).
 
 A partition's own columns of the segment inventory and of the summary (its segments, its offsets, what its recovery
-did) are made from its :class:`LoadedLog` by the task that loaded it, as Arrow tables (:class:`PartitionRows`),
-and travel to the driver with the task's work (:mod:`mploader.spark.phase2`): the driver adds no row of its own
-for them, it keeps those of the partitions its broker's load kept (a broker Kafka refuses to start keeps none, an
-offline dir's are dropped) and adds the run's and the broker's columns, taken from a row per data dir
-(:func:`mploader.spark.output.load_tables`).  A partition the driver loaded (``--driver-fallback``) has its rows made
-there by the same function.
+did) are made from its :class:`LoadedLog` by the task that loaded it, as Arrow tables (:class:`PartitionRows`), and
+travel to the driver in the task's last row, one table a task (:mod:`mploader.spark.phase2`).  The driver makes no
+row of them: it keeps those of the partitions the brokers' loads kept (a broker Kafka refuses to start keeps none,
+an offline dir's are dropped) and adds the run's and the broker's columns, taken from a row per data dir
+(:func:`mploader.spark.output.load_tables`).  A partition the driver loaded (``--driver-fallback``) has its rows
+made there by the same function.
 """
 
 from __future__ import annotations
