@@ -6,8 +6,8 @@ generator closed: nothing of it runs after, not even its sync) or in the middle 
 exception no load catches, at every change from there on), then a retry (``attempt=1``) of the same run.  The loads
 are ``load_logs``'s (a runner given the manager's jobs), so the result and the files are compared with a single-host
 load of a fresh copy of the same data: the broker has faults, its recovery truncates segments and deletes one.
-(Spark's own retry of a task whose worker was killed, ``local[1,2]`` in a session of its own: 49 s on a busy 2-CPU
-machine, left out; the commit that reverted it holds it.)
+Spark's own retry, on the other worker of a real cluster after the worker that recorded a partition was killed:
+``tests/test_spark_cluster.py``.
 """
 
 from __future__ import annotations
