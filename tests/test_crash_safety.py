@@ -310,7 +310,8 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     session (parent, workers, resource trackers) gets SIGKILL at random moments of the load; a rerun leaves
     every byte and the outcome of one uninterrupted load.  The moments are drawn over an uninterrupted child
     load's duration, measured first, and one more over the part of it its workers lived (forked workers scan a
-    load's segments in about half of it); a moment the load outran is tried again, earlier.  "resumable": the
+    load's segments in a part of it), from the first moment one was seen to the last; a moment the load outran is
+    tried again, earlier, and one of the workers' part that met none, again in that part.  "resumable": the
     recovery points are written by their writer's own thread meanwhile (the rerun starts from them: the
     loader's own recovery point is not compared)."""
     config = INLINE.replace(persist_recovery_points=resumable)
@@ -329,15 +330,19 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
     copy_tree(tmp_path / "pristine", work)
     proc = _child(dirs, started, resumable)
     t0 = _wait_started(proc, started)
-    pool_end = 0.0  # the last moment a worker was seen
+    first_worker = last_worker = None  # the moments a worker was first and last seen
     while proc.poll() is None and time.monotonic() - t0 < 120:
         if scan_workers(proc.pid):
-            pool_end = time.monotonic() - t0
+            last_worker = time.monotonic() - t0
+            first_worker = last_worker if first_worker is None else first_worker
         time.sleep(0.005)
     assert proc.wait(timeout=120) == 0
     window = time.monotonic() - t0
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
-    tries = [rng.uniform(0.05, 0.9) * window for _ in range(5)] + [rng.uniform(0.05, 0.9) * pool_end]
+    assert first_worker is not None and last_worker is not None, "no worker was seen in the uninterrupted load"
+    pool = (first_worker, last_worker)
+    tries = [rng.uniform(0.05, 0.9) * window for _ in range(5)] + [rng.uniform(*pool)]
+    in_pool = {len(tries) - 1}  # the tries drawn over the workers' part
     report = []
     for i, moment in enumerate(tries):
         copy_tree(tmp_path / "pristine", work)
@@ -354,6 +359,9 @@ def test_random_sigkills_of_the_process_tree_during_two_worker_loads(tmp_path: P
                 ended = True
         if ended and len(tries) < 12:
             tries.append(moment / 2)
+        elif i in in_pool and not workers and len(tries) < 12:  # its workers came or went at another moment
+            in_pool.add(len(tries))
+            tries.append(rng.uniform(*pool))
         proc.wait()
         remove_orphaned_blocks()  # what the next pool load's start does
         rerun = final_outcome(load_logs(dirs, config, now_ms=GEN_NOW))
