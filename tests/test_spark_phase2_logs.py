@@ -51,7 +51,8 @@ def _one_task(jobs: list[PartitionJob], cfg: LoaderConfig,
 
     level = logging.getLogger("mploader").getEffectiveLevel()
     before = [] if seen is None else list(seen.records)  # the driver's own (load_logs)
-    rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg), level)([_batch(jobs, [0] * len(jobs))])))
+    task = load_rows(pickle.dumps(cfg), level, history=True)
+    rows = pa.Table.from_batches(list(task([_batch(jobs, [0] * len(jobs))])))
     assert rows.column("job").to_pylist() == [*range(len(jobs)), TASK_WORK, TASK_ROWS]
     if seen is not None:  # the task itself logged nothing
         assert seen.records == before, [r.getMessage() for r in seen.records[len(before):]]
@@ -105,14 +106,15 @@ def test_the_task_logs_nothing_and_the_driver_logs_its_warnings_once(tmp_path: P
 
 def test_the_task_collects_only_records_at_the_drivers_level(tmp_path: Path) -> None:
     """A driver at ERROR (``mploader spark verify``'s quiet change loggers, say) gets no WARNING back."""
-    from mploader.spark.phase2 import load_rows
+    from mploader.spark.phase2 import TASK_WORK, load_rows
 
     d, _ = _lossy_broker(tmp_path)
     runner = _OneTask()
     load_logs([str(d)], LoaderConfig(dry_run=True), NOW, partitions=runner)
     jobs = runner.jobs
     last = list(load_rows(pickle.dumps(LoaderConfig(dry_run=True)), logging.ERROR)([_batch(jobs, [0] * len(jobs))]))
-    _, records = pickle.loads(last[-2].column("outcome")[0].as_py())
+    assert last[-1].column("job").to_pylist() == [TASK_WORK]  # no history asked for: no rows made
+    _, records = pickle.loads(last[-1].column("outcome")[0].as_py())
     assert records == []
 
 
@@ -128,7 +130,8 @@ def test_each_loads_records_go_to_its_own_seat(tmp_path: Path) -> None:
     clean = [PartitionJob(j.data_dir, j.dir, j.tp, j.kind, True, 0, 0, None, NOW) for j in lossy[:1]]
     cfg = LoaderConfig(dry_run=True)
     jobs, seats = [lossy[0], clean[0], *lossy[1:]], [0, 1, *[0] * (len(lossy) - 1)]
-    rows = pa.Table.from_batches(list(load_rows(pickle.dumps(cfg), logging.WARNING)([_batch(jobs, seats)])))
+    task = load_rows(pickle.dumps(cfg), logging.WARNING, history=True)
+    rows = pa.Table.from_batches(list(task([_batch(jobs, seats)])))
     assert sorted((s, j) for s, j in zip(rows.column("seat").to_pylist(), rows.column("job").to_pylist()) if s == 1) \
         == [(1, TASK_WORK), (1, 0)]
     answers = recovered({0: (cfg, lossy), 1: (cfg, clean)}, rows)

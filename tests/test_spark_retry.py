@@ -112,7 +112,7 @@ class _Retried(PartitionRunner):
             pass
         first.close()
         self.recorded = sorted(j.dir for j in jobs if os.path.exists(os.path.join(j.dir, ATTEMPT)))
-        retry = load_rows(config, level, run=self.retry_run, attempt=1)([_batch(jobs)])
+        retry = load_rows(config, level, run=self.retry_run, attempt=1, history=True)([_batch(jobs)])
         answered = pa.Table.from_batches(list(retry))
         outcomes, _, records = recovered({0: (cfg, jobs)}, answered)[0]
         self.made = task_rows(answered)

@@ -108,7 +108,8 @@ def run_spark(args: argparse.Namespace) -> int:
                        "spark_jobs": loaded.spark_jobs}
             paths = tables.write(args.out)
             master, app = spark.sparkContext.master, spark.sparkContext.appName
-            given = {key: spark.sparkContext.getConf().get(key) for key in conf}  # --conf as the session has it
+            held = spark.sparkContext.getConf()
+            given = {key: held.get(key) for key in conf}  # --conf as the session has it
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         return interrupted(args, "run it again (verify and a dry run change nothing; an applied load is finished "
                                  "by a rerun)")

@@ -160,7 +160,7 @@ def load(spark: SparkSession, log_dirs: Sequence[str | os.PathLike[str]], config
     run = RunInfo.begin("load --apply" if apply else "load")
     cfg = dataclasses.replace(config or LoaderConfig(), dry_run=not apply)
     groups = brokers(log_dirs)
-    job = RecoveryJob(spark, policy.executor_timeout)
+    job = RecoveryJob(spark, policy.executor_timeout, history=True)
     recoveries: Gathering[Recovery, Recovered] = Gathering(len(groups), job)
     engines: list[SparkPartitions] = []
 

@@ -77,7 +77,8 @@ Recovered = tuple[list[Outcome], LoadStats, list[logging.LogRecord]]
 
 
 def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = None, attempt: int | None = None,
-              mutations: MutationHook = NO_HOOK) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+              mutations: MutationHook = NO_HOOK, history: bool = False
+              ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executor side (``mapInArrow``): ``config`` is the pickled :class:`LoaderConfig`.  One disk per load
     (seat) and task, synced once after its last partition: a task's answers count only when the whole job
     succeeds, and a sync that fails fails the task, hence the job.
@@ -85,7 +86,8 @@ def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = 
     ``run`` is the Spark job's run id (None: a new one), under which an applied load's partitions are recorded for
     a retry of their task (:mod:`mploader.spark.attempt`); ``attempt``: the task's attempt number (None: Spark's,
     ``TaskContext.attemptNumber``; 0 outside a task); ``mutations``: the task's disks' hook
-    (:mod:`mploader.disk.mutations`).
+    (:mod:`mploader.disk.mutations`); ``history``: the task's last row holds the fleet history's rows of the
+    partitions it loaded (:data:`TASK_ROWS`; a fleet's load: its verify's prediction and a single load keep none).
 
     The mploader log records at ``level`` and above (the driver's level) are collected during the task, not
     written: an executor configures no logging, so Python would print them on its stderr as bare lines (no level,
@@ -115,12 +117,13 @@ def load_rows(config: bytes, level: int = logging.WARNING, *, run: str | None = 
                 outcome, lines = runner.load(job, collect)
                 yield _row(seat, i, outcome)
                 records.setdefault(seat, []).extend(lines)
-                if not isinstance(outcome, BaseException):  # a retry's: what the load as a whole did
+                if history and not isinstance(outcome, BaseException):  # a retry's: what the load as a whole did
                     loaded.append(outcome[0])
             for seat, runner in here.items():  # each load's partitions durable before the task completes
                 work = runner.finish()
                 yield _row(seat, TASK_WORK, (work, [*records.get(seat, []), *collect.take()]))
-        yield _row(-1, TASK_ROWS, PartitionRows.of(loaded, directory_ids))
+        if history:
+            yield _row(-1, TASK_ROWS, PartitionRows.of(loaded, directory_ids))
 
     return load
 
@@ -181,11 +184,13 @@ class RecoveryJob:
     ``TASKS_PER_CORE`` tasks per core of the cluster, each a bin of about equal cost
     (:func:`mploader.spark.tasks.binned_frame`).  The loads share one config."""
 
-    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT) -> None:
+    def __init__(self, spark: SparkSession, executor_timeout: float | None = EXECUTOR_TIMEOUT,
+                 history: bool = False) -> None:
         self.spark = spark
         self.executor_timeout = executor_timeout  # jobs.Watchdog's bound
         self.job_group = job_group("phase2")  # its Spark jobs' group (statusTracker)
-        self.made: list[PartitionRows] = []  # per call, the history rows its tasks made (spark.rows)
+        self.history = history  # its tasks make the fleet history's rows (spark.rows), kept in made
+        self.made: list[PartitionRows] = []  # per call, the history rows its tasks made
 
     def __call__(self, work: Mapping[int, Recovery]) -> dict[int, Recovered]:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -200,7 +205,7 @@ class RecoveryJob:
         level = logging.getLogger("mploader").getEffectiveLevel()
         # a run id of its own: a retried task's attempts know each other's records by it, and a record of another
         # (a failed earlier job's) is stale (mploader.spark.attempt)
-        tasks = load_rows(configs.pop(), level, run=uuid.uuid4().hex)
+        tasks = load_rows(configs.pop(), level, run=uuid.uuid4().hex, history=self.history)
         recovering = frame.mapInArrow(tasks, from_arrow_schema(OUTCOME_SCHEMA))
         loads = f" of {len(work)} loads" if len(work) > 1 else ""
         rows = collect(recovering, self.job_group, f"recovering {len(jobs)} partition(s){loads} on the executors",

@@ -110,10 +110,9 @@ class PartitionRows:
     @classmethod
     def concat(cls, parts: Iterable[PartitionRows]) -> PartitionRows:
         parts = list(parts)
-        return cls(pa.concat_tables([p.inventory for p in parts], promote_options="none") if parts
-                   else PARTITION_INVENTORY.empty_table(),
-                   pa.concat_tables([p.summary for p in parts], promote_options="none") if parts
-                   else PARTITION_SUMMARY.empty_table())
+        if not parts:
+            return cls(PARTITION_INVENTORY.empty_table(), PARTITION_SUMMARY.empty_table())
+        return cls(pa.concat_tables([p.inventory for p in parts]), pa.concat_tables([p.summary for p in parts]))
 
     def only(self, dirs: Iterable[str]) -> PartitionRows:
         """The rows of the partition directories ``dirs``, in the order of data dir, topic, partition, directory
